@@ -1,0 +1,129 @@
+// The one seam of the data plane: every backend (libfabric providers, ibverbs) implements Transport, and
+// nothing above it knows which backend runs. One-sided only: the target registers memory and hands out a
+// RemoteKey; the initiator writes into or reads from it while the target's CPU merely drives progress.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conduit/memory_region.h"
+#include "conduit/remote_key.h"
+#include "conduit/result.h"
+
+namespace conduit {
+
+// What a registration lets peers do. Local use (as the source of a write or sink of a read) is always allowed.
+enum class Access : std::uint8_t { Local = 0, RemoteRead = 1, RemoteWrite = 2, RemoteReadWrite = 3 };
+
+inline bool allows(Access have, Access want) {
+  return (static_cast<unsigned>(have) & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
+
+// A registered range. Owns the backend's handles: destroying (or reset()) deregisters, after which the
+// RemoteKey it handed out no longer works. Must outlive every batch that uses it.
+class Registration {
+ public:
+  struct Handles {
+    virtual ~Handles() = default;
+  };
+
+  Registration() = default;
+  Registration(std::byte* address, std::uint64_t length, RemoteKey key, std::unique_ptr<Handles> handles)
+      : address_(address), length_(length), key_(std::move(key)), handles_(std::move(handles)) {}
+
+  std::byte* address() const { return address_; }
+  std::uint64_t length() const { return length_; }
+  const RemoteKey& remote_key() const { return key_; }
+  Handles* handles() const { return handles_.get(); }
+  bool valid() const { return handles_ != nullptr; }
+  void reset() { handles_.reset(); }
+
+ private:
+  std::byte* address_ = nullptr;
+  std::uint64_t length_ = 0;
+  RemoteKey key_;
+  std::unique_ptr<Handles> handles_;
+};
+
+enum class OpKind : std::uint8_t { Write, Read };
+
+// Move `length` bytes between [local_offset, +length) of a local registration and [remote_offset, +length)
+// of the range behind `remote`. Write: local -> remote. Read: remote -> local.
+struct Op {
+  OpKind kind = OpKind::Write;
+  const Registration* local = nullptr;
+  std::uint64_t local_offset = 0;
+  RemoteKey remote;
+  std::uint64_t remote_offset = 0;
+  std::uint64_t length = 0;
+};
+
+struct BatchOptions {
+  std::uint64_t chunk_bytes = 1u << 20;  // slice size
+  std::uint32_t window = 16;             // slices of this batch in flight on each rail
+};
+
+// `finished` means every byte is visible at the target (writes) or in local memory (reads), not merely sent.
+struct BatchStatus {
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+  bool finished = false;
+  std::optional<Error> error;  // set once the batch failed; finished is then true as well
+};
+
+using BatchId = std::uint64_t;
+using PeerId = std::uint64_t;
+
+struct Capabilities {
+  std::string provider;
+  bool host_memory = true;
+  bool device_memory = false;  // registers CUDA memory directly (FI_HMEM / dmabuf); else staged
+  std::uint64_t max_message = 0;
+  bool ordered_raw = false;    // reads after writes see the writes: a trailing read is a delivery fence
+  bool manual_progress = true;
+  std::uint64_t mr_mode = 0;
+  std::string mr_mode_text;
+};
+
+struct TransportConfig {
+  std::string provider = "auto";  // tcp | shm | efa | verbs | auto, or the full "tcp;ofi_rxm" form
+  int rails = 1;                  // endpoints to stripe over (NICs on a real node)
+  std::string bind_address;       // tcp/verbs: local IP to bind; empty = the provider's default interface
+  std::chrono::milliseconds stall_timeout{30000};  // fail a batch with no completion for this long
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view name() const = 0;  // "libfabric:tcp;ofi_rxm"
+  virtual const Capabilities& capabilities() const = 0;
+  virtual int rails() const = 0;
+  virtual std::vector<std::byte> address() const = 0;  // what a peer needs to reach every rail of ours
+
+  static constexpr std::uint64_t kWholeRegion = std::numeric_limits<std::uint64_t>::max();
+  virtual Result<Registration> register_memory(const MemoryRegion& region, Access access,
+                                               std::uint64_t offset = 0,
+                                               std::uint64_t length = kWholeRegion) = 0;
+  virtual Result<PeerId> connect(std::span<const std::byte> peer_address) = 0;
+
+  // Validates every op (bounds, keys, provider) before posting anything, then runs the batch in the
+  // background. A finished batch is forgotten after poll() has reported it once.
+  virtual Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options = {}) = 0;
+  virtual BatchStatus poll(BatchId id) = 0;
+};
+
+// Opens a backend for `config.provider`. Unknown names are NotFound; known but absent ones Unavailable.
+Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& config);
+
+// Runs poll() until the batch finishes, sleeping between polls (the transport progresses on its own).
+BatchStatus wait(Transport& transport, BatchId id);
+
+}  // namespace conduit

@@ -1,0 +1,112 @@
+#include "endpoint.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_errno.h>
+
+#include <string>
+
+namespace conduit::fabric {
+
+namespace {
+
+Error fi_error(const char* call, int rc) {
+  return make_error(ErrorCode::Provider, std::string(call) + ": " + fi_strerror(rc < 0 ? -rc : rc));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPolicy& policy) {
+  std::shared_ptr<Endpoint> e(new Endpoint());
+  e->policy_ = policy;
+  fi_info& mutable_info = const_cast<fi_info&>(info);  // libfabric's open calls take non-const pointers
+
+  fid_fabric* fabric = nullptr;
+  if (int rc = fi_fabric(info.fabric_attr, &fabric, nullptr); rc != 0) return fi_error("fi_fabric", rc);
+  e->fabric_.reset(fabric);
+
+  fid_domain* domain = nullptr;
+  if (int rc = fi_domain(fabric, &mutable_info, &domain, nullptr); rc != 0) return fi_error("fi_domain", rc);
+  e->domain_.reset(domain);
+
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  fid_av* av = nullptr;
+  if (int rc = fi_av_open(domain, &av_attr, &av, nullptr); rc != 0) return fi_error("fi_av_open", rc);
+  e->av_.reset(av);
+
+  // A pollable fd lets an idle progress thread sleep in the kernel until the peer sends something, instead
+  // of spinning a core away. Providers without one (shm) get FI_WAIT_NONE and a polling backoff.
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+  cq_attr.size = 4096;
+  cq_attr.wait_obj = FI_WAIT_FD;
+  fid_cq* cq = nullptr;
+  if (fi_cq_open(domain, &cq_attr, &cq, nullptr) != 0) {
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    if (int rc = fi_cq_open(domain, &cq_attr, &cq, nullptr); rc != 0) return fi_error("fi_cq_open", rc);
+  } else if (fi_control(&cq->fid, FI_GETWAIT, &e->wait_fd_) != 0) {
+    e->wait_fd_ = -1;
+  }
+  e->cq_.reset(cq);
+
+  fid_ep* ep = nullptr;
+  if (int rc = fi_endpoint(domain, &mutable_info, &ep, nullptr); rc != 0) return fi_error("fi_endpoint", rc);
+  e->ep_.reset(ep);
+  if (int rc = fi_ep_bind(ep, &av->fid, 0); rc != 0) return fi_error("fi_ep_bind(av)", rc);
+  if (int rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV); rc != 0) return fi_error("fi_ep_bind(cq)", rc);
+  if (int rc = fi_enable(ep); rc != 0) return fi_error("fi_enable", rc);
+
+  std::size_t len = 0;
+  fi_getname(&ep->fid, nullptr, &len);
+  e->address_.resize(len);
+  if (int rc = fi_getname(&ep->fid, e->address_.data(), &len); rc != 0) return fi_error("fi_getname", rc);
+  e->address_.resize(len);
+
+  auto scratch = e->register_range(e->scratch_, sizeof(e->scratch_), FI_READ | FI_WRITE);
+  if (!scratch) return scratch.error();
+  e->scratch_mr_ = std::move(*scratch);
+  return e;
+}
+
+Endpoint::~Endpoint() {
+  // The scratch MR may be bound to the endpoint (FI_MR_ENDPOINT): close it first.
+  scratch_mr_.reset();
+  ep_.reset();
+}
+
+void* Endpoint::scratch_desc() const { return fi_mr_desc(scratch_mr_.get()); }
+
+Result<fi_addr_t> Endpoint::resolve(std::span<const std::byte> peer_address) {
+  std::vector<std::byte> key(peer_address.begin(), peer_address.end());
+  std::lock_guard lock(av_mu_);
+  if (auto it = peers_.find(key); it != peers_.end()) return it->second;
+  fi_addr_t addr = FI_ADDR_UNSPEC;
+  const int n = fi_av_insert(av_.get(), key.data(), 1, &addr, 0, nullptr);
+  if (n != 1) {
+    return make_error(ErrorCode::PeerUnreachable, "fi_av_insert rejected the peer address (" +
+                                                      std::to_string(key.size()) + " bytes)");
+  }
+  peers_.emplace(std::move(key), addr);
+  return addr;
+}
+
+Result<Fid<fid_mr>> Endpoint::register_range(void* address, std::uint64_t length, std::uint64_t access) {
+  iovec iov{address, length};
+  fi_mr_attr attr{};
+  attr.mr_iov = &iov;
+  attr.iov_count = 1;
+  attr.access = access;
+  // Keys must be unique within a domain; where the application picks them a counter is enough.
+  attr.requested_key = policy_.provider_key ? 0 : next_key_.fetch_add(1);
+  attr.iface = FI_HMEM_SYSTEM;
+  fid_mr* mr = nullptr;
+  if (int rc = fi_mr_regattr(domain_.get(), &attr, 0, &mr); rc != 0) return fi_error("fi_mr_regattr", rc);
+  Fid<fid_mr> owned(mr);
+  if (policy_.bind_endpoint) {
+    if (int rc = fi_mr_bind(mr, &ep_->fid, 0); rc != 0) return fi_error("fi_mr_bind", rc);
+    if (int rc = fi_mr_enable(mr); rc != 0) return fi_error("fi_mr_enable", rc);
+  }
+  return owned;
+}
+
+}  // namespace conduit::fabric

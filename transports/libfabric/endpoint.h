@@ -1,0 +1,78 @@
+// One rail's libfabric objects: fabric, domain, address vector, completion queue and RDM endpoint, plus
+// the memory registrations made in its domain. Shared-owned so a Registration that outlives the transport
+// still closes its MR before the domain goes away.
+#pragma once
+
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "conduit/result.h"
+#include "conduit/transport.h"
+#include "fi_handles.h"
+#include "mr_mode.h"
+
+namespace conduit::fabric {
+
+class Endpoint {
+ public:
+  // Opens every object of one rail from `info` (one entry of fi_getinfo's list).
+  static Result<std::shared_ptr<Endpoint>> open(const fi_info& info, const MrPolicy& policy);
+  ~Endpoint();
+
+  const std::vector<std::byte>& address() const { return address_; }
+  const MrPolicy& policy() const { return policy_; }
+  fid_ep* ep() const { return ep_.get(); }
+  fid_cq* cq() const { return cq_.get(); }
+  fid_fabric* fabric() const { return fabric_.get(); }
+  int wait_fd() const { return wait_fd_; }  // -1 when the CQ has no pollable fd
+
+  // Address vector entry for a peer's endpoint address, inserted on first use.
+  Result<fi_addr_t> resolve(std::span<const std::byte> peer_address);
+
+  // Registers [address, +length) in this domain; the returned fid is owned by the caller.
+  Result<Fid<fid_mr>> register_range(void* address, std::uint64_t length, std::uint64_t access);
+
+  // A small registered buffer the progress thread reads fences into.
+  std::byte* scratch() { return scratch_; }
+  void* scratch_desc() const;
+
+ private:
+  Endpoint() = default;
+
+  MrPolicy policy_;
+  // Declaration order is the close order reversed: MR and EP close before CQ/AV, which close before the
+  // domain, which closes before the fabric.
+  Fid<fid_fabric> fabric_;
+  Fid<fid_domain> domain_;
+  Fid<fid_av> av_;
+  Fid<fid_cq> cq_;
+  Fid<fid_ep> ep_;
+  Fid<fid_mr> scratch_mr_;
+  alignas(64) std::byte scratch_[64] = {};
+  int wait_fd_ = -1;
+  std::vector<std::byte> address_;
+  std::atomic<std::uint64_t> next_key_{1};
+
+  std::mutex av_mu_;
+  std::map<std::vector<std::byte>, fi_addr_t> peers_;
+};
+
+// The Registration::Handles of the libfabric backend: one MR per rail.
+struct FabricRegistration final : Registration::Handles {
+  struct RailMr {
+    std::shared_ptr<Endpoint> endpoint;  // declared first so the MR closes before the domain can go
+    Fid<fid_mr> mr;
+  };
+  std::vector<RailMr> rails;
+};
+
+}  // namespace conduit::fabric

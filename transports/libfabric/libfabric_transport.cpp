@@ -1,0 +1,294 @@
+#include "libfabric_transport.h"
+
+#include <rdma/fi_domain.h>
+
+#include <map>
+#include <string>
+
+#include "mr_mode.h"
+#include "conduit/slicer.h"
+#include "provider.h"
+
+namespace conduit::fabric {
+
+std::vector<std::byte> encode_rail_addresses(const std::vector<std::vector<std::byte>>& rails) {
+  std::vector<std::byte> blob;
+  for (const auto& a : rails) {
+    blob.push_back(static_cast<std::byte>(a.size() & 0xff));
+    blob.push_back(static_cast<std::byte>(a.size() >> 8));
+    blob.insert(blob.end(), a.begin(), a.end());
+  }
+  return blob;
+}
+
+Result<std::vector<std::vector<std::byte>>> decode_rail_addresses(std::span<const std::byte> blob) {
+  std::vector<std::vector<std::byte>> rails;
+  std::size_t at = 0;
+  while (at < blob.size()) {
+    if (blob.size() - at < 2) return make_error(ErrorCode::InvalidArgument, "peer address is truncated");
+    const std::size_t len =
+        std::to_integer<std::size_t>(blob[at]) | std::to_integer<std::size_t>(blob[at + 1]) << 8;
+    at += 2;
+    if (len == 0 || blob.size() - at < len) {
+      return make_error(ErrorCode::InvalidArgument, "peer address is truncated");
+    }
+    rails.emplace_back(blob.begin() + at, blob.begin() + at + len);
+    at += len;
+  }
+  if (rails.empty()) return make_error(ErrorCode::InvalidArgument, "peer address is empty");
+  return rails;
+}
+
+Result<std::unique_ptr<Transport>> LibfabricTransport::open(const TransportConfig& config) {
+  if (config.rails < 1 || config.rails > 64) {
+    return make_error(ErrorCode::InvalidArgument, "rails must be between 1 and 64");
+  }
+  auto provider = canonical_provider(config.provider);
+  if (!provider) return provider.error();
+  if (*provider != "auto") return open_provider(*provider, config);
+  std::string tried;
+  for (std::string_view candidate : auto_providers()) {
+    auto t = open_provider(std::string(candidate), config);
+    if (t) return t;
+    tried += "\n  " + t.error().message;
+  }
+  return make_error(ErrorCode::Unavailable, "no RDMA-capable libfabric provider found:" + tried);
+}
+
+Result<std::unique_ptr<Transport>> LibfabricTransport::open_provider(const std::string& provider,
+                                                                     const TransportConfig& config) {
+  auto infos = query_provider(provider, config.bind_address);
+  if (!infos) return infos.error();
+  // fi_getinfo orders entries by preference and may return layered variants; keep exactly the provider
+  // asked for.
+  std::vector<const fi_info*> entries;
+  for (const fi_info* i = infos->get(); i != nullptr; i = i->next) {
+    if (provider == i->fabric_attr->prov_name) entries.push_back(i);
+  }
+  if (entries.empty()) {
+    return make_error(ErrorCode::Unavailable, "provider " + provider + " offers no RDM endpoint with RMA here");
+  }
+  const fi_info& first = *entries.front();
+  auto policy = mr_policy(static_cast<std::uint64_t>(first.domain_attr->mr_mode));
+  if (!policy) return make_error(policy.error().code, provider + ": " + policy.error().message);
+
+  std::unique_ptr<LibfabricTransport> t(new LibfabricTransport());
+  t->name_ = "libfabric:" + provider;
+  t->caps_.provider = provider;
+  t->caps_.host_memory = true;
+  t->caps_.device_memory = false;  // CUDA registration through FI_HMEM arrives with the GPU issue
+  t->caps_.max_message = first.ep_attr->max_msg_size;
+  t->caps_.ordered_raw = (first.tx_attr->msg_order & FI_ORDER_RAW) != 0;
+  t->caps_.manual_progress = first.domain_attr->data_progress == FI_PROGRESS_MANUAL;
+  t->caps_.mr_mode = static_cast<std::uint64_t>(first.domain_attr->mr_mode);
+  t->caps_.mr_mode_text = mr_mode_to_string(t->caps_.mr_mode);
+
+  // NICs with a domain each (efa, verbs devices) take the rails in turn; tcp and shm have one domain per
+  // interface, so their rails are further endpoints on the first one.
+  const bool domain_per_nic = provider == "efa" || provider == "verbs;ofi_rxm";
+  for (int r = 0; r < config.rails; ++r) {
+    const fi_info& info = domain_per_nic ? *entries[r % entries.size()] : first;
+    auto endpoint = Endpoint::open(info, *policy);
+    if (!endpoint) {
+      return make_error(endpoint.error().code,
+                        provider + " rail " + std::to_string(r) + ": " + endpoint.error().message);
+    }
+    Rail::Options options;
+    options.index = static_cast<std::uint32_t>(r);
+    options.mode = choose_progress_mode(**endpoint);
+    options.stall_timeout = config.stall_timeout;
+    options.delivery_complete_writes = !t->caps_.ordered_raw;
+    t->rails_.push_back(std::make_unique<Rail>(std::move(*endpoint), options));
+  }
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+LibfabricTransport::~LibfabricTransport() {
+  rails_.clear();  // joins progress threads before the batches they drive go away
+}
+
+std::vector<std::byte> LibfabricTransport::address() const {
+  std::vector<std::vector<std::byte>> addresses;
+  for (const auto& r : rails_) addresses.push_back(r->endpoint()->address());
+  return encode_rail_addresses(addresses);
+}
+
+Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& region, Access access,
+                                                         std::uint64_t offset, std::uint64_t length) {
+  if (region.data() == nullptr) return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
+  if (region.kind() == MemoryKind::Cuda && !caps_.device_memory) {
+    return make_error(ErrorCode::Unsupported, name_ + " cannot register CUDA memory directly");
+  }
+  if (length == kWholeRegion) length = offset <= region.size() ? region.size() - offset : 0;
+  if (offset > region.size() || length > region.size() - offset || length == 0) {
+    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
+                                                      std::to_string(length) + ") is outside the " +
+                                                      std::to_string(region.size()) + "-byte region");
+  }
+  std::uint64_t flags = FI_READ | FI_WRITE;
+  if (allows(access, Access::RemoteRead)) flags |= FI_REMOTE_READ;
+  if (allows(access, Access::RemoteWrite)) flags |= FI_REMOTE_WRITE;
+
+  auto* start = static_cast<std::byte*>(region.data()) + offset;
+  auto handles = std::make_unique<FabricRegistration>();
+  RemoteKey key;
+  key.provider = caps_.provider;
+  key.length = length;
+  for (const auto& rail : rails_) {
+    auto mr = rail->endpoint()->register_range(start, length, flags);
+    if (!mr) return mr.error();
+    key.rails.push_back(RailKey{rail->endpoint()->address(), fi_mr_key(mr->get())});
+    handles->rails.push_back({rail->endpoint(), std::move(*mr)});
+  }
+  // Under FI_MR_VIRT_ADDR peers address our memory by virtual address; otherwise by offset into the MR.
+  key.base = rails_.front()->endpoint()->policy().virtual_address ? reinterpret_cast<std::uint64_t>(start) : 0;
+  return Registration(start, length, std::move(key), std::move(handles));
+}
+
+Result<PeerId> LibfabricTransport::connect(std::span<const std::byte> peer_address) {
+  auto peer = decode_rail_addresses(peer_address);
+  if (!peer) return peer.error();
+  for (std::size_t r = 0; r < rails_.size(); ++r) {
+    auto addr = rails_[r]->endpoint()->resolve((*peer)[r % peer->size()]);
+    if (!addr) return addr.error();
+  }
+  std::lock_guard lock(mu_);
+  peers_.push_back(std::move(*peer));
+  return static_cast<PeerId>(peers_.size());
+}
+
+Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions& options) const {
+  auto bad = [](std::size_t i, const std::string& why) {
+    return make_error(ErrorCode::InvalidArgument, "op " + std::to_string(i) + ": " + why);
+  };
+  if (options.chunk_bytes == 0) return make_error(ErrorCode::InvalidArgument, "chunk size must be > 0");
+  if (caps_.max_message != 0 && options.chunk_bytes > caps_.max_message) {
+    return make_error(ErrorCode::InvalidArgument, "chunk size " + std::to_string(options.chunk_bytes) +
+                                                      " exceeds the provider's maximum message of " +
+                                                      std::to_string(caps_.max_message));
+  }
+  if (options.window == 0) return make_error(ErrorCode::InvalidArgument, "window must be > 0");
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.local == nullptr || !op.local->valid()) return bad(i, "local registration is missing or released");
+    auto* handles = dynamic_cast<FabricRegistration*>(op.local->handles());
+    if (handles == nullptr || handles->rails.size() != rails_.size() ||
+        handles->rails.front().endpoint != rails_.front()->endpoint()) {
+      return bad(i, "local registration belongs to another transport");
+    }
+    if (op.remote.provider != caps_.provider) {
+      return bad(i, "remote key is for provider \"" + op.remote.provider + "\", this transport is " + name_);
+    }
+    if (op.remote.rails.empty()) return bad(i, "remote key has no rails");
+    if (op.local_offset > op.local->length() || op.length > op.local->length() - op.local_offset) {
+      return bad(i, "local range [" + std::to_string(op.local_offset) + ", +" + std::to_string(op.length) +
+                        ") is outside the " + std::to_string(op.local->length()) + "-byte local registration");
+    }
+    if (op.remote_offset > op.remote.length || op.length > op.remote.length - op.remote_offset) {
+      return bad(i, "remote range [" + std::to_string(op.remote_offset) + ", +" + std::to_string(op.length) +
+                        ") is outside the " + std::to_string(op.remote.length) + "-byte remote region");
+    }
+  }
+  return {};
+}
+
+Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchOptions& options) {
+  if (auto ok = validate(ops, options); !ok) return ok.error();
+  const auto nrails = static_cast<std::uint32_t>(rails_.size());
+
+  auto batch = std::make_shared<Batch>();
+  batch->parts.resize(nrails);
+  for (RailPart& part : batch->parts) part.window = Window(options.window);
+
+  // Resolve each op's peer on each local rail once; local rail r talks to remote rail r mod (its rails).
+  struct Target {
+    fi_addr_t peer;
+    std::uint64_t key;
+  };
+  std::vector<std::vector<Target>> targets(ops.size());
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    for (std::uint32_t r = 0; r < nrails; ++r) {
+      const RailKey& rk = ops[i].remote.rails[r % ops[i].remote.rails.size()];
+      auto peer = rails_[r]->endpoint()->resolve(rk.address);
+      if (!peer) return peer.error();
+      targets[i].push_back(Target{*peer, rk.key});
+    }
+  }
+
+  const std::vector<Slice> slices = slice_ops(ops, options.chunk_bytes, nrails);
+  std::vector<std::size_t> per_rail(nrails, 0);
+  for (const Slice& s : slices) ++per_rail[s.rail];
+  for (std::uint32_t r = 0; r < nrails; ++r) batch->parts[r].ops.reserve(per_rail[r]);
+
+  // Fences: one per (rail, peer, key) written to, reading a byte of the last slice sent there.
+  std::vector<std::map<std::pair<fi_addr_t, std::uint64_t>, PostedOp>> fences(nrails);
+  for (const Slice& s : slices) {
+    const Op& op = ops[s.op];
+    const Target& target = targets[s.op][s.rail];
+    auto* handles = static_cast<FabricRegistration*>(op.local->handles());
+    PostedOp p{};
+    p.batch = batch.get();
+    p.rail = s.rail;
+    p.kind = op.kind;
+    p.buffer = op.local->address() + s.local_offset;
+    p.length = s.length;
+    p.desc = fi_mr_desc(handles->rails[s.rail].mr.get());
+    p.peer = target.peer;
+    p.remote_address = op.remote.base + s.remote_offset;
+    p.key = target.key;
+    batch->bytes_total += s.length;
+    if (op.kind == OpKind::Write && caps_.ordered_raw) {
+      PostedOp fence = p;
+      fence.fence = true;
+      fence.kind = OpKind::Read;
+      fence.length = 1;
+      fence.buffer = rails_[s.rail]->endpoint()->scratch();
+      fence.desc = rails_[s.rail]->endpoint()->scratch_desc();
+      fences[s.rail][{target.peer, target.key}] = fence;
+    }
+    batch->parts[s.rail].ops.push_back(p);
+  }
+  int open_parts = 0;
+  for (std::uint32_t r = 0; r < nrails; ++r) {
+    for (auto& [_, fence] : fences[r]) batch->parts[r].fences.push_back(fence);
+    if (!batch->parts[r].ops.empty()) ++open_parts;
+  }
+  batch->parts_open.store(open_parts);
+  batch->touch();
+
+  BatchId id;
+  {
+    std::lock_guard lock(mu_);
+    id = next_batch_++;
+    batch->id = id;
+    batches_.emplace(id, batch);
+  }
+  for (std::uint32_t r = 0; r < nrails; ++r) {
+    if (!batch->parts[r].ops.empty()) rails_[r]->enqueue(batch);
+  }
+  return id;
+}
+
+BatchStatus LibfabricTransport::poll(BatchId id) {
+  std::shared_ptr<Batch> batch;
+  {
+    std::lock_guard lock(mu_);
+    auto it = batches_.find(id);
+    if (it == batches_.end()) {
+      return BatchStatus{0, 0, true, make_error(ErrorCode::NotFound, "unknown batch " + std::to_string(id))};
+    }
+    batch = it->second;
+  }
+  BatchStatus status;
+  status.bytes_total = batch->bytes_total;
+  status.finished = batch->finished();
+  status.bytes_done = batch->bytes_done.load();
+  status.error = batch->error();
+  if (status.finished) {
+    std::lock_guard lock(mu_);
+    batches_.erase(id);
+  }
+  return status;
+}
+
+}  // namespace conduit::fabric

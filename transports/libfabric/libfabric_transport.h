@@ -1,0 +1,55 @@
+// The libfabric backend of Transport: one Endpoint and progress Rail per rail, batches sliced and dealt
+// over the rails, delivery proven by a RAW-ordered fence read or FI_DELIVERY_COMPLETE writes.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "batch.h"
+#include "conduit/transport.h"
+#include "rail.h"
+
+namespace conduit::fabric {
+
+class LibfabricTransport final : public Transport {
+ public:
+  static Result<std::unique_ptr<Transport>> open(const TransportConfig& config);
+  ~LibfabricTransport() override;
+
+  std::string_view name() const override { return name_; }
+  const Capabilities& capabilities() const override { return caps_; }
+  int rails() const override { return static_cast<int>(rails_.size()); }
+  std::vector<std::byte> address() const override;
+
+  Result<Registration> register_memory(const MemoryRegion& region, Access access, std::uint64_t offset,
+                                       std::uint64_t length) override;
+  Result<PeerId> connect(std::span<const std::byte> peer_address) override;
+  Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options) override;
+  BatchStatus poll(BatchId id) override;
+
+  ProgressMode progress_mode() const { return rails_.front()->mode(); }
+
+ private:
+  LibfabricTransport() = default;
+  static Result<std::unique_ptr<Transport>> open_provider(const std::string& provider,
+                                                          const TransportConfig& config);
+  Status validate(std::span<const Op> ops, const BatchOptions& options) const;
+
+  std::string name_;
+  Capabilities caps_;
+  std::vector<std::unique_ptr<Rail>> rails_;
+
+  std::mutex mu_;
+  BatchId next_batch_ = 1;
+  std::unordered_map<BatchId, std::shared_ptr<Batch>> batches_;
+  std::vector<std::vector<std::vector<std::byte>>> peers_;  // PeerId - 1 -> rail addresses
+};
+
+// The multi-rail address: for each rail a 16-bit little-endian length and that many bytes.
+std::vector<std::byte> encode_rail_addresses(const std::vector<std::vector<std::byte>>& rails);
+Result<std::vector<std::vector<std::byte>>> decode_rail_addresses(std::span<const std::byte> blob);
+
+}  // namespace conduit::fabric

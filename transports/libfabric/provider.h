@@ -1,0 +1,24 @@
+// Provider names as users write them ("tcp", "shm", "efa", "verbs", "auto") mapped to libfabric's filter
+// strings, and the fi_getinfo query for one-sided RMA on reliable datagram endpoints.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "conduit/result.h"
+#include "fi_handles.h"
+
+namespace conduit::fabric {
+
+// "tcp" -> "tcp;ofi_rxm", "verbs" -> "verbs;ofi_rxm", full names pass through. NotFound for anything else.
+Result<std::string> canonical_provider(std::string_view name);
+
+// Providers "auto" tries, best first. shm is absent on purpose: it reaches only this node.
+std::span<const std::string_view> auto_providers();
+
+// fi_getinfo for FI_EP_RDM + FI_RMA on `provider` (canonical name), bound to `bind_address` when set.
+// Unavailable (with fi_strerror text) when the provider is not present.
+Result<InfoPtr> query_provider(const std::string& provider, const std::string& bind_address);
+
+}  // namespace conduit::fabric

@@ -1,0 +1,309 @@
+#include "rail.h"
+
+#include <poll.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <sys/eventfd.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <array>
+#include <cstdlib>
+#include <string>
+
+namespace conduit::fabric {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool connection_lost(int err) {
+  switch (err) {
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case ECONNABORTED:
+    case ENOTCONN:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+    case ENETDOWN:
+    case ESHUTDOWN:
+    case EPIPE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Which failures mean "the peer is gone" (worth a retry elsewhere) rather than "the peer said no". tcp
+// reports a dead peer as FI_ECANCELED with the socket's errno as the provider error, so look there too.
+ErrorCode classify(int err, int prov_errno = 0) {
+  if (connection_lost(prov_errno)) return ErrorCode::PeerUnreachable;
+  switch (err) {
+    case FI_ECONNREFUSED:
+    case FI_ECONNRESET:
+    case FI_ECONNABORTED:
+    case FI_ENOTCONN:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_ENETDOWN:
+    case FI_ESHUTDOWN:
+    case FI_ETIMEDOUT:
+      return ErrorCode::PeerUnreachable;
+    case FI_EACCES:
+    case FI_EPERM:
+    case FI_EKEYREJECTED:
+    case FI_ENOKEY:
+    case FI_EFAULT:
+    case FI_EREMOTEIO:
+    case FI_ECANCELED:  // tcp;ofi_rxm: the target rejected the key or the range and dropped the request
+      return ErrorCode::RemoteAccess;
+    default:
+      return ErrorCode::Provider;
+  }
+}
+
+std::string describe(const PostedOp& op) {
+  const char* what = op.fence ? "delivery fence read" : (op.kind == OpKind::Write ? "write" : "read");
+  return std::string(what) + " of " + std::to_string(op.length) + " bytes at remote address " +
+         std::to_string(op.remote_address);
+}
+
+}  // namespace
+
+std::string_view to_string(ProgressMode mode) {
+  switch (mode) {
+    case ProgressMode::Fd:
+      return "fd";
+    case ProgressMode::Backoff:
+      return "backoff";
+    case ProgressMode::Spin:
+      return "spin";
+  }
+  return "unknown";
+}
+
+ProgressMode choose_progress_mode(const Endpoint& endpoint) {
+  if (const char* env = std::getenv("CONDUIT_PROGRESS")) {
+    const std::string_view v(env);
+    if (v == "spin") return ProgressMode::Spin;
+    if (v == "backoff") return ProgressMode::Backoff;
+    if (v == "fd" && endpoint.wait_fd() >= 0) return ProgressMode::Fd;
+  }
+  return endpoint.wait_fd() >= 0 ? ProgressMode::Fd : ProgressMode::Backoff;
+}
+
+Rail::Rail(std::shared_ptr<Endpoint> endpoint, Options options)
+    : endpoint_(std::move(endpoint)), options_(options) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { run(); });
+}
+
+Rail::~Rail() {
+  stop_.store(true);
+  if (wake_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
+  }
+  if (thread_.joinable()) thread_.join();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void Rail::enqueue(std::shared_ptr<Batch> batch) {
+  {
+    std::lock_guard lock(inbox_mu_);
+    inbox_.push_back(std::move(batch));
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
+}
+
+void Rail::run() {
+  // Sleeps of a few microseconds are the point of the backoff; the default 50 us timer slack would
+  // stretch every one of them.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    {
+      std::lock_guard lock(inbox_mu_);
+      for (auto& b : inbox_) active_.push_back(std::move(b));
+      inbox_.clear();
+    }
+    bool progressed = post_all();
+    progressed |= reap();
+    check_stalls();
+    std::erase_if(active_, [this](const std::shared_ptr<Batch>& b) { return b->parts[options_.index].done; });
+    if (progressed) {
+      idle_rounds_ = 0;
+    } else {
+      idle_wait(!active_.empty());
+    }
+  }
+}
+
+bool Rail::post_all() {
+  bool progressed = false;
+  for (auto& b : active_) progressed |= post(*b, b->parts[options_.index]);
+  return progressed;
+}
+
+bool Rail::post(Batch& batch, RailPart& part) {
+  if (part.done) return false;
+  bool progressed = false;
+  while (!batch.failed.load(std::memory_order_relaxed) && part.next < part.ops.size() &&
+         part.window.has_room()) {
+    PostedOp& op = part.ops[part.next];
+    const int rc = post_one(op);
+    if (rc == -FI_EAGAIN) return progressed;  // provider queue full: reap, then retry
+    if (rc != 0) {
+      batch.fail(make_error(classify(-rc), describe(op) + " could not be posted: " + fi_strerror(-rc)));
+      break;
+    }
+    part.window.try_acquire();
+    ++part.next;
+    progressed = true;
+  }
+  if (!batch.failed.load(std::memory_order_relaxed) && part.next == part.ops.size() && !part.fences_posted) {
+    // RAW ordering: a read issued after the writes returns only once they have been applied at the target.
+    for (; part.next_fence < part.fences.size(); ++part.next_fence) {
+      PostedOp& fence = part.fences[part.next_fence];
+      const int rc = post_one(fence);
+      if (rc == -FI_EAGAIN) return progressed;
+      if (rc != 0) {
+        batch.fail(make_error(classify(-rc), describe(fence) + " could not be posted: " + fi_strerror(-rc)));
+        break;
+      }
+      ++part.fences_in_flight;
+      progressed = true;
+    }
+    part.fences_posted = part.next_fence == part.fences.size();
+  }
+  finish_if_done(batch, part);
+  return progressed;
+}
+
+int Rail::post_one(PostedOp& op) {
+  fid_ep* ep = endpoint_->ep();
+  if (op.kind == OpKind::Read) {
+    return static_cast<int>(
+        fi_read(ep, op.buffer, op.length, op.desc, op.peer, op.remote_address, op.key, &op.context));
+  }
+  if (!options_.delivery_complete_writes) {
+    return static_cast<int>(
+        fi_write(ep, op.buffer, op.length, op.desc, op.peer, op.remote_address, op.key, &op.context));
+  }
+  iovec iov{op.buffer, op.length};
+  fi_rma_iov rma{op.remote_address, op.length, op.key};
+  fi_msg_rma msg{};
+  msg.msg_iov = &iov;
+  msg.desc = &op.desc;
+  msg.iov_count = 1;
+  msg.addr = op.peer;
+  msg.rma_iov = &rma;
+  msg.rma_iov_count = 1;
+  msg.context = &op.context;
+  return static_cast<int>(fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE));
+}
+
+bool Rail::reap() {
+  std::array<fi_cq_entry, 32> entries;
+  bool progressed = false;
+  for (;;) {
+    const auto start = Clock::now();
+    const ssize_t n = fi_cq_read(endpoint_->cq(), entries.data(), entries.size());
+    if (n > 0) {
+      for (ssize_t i = 0; i < n; ++i) complete(*static_cast<PostedOp*>(entries[i].op_context), nullptr);
+      progressed = true;
+      continue;
+    }
+    if (n == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      if (fi_cq_readerr(endpoint_->cq(), &err, 0) <= 0) continue;
+      auto* op = static_cast<PostedOp*>(err.op_context);
+      char buf[256] = {};
+      const char* detail = fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, buf, sizeof(buf));
+      if (op != nullptr) {
+        const Error error = make_error(classify(err.err, err.prov_errno), describe(*op) + " failed: " + fi_strerror(err.err) +
+                                                              " (provider: " + (detail ? detail : "") + ")");
+        complete(*op, &error);
+      }
+      progressed = true;
+      continue;
+    }
+    // A read that found nothing but took long did real work for a peer (shm copies the peer's data
+    // inside our fi_cq_read); treat it as activity so a busy passive target does not back off.
+    if (Clock::now() - start > std::chrono::microseconds(20)) progressed = true;
+    return progressed;
+  }
+}
+
+void Rail::complete(PostedOp& op, const Error* error) {
+  Batch& batch = *op.batch;
+  RailPart& part = batch.parts[options_.index];
+  if (op.fence) {
+    --part.fences_in_flight;
+  } else {
+    part.window.release();
+  }
+  if (error != nullptr) {
+    batch.fail(*error);
+  } else {
+    if (!op.fence) batch.bytes_done.fetch_add(op.length, std::memory_order_relaxed);
+    batch.touch();
+  }
+  finish_if_done(batch, part);
+}
+
+void Rail::finish_if_done(Batch& batch, RailPart& part) {
+  if (part.done || !part.idle()) return;
+  const bool all_posted = part.next == part.ops.size() && part.fences_posted;
+  if (all_posted || batch.failed.load(std::memory_order_relaxed)) {
+    part.done = true;
+    batch.parts_open.fetch_sub(1);
+  }
+}
+
+void Rail::check_stalls() {
+  for (auto& b : active_) {
+    const RailPart& part = b->parts[options_.index];
+    if (part.done || part.idle() || b->failed.load(std::memory_order_relaxed)) continue;
+    if (b->since_progress() > options_.stall_timeout) {
+      b->fail(make_error(ErrorCode::TimedOut,
+                         "no completion from the peer for " + std::to_string(options_.stall_timeout.count()) +
+                             " ms: the peer is gone or not driving progress"));
+    }
+  }
+}
+
+void Rail::idle_wait(bool busy) {
+  ++idle_rounds_;
+  if (options_.mode == ProgressMode::Spin) return;
+  std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{-1, POLLIN, 0}};
+  timespec timeout{};
+  if (options_.mode == ProgressMode::Fd) {
+    // fi_trywait says whether sleeping on the fd is safe (nothing already queued inside the provider).
+    fid* cq = &endpoint_->cq()->fid;
+    if (fi_trywait(endpoint_->fabric(), &cq, 1) != FI_SUCCESS) return;
+    fds[1].fd = endpoint_->wait_fd();
+    // While ops are in flight the socket may only need to become writable, which the CQ fd does not
+    // signal: wake within 1 ms to push the queue along.
+    timeout.tv_nsec = busy ? 1'000'000 : 100'000'000;
+  } else {
+    // Spin a few rounds after the last activity, then sleep 1, 2, 4 ... us, capped lower while our own
+    // ops are in flight so completions are not left waiting long.
+    if (idle_rounds_ < 64) {
+      sched_yield();
+      return;
+    }
+    const std::uint32_t shift = std::min<std::uint32_t>(idle_rounds_ - 64, 16);
+    const long cap_us = busy ? 50 : 1000;
+    timeout.tv_nsec = std::min<long>(1L << shift, cap_us) * 1000;
+  }
+  if (ppoll(fds.data(), fds[1].fd >= 0 ? 2 : 1, &timeout, nullptr) > 0 && (fds[0].revents & POLLIN) != 0) {
+    std::uint64_t drained = 0;
+    [[maybe_unused]] auto n = read(wake_fd_, &drained, sizeof(drained));
+  }
+}
+
+}  // namespace conduit::fabric

@@ -1,0 +1,101 @@
+#include "conduit/memory_region.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace conduit {
+
+std::string_view to_string(MemoryKind kind) {
+  switch (kind) {
+    case MemoryKind::Host:
+      return "host";
+    case MemoryKind::Cuda:
+      return "cuda";
+    case MemoryKind::FileMapped:
+      return "file";
+  }
+  return "unknown";
+}
+
+namespace {
+
+constexpr std::size_t kHugePage = 2u << 20;
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+}  // namespace
+
+Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes) {
+  if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "cannot allocate an empty memory region");
+  MemoryRegion region;
+  region.kind_ = MemoryKind::Host;
+  region.bytes_ = bytes;
+
+  // Reserved huge pages first: fewer TLB misses and fewer pages to pin at registration. Failing here is the
+  // common case (nothing reserved in /proc/sys/vm/nr_hugepages) and not an error.
+  std::size_t mapped = round_up(bytes, kHugePage);
+  void* p = MAP_FAILED;
+  if (bytes >= kHugePage) {
+    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    region.huge_pages_ = p != MAP_FAILED;
+  }
+  if (p == MAP_FAILED) {
+    mapped = round_up(bytes, static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return make_error(ErrorCode::Unavailable,
+                        "mmap of " + std::to_string(bytes) + " bytes failed: " + std::strerror(errno));
+    }
+    if (bytes >= kHugePage) madvise(p, mapped, MADV_HUGEPAGE);  // best effort transparent huge pages
+  }
+  region.address_ = p;
+  region.release_ = [p, mapped] { munmap(p, mapped); };
+  return region;
+}
+
+MemoryRegion MemoryRegion::borrow(MemoryKind kind, void* address, std::size_t bytes, int device,
+                                  std::function<void()> release) {
+  MemoryRegion region;
+  region.kind_ = kind;
+  region.address_ = address;
+  region.bytes_ = bytes;
+  region.device_ = device;
+  region.release_ = std::move(release);
+  return region;
+}
+
+MemoryRegion::MemoryRegion(MemoryRegion&& other) noexcept { *this = std::move(other); }
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+  if (this != &other) {
+    reset();
+    kind_ = other.kind_;
+    address_ = std::exchange(other.address_, nullptr);
+    bytes_ = std::exchange(other.bytes_, 0);
+    device_ = other.device_;
+    huge_pages_ = other.huge_pages_;
+    release_ = std::exchange(other.release_, {});
+  }
+  return *this;
+}
+
+MemoryRegion::~MemoryRegion() { reset(); }
+
+void MemoryRegion::reset() {
+  if (release_) release_();
+  release_ = {};
+  address_ = nullptr;
+  bytes_ = 0;
+}
+
+std::span<std::byte> MemoryRegion::bytes() const {
+  if (kind_ == MemoryKind::Cuda || address_ == nullptr) return {};
+  return {static_cast<std::byte*>(address_), bytes_};
+}
+
+}  // namespace conduit

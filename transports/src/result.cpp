@@ -1,0 +1,29 @@
+#include "conduit/result.h"
+
+namespace conduit {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidArgument:
+      return "InvalidArgument";
+    case ErrorCode::NotFound:
+      return "NotFound";
+    case ErrorCode::Unsupported:
+      return "Unsupported";
+    case ErrorCode::Unavailable:
+      return "Unavailable";
+    case ErrorCode::Provider:
+      return "ProviderError";
+    case ErrorCode::RemoteAccess:
+      return "RemoteAccessDenied";
+    case ErrorCode::PeerUnreachable:
+      return "PeerUnreachable";
+    case ErrorCode::TimedOut:
+      return "TimedOut";
+    case ErrorCode::Io:
+      return "IoError";
+  }
+  return "Unknown";
+}
+
+}  // namespace conduit
