@@ -12,7 +12,9 @@
 namespace conduit {
 namespace {
 
-std::span<const std::byte> bytes_of(std::string_view s) { return std::as_bytes(std::span(s.data(), s.size())); }
+std::span<const std::byte> bytes_of(std::string_view s) {
+  return std::as_bytes(std::span(s.data(), s.size()));
+}
 
 std::vector<std::byte> random_bytes(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -58,8 +60,9 @@ TEST(Crc32c, EmptyInputIsZero) {
 TEST(Crc32c, MatchesReferenceAcrossLengthsAndAlignments) {
   const auto data = random_bytes(5000, 1);
   for (std::size_t offset = 0; offset < 16; ++offset) {
-    for (std::size_t len : {1u, 2u, 3u, 7u, 8u, 9u, 15u, 16u, 17u, 31u, 32u, 33u, 63u, 64u, 65u, 127u, 128u,
-                            129u, 255u, 256u, 257u, 511u, 512u, 1023u, 1024u, 1025u, 4095u, 4096u, 4097u}) {
+    for (std::size_t len :
+         {1u,   2u,   3u,   7u,   8u,   9u,   15u,  16u,  17u,   31u,   32u,   33u,   63u,   64u,  65u,
+          127u, 128u, 129u, 255u, 256u, 257u, 511u, 512u, 1023u, 1024u, 1025u, 4095u, 4096u, 4097u}) {
       const auto piece = std::span(data).subspan(offset, len);
       EXPECT_EQ(crc32c(piece), reference_crc32c(piece)) << "offset " << offset << " length " << len;
     }

@@ -48,9 +48,9 @@ TEST(MrPolicy, EachSupportedBitMapsToItsOwnField) {
     bool MrPolicy::*field;
   };
   const Case cases[] = {
-      {FI_MR_LOCAL, &MrPolicy::local_desc},         {FI_MR_VIRT_ADDR, &MrPolicy::virtual_address},
-      {FI_MR_PROV_KEY, &MrPolicy::provider_key},    {FI_MR_ALLOCATED, &MrPolicy::allocated_only},
-      {FI_MR_ENDPOINT, &MrPolicy::bind_endpoint},   {FI_MR_HMEM, &MrPolicy::device_memory},
+      {FI_MR_LOCAL, &MrPolicy::local_desc},       {FI_MR_VIRT_ADDR, &MrPolicy::virtual_address},
+      {FI_MR_PROV_KEY, &MrPolicy::provider_key},  {FI_MR_ALLOCATED, &MrPolicy::allocated_only},
+      {FI_MR_ENDPOINT, &MrPolicy::bind_endpoint}, {FI_MR_HMEM, &MrPolicy::device_memory},
   };
   for (const auto& c : cases) {
     auto p = mr_policy(c.bit);
@@ -87,8 +87,9 @@ TEST(MrPolicy, UnhandledBitsAreRefusedByName) {
     std::uint64_t bit;
     const char* name;
   };
-  for (const auto& c : {Case{FI_MR_RAW, "FI_MR_RAW"}, Case{FI_MR_MMU_NOTIFY, "FI_MR_MMU_NOTIFY"},
-                        Case{FI_MR_RMA_EVENT, "FI_MR_RMA_EVENT"}, Case{FI_MR_COLLECTIVE, "FI_MR_COLLECTIVE"}}) {
+  for (const auto& c :
+       {Case{FI_MR_RAW, "FI_MR_RAW"}, Case{FI_MR_MMU_NOTIFY, "FI_MR_MMU_NOTIFY"},
+        Case{FI_MR_RMA_EVENT, "FI_MR_RMA_EVENT"}, Case{FI_MR_COLLECTIVE, "FI_MR_COLLECTIVE"}}) {
     auto p = mr_policy(c.bit);
     ASSERT_FALSE(p.ok()) << c.name << " was accepted";
     EXPECT_EQ(p.error().code, ErrorCode::Unsupported) << c.name;
@@ -112,8 +113,8 @@ TEST(MrPolicy, BitNewerThanThisLibfabricIsRefused) {
 }
 
 TEST(MrPolicy, HintsAskForExactlyTheSupportedBits) {
-  EXPECT_EQ(supported_mr_mode_bits(),
-            bits(FI_MR_LOCAL) | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT | FI_MR_HMEM);
+  EXPECT_EQ(supported_mr_mode_bits(), bits(FI_MR_LOCAL) | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                          FI_MR_ENDPOINT | FI_MR_HMEM);
   auto p = mr_policy(supported_mr_mode_bits());
   ASSERT_TRUE(p.ok()) << p.error().message;
   expect_policy(*p, true, true, true, true, true, true);

@@ -281,17 +281,17 @@ void Rail::idle_wait(bool busy) {
   if (options_.mode == ProgressMode::Spin) return;
   std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{-1, POLLIN, 0}};
   timespec timeout{};
-  if (options_.mode == ProgressMode::Fd) {
-    // fi_trywait says whether sleeping on the fd is safe (nothing already queued inside the provider).
+  if (options_.mode == ProgressMode::Fd && !busy) {
+    // Nothing of ours in flight: only a peer can give us work, and its bytes arrive on the CQ's fd.
+    // fi_trywait says whether sleeping on it is safe (nothing already queued inside the provider).
     fid* cq = &endpoint_->cq()->fid;
     if (fi_trywait(endpoint_->fabric(), &cq, 1) != FI_SUCCESS) return;
     fds[1].fd = endpoint_->wait_fd();
-    // While ops are in flight the socket may only need to become writable, which the CQ fd does not
-    // signal: wake within 1 ms to push the queue along.
-    timeout.tv_nsec = busy ? 1'000'000 : 100'000'000;
+    timeout.tv_nsec = 100'000'000;
   } else {
-    // Spin a few rounds after the last activity, then sleep 1, 2, 4 ... us, capped lower while our own
-    // ops are in flight so completions are not left waiting long.
+    // Our own ops in flight (or no wait fd): the provider may only need the socket to become writable,
+    // which the CQ fd does not signal. Spin a few rounds after the last activity, then sleep 1, 2, 4 ...
+    // us, capped low while ops are in flight so completions are not left waiting long.
     if (idle_rounds_ < 64) {
       sched_yield();
       return;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, a release build with every test, and a second build of the tests
+# under AddressSanitizer + UndefinedBehaviorSanitizer with every test again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/install-deps.sh
+scripts/check-format.sh
+
+jobs=$(nproc)
+echo "== release build"
+scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+(cd build && ctest --output-on-failure -j1 --timeout 600)
+
+echo "== ASan + UBSan build"
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
+# Leak checking stays on; libfabric's providers keep a few process-lifetime allocations we suppress by name.
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd build-asan && ctest --output-on-failure -j1 --timeout 900)
+echo "== all tests passed (release and ASan/UBSan), $jobs cores"
