@@ -1,8 +1,7 @@
 // The initiating side of conduit-bench: one warm-up pass (connection set-up), then timed passes of the
 // whole buffer, then a CRC32C comparison with the target so a fast but wrong run never reports a figure.
-#include <sys/resource.h>
-
 #include <httplib.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -118,7 +117,8 @@ int initiate(const Options& options, const std::string& target) {
       {"huge_pages", region->huge_pages()},
       {"mr_mode", (*transport)->capabilities().mr_mode_text},
       {"initiator_cpu_s_per_gb", cpu_initiator / gb_moved},
-      {"target_cpu_s_per_gb", cpu_target < 0 ? nlohmann::json(nullptr) : nlohmann::json(cpu_target / gb_moved)},
+      {"target_cpu_s_per_gb",
+       cpu_target < 0 ? nlohmann::json(nullptr) : nlohmann::json(cpu_target / gb_moved)},
   };
   if (const char* mode = std::getenv("CONDUIT_PROGRESS")) result["progress"] = mode;
   if (options.json) {

@@ -66,8 +66,9 @@ int main(int argc, char** argv) {
       "listen", po::value(&listen), "serve: control address HOST:PORT (port 0: any)")(
       "memcpy", "measure single-threaded memcpy of --size instead")(
       "provider", po::value(&options.provider)->default_value("tcp"), "tcp | shm | efa | verbs | auto")(
-      "bind", po::value(&options.bind)->default_value("127.0.0.1"), "local address for endpoints and control")(
-      "size", po::value(&size)->default_value("256MiB"), "bytes per pass (e.g. 256MiB, 1GiB)")(
+      "bind", po::value(&options.bind)->default_value("127.0.0.1"),
+      "local address for endpoints and control")("size", po::value(&size)->default_value("256MiB"),
+                                                 "bytes per pass (e.g. 256MiB, 1GiB)")(
       "chunk", po::value(&chunk)->default_value("1MiB"), "slice size")(
       "window", po::value(&options.window)->default_value(16), "slices in flight per rail")(
       "rails", po::value(&options.rails)->default_value(1), "endpoints to stripe over")(
@@ -94,7 +95,8 @@ int main(int argc, char** argv) {
   const auto size_bytes = conduit::bench::parse_size(size);
   const auto chunk_bytes = conduit::bench::parse_size(chunk);
   if (!size_bytes || *size_bytes == 0) return std::cerr << "conduit-bench: bad --size " << size << "\n", 2;
-  if (!chunk_bytes || *chunk_bytes == 0) return std::cerr << "conduit-bench: bad --chunk " << chunk << "\n", 2;
+  if (!chunk_bytes || *chunk_bytes == 0)
+    return std::cerr << "conduit-bench: bad --chunk " << chunk << "\n", 2;
   if (op != "write" && op != "read") return std::cerr << "conduit-bench: --op is write or read\n", 2;
   if (options.iterations < 1) return std::cerr << "conduit-bench: --iterations must be >= 1\n", 2;
   options.size = *size_bytes;

@@ -1,8 +1,7 @@
 // The target side of conduit-bench. Its CPU only drives libfabric progress (on the rails' threads);
 // the control API over HTTP hands out the key and checks what landed.
-#include <sys/resource.h>
-
 #include <httplib.h>
+#include <sys/resource.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>

@@ -102,7 +102,8 @@ TEST_P(Rma, WriteLandsIntactInPeerProcess) {
     ASSERT_FALSE(s.error) << s.error->message;
     EXPECT_TRUE(s.finished);
     EXPECT_EQ(s.bytes_done, c.length);
-    EXPECT_EQ(target.crc(c.remote_offset, c.length), crc32c(region.bytes().subspan(c.local_offset, c.length)));
+    EXPECT_EQ(target.crc(c.remote_offset, c.length),
+              crc32c(region.bytes().subspan(c.local_offset, c.length)));
     // Bytes around the written range are untouched.
     if (c.remote_offset > 0) {
       std::vector<std::byte> before(size);
@@ -121,7 +122,8 @@ TEST_P(Rma, ReadFetchesPeerBytes) {
     const BatchStatus s = run(OpKind::Read, local, c.local_offset, target.key, c.remote_offset, c.length);
     ASSERT_FALSE(s.error) << s.error->message;
     EXPECT_EQ(s.bytes_done, c.length);
-    EXPECT_EQ(crc32c(region.bytes().subspan(c.local_offset, c.length)), target.crc(c.remote_offset, c.length));
+    EXPECT_EQ(crc32c(region.bytes().subspan(c.local_offset, c.length)),
+              target.crc(c.remote_offset, c.length));
   }
 }
 

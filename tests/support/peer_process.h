@@ -25,7 +25,7 @@ class PeerProcess {
   std::optional<std::string> ask(const std::string& line,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
   void kill(int signal);  // and reap
-  int wait();            // exit status of a process that exits by itself
+  int wait();             // exit status of a process that exits by itself
 
  private:
   int pid_ = -1;

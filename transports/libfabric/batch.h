@@ -23,7 +23,7 @@ struct PostedOp {
   fi_context2 context{};  // first member: libfabric returns its address as op_context
   Batch* batch = nullptr;
   std::uint32_t rail = 0;
-  bool fence = false;   // a 1-byte read whose completion proves earlier writes landed
+  bool fence = false;  // a 1-byte read whose completion proves earlier writes landed
   OpKind kind = OpKind::Write;
   void* buffer = nullptr;
   std::uint64_t length = 0;

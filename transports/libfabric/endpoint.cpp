@@ -53,7 +53,8 @@ Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPo
   if (int rc = fi_endpoint(domain, &mutable_info, &ep, nullptr); rc != 0) return fi_error("fi_endpoint", rc);
   e->ep_.reset(ep);
   if (int rc = fi_ep_bind(ep, &av->fid, 0); rc != 0) return fi_error("fi_ep_bind(av)", rc);
-  if (int rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV); rc != 0) return fi_error("fi_ep_bind(cq)", rc);
+  if (int rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV); rc != 0)
+    return fi_error("fi_ep_bind(cq)", rc);
   if (int rc = fi_enable(ep); rc != 0) return fi_error("fi_enable", rc);
 
   std::size_t len = 0;
@@ -83,8 +84,8 @@ Result<fi_addr_t> Endpoint::resolve(std::span<const std::byte> peer_address) {
   fi_addr_t addr = FI_ADDR_UNSPEC;
   const int n = fi_av_insert(av_.get(), key.data(), 1, &addr, 0, nullptr);
   if (n != 1) {
-    return make_error(ErrorCode::PeerUnreachable, "fi_av_insert rejected the peer address (" +
-                                                      std::to_string(key.size()) + " bytes)");
+    return make_error(ErrorCode::PeerUnreachable,
+                      "fi_av_insert rejected the peer address (" + std::to_string(key.size()) + " bytes)");
   }
   peers_.emplace(std::move(key), addr);
   return addr;

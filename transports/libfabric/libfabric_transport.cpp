@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "mr_mode.h"
 #include "conduit/slicer.h"
+#include "mr_mode.h"
 #include "provider.h"
 
 namespace conduit::fabric {
@@ -66,7 +66,8 @@ Result<std::unique_ptr<Transport>> LibfabricTransport::open_provider(const std::
     if (provider == i->fabric_attr->prov_name) entries.push_back(i);
   }
   if (entries.empty()) {
-    return make_error(ErrorCode::Unavailable, "provider " + provider + " offers no RDM endpoint with RMA here");
+    return make_error(ErrorCode::Unavailable,
+                      "provider " + provider + " offers no RDM endpoint with RMA here");
   }
   const fi_info& first = *entries.front();
   auto policy = mr_policy(static_cast<std::uint64_t>(first.domain_attr->mr_mode));
@@ -115,7 +116,8 @@ std::vector<std::byte> LibfabricTransport::address() const {
 
 Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& region, Access access,
                                                          std::uint64_t offset, std::uint64_t length) {
-  if (region.data() == nullptr) return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
+  if (region.data() == nullptr)
+    return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
   if (region.kind() == MemoryKind::Cuda && !caps_.device_memory) {
     return make_error(ErrorCode::Unsupported, name_ + " cannot register CUDA memory directly");
   }
@@ -141,7 +143,8 @@ Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& reg
     handles->rails.push_back({rail->endpoint(), std::move(*mr)});
   }
   // Under FI_MR_VIRT_ADDR peers address our memory by virtual address; otherwise by offset into the MR.
-  key.base = rails_.front()->endpoint()->policy().virtual_address ? reinterpret_cast<std::uint64_t>(start) : 0;
+  key.base =
+      rails_.front()->endpoint()->policy().virtual_address ? reinterpret_cast<std::uint64_t>(start) : 0;
   return Registration(start, length, std::move(key), std::move(handles));
 }
 
@@ -182,7 +185,8 @@ Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions&
     if (op.remote.rails.empty()) return bad(i, "remote key has no rails");
     if (op.local_offset > op.local->length() || op.length > op.local->length() - op.local_offset) {
       return bad(i, "local range [" + std::to_string(op.local_offset) + ", +" + std::to_string(op.length) +
-                        ") is outside the " + std::to_string(op.local->length()) + "-byte local registration");
+                        ") is outside the " + std::to_string(op.local->length()) +
+                        "-byte local registration");
     }
     if (op.remote_offset > op.remote.length || op.length > op.remote.length - op.remote_offset) {
       return bad(i, "remote range [" + std::to_string(op.remote_offset) + ", +" + std::to_string(op.length) +

@@ -3,6 +3,7 @@
 #include <rdma/fabric.h>
 
 #include <array>
+#include <charconv>
 #include <utility>
 
 namespace conduit::fabric {
@@ -38,7 +39,11 @@ std::string mr_mode_to_string(std::uint64_t mr_mode) {
       mr_mode &= ~bit;
     }
   }
-  if (mr_mode != 0) out += (out.empty() ? "" : "|") + std::string("0x") + std::to_string(mr_mode);
+  if (mr_mode != 0) {
+    char hex[17] = {};
+    std::to_chars(hex, hex + 16, mr_mode, 16);
+    out += (out.empty() ? "" : "|") + std::string("0x") + hex;
+  }
   return out.empty() ? "none" : out;
 }
 
@@ -52,8 +57,8 @@ Result<MrPolicy> mr_policy(std::uint64_t mr_mode) {
   const std::uint64_t unhandled = mr_mode & ~supported_mr_mode_bits();
   if (unhandled != 0) {
     const std::uint64_t first = unhandled & (~unhandled + 1);
-    return make_error(ErrorCode::Unsupported,
-                      "provider requires mr_mode " + mr_mode_to_string(first) + ", which Conduit does not implement");
+    return make_error(ErrorCode::Unsupported, "provider requires mr_mode " + mr_mode_to_string(first) +
+                                                  ", which Conduit does not implement");
   }
   MrPolicy p;
   p.local_desc = (mr_mode & FI_MR_LOCAL) != 0;

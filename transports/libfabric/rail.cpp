@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <array>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 
@@ -224,7 +224,8 @@ bool Rail::reap() {
       char buf[256] = {};
       const char* detail = fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, buf, sizeof(buf));
       if (op != nullptr) {
-        const Error error = make_error(classify(err.err, err.prov_errno), describe(*op) + " failed: " + fi_strerror(err.err) +
+        const Error error =
+            make_error(classify(err.err, err.prov_errno), describe(*op) + " failed: " + fi_strerror(err.err) +
                                                               " (provider: " + (detail ? detail : "") + ")");
         complete(*op, &error);
       }
@@ -269,9 +270,9 @@ void Rail::check_stalls() {
     const RailPart& part = b->parts[options_.index];
     if (part.done || part.idle() || b->failed.load(std::memory_order_relaxed)) continue;
     if (b->since_progress() > options_.stall_timeout) {
-      b->fail(make_error(ErrorCode::TimedOut,
-                         "no completion from the peer for " + std::to_string(options_.stall_timeout.count()) +
-                             " ms: the peer is gone or not driving progress"));
+      b->fail(make_error(ErrorCode::TimedOut, "no completion from the peer for " +
+                                                  std::to_string(options_.stall_timeout.count()) +
+                                                  " ms: the peer is gone or not driving progress"));
     }
   }
 }

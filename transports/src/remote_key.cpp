@@ -69,7 +69,8 @@ Result<RemoteKey> RemoteKey::from_json(const nlohmann::json& j) {
   if (!j.contains("provider") || !j["provider"].is_string() || j["provider"].get<std::string>().empty()) {
     return bad("provider must be a non-empty string");
   }
-  if (!j.contains("length") || !j["length"].is_number_unsigned()) {
+  // nlohmann stores non-negative literals built in C++ as signed integers; accept any integer >= 0.
+  if (!j.contains("length") || !j["length"].is_number_integer() || j["length"].get<std::int64_t>() < 0) {
     return bad("length must be an unsigned integer");
   }
   if (!j.contains("rails") || !j["rails"].is_array() || j["rails"].empty()) {

@@ -1,7 +1,8 @@
+#include "conduit/transport.h"
+
 #include <chrono>
 #include <thread>
 
-#include "conduit/transport.h"
 #include "../libfabric/libfabric_transport.h"
 
 namespace conduit {

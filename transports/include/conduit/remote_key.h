@@ -4,12 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "conduit/result.h"
 
@@ -23,8 +22,8 @@ struct RailKey {
 };
 
 struct RemoteKey {
-  std::string provider;     // "tcp;ofi_rxm", "shm", ...: a peer on another provider cannot use it
-  std::uint64_t base = 0;   // remote address of offset 0: the virtual address under FI_MR_VIRT_ADDR, else 0
+  std::string provider;      // "tcp;ofi_rxm", "shm", ...: a peer on another provider cannot use it
+  std::uint64_t base = 0;    // remote address of offset 0: the virtual address under FI_MR_VIRT_ADDR, else 0
   std::uint64_t length = 0;  // bytes reachable from base
   std::vector<RailKey> rails;
 
@@ -32,7 +31,7 @@ struct RemoteKey {
 
   nlohmann::json to_json() const;
   static Result<RemoteKey> from_json(const nlohmann::json& j);
-  std::string to_string() const;                             // compact JSON
+  std::string to_string() const;                               // compact JSON
   static Result<RemoteKey> parse(std::string_view json_text);  // from_json of text, errors never throw
 };
 

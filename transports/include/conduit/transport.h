@@ -20,7 +20,8 @@
 
 namespace conduit {
 
-// What a registration lets peers do. Local use (as the source of a write or sink of a read) is always allowed.
+// What a registration lets peers do. Local use (as the source of a write or sink of a read) is always
+// allowed.
 enum class Access : std::uint8_t { Local = 0, RemoteRead = 1, RemoteWrite = 2, RemoteReadWrite = 3 };
 
 inline bool allows(Access have, Access want) {
@@ -87,7 +88,7 @@ struct Capabilities {
   bool host_memory = true;
   bool device_memory = false;  // registers CUDA memory directly (FI_HMEM / dmabuf); else staged
   std::uint64_t max_message = 0;
-  bool ordered_raw = false;    // reads after writes see the writes: a trailing read is a delivery fence
+  bool ordered_raw = false;  // reads after writes see the writes: a trailing read is a delivery fence
   bool manual_progress = true;
   std::uint64_t mr_mode = 0;
   std::string mr_mode_text;
