@@ -224,9 +224,15 @@ bool Rail::reap() {
       char buf[256] = {};
       const char* detail = fi_cq_strerror(endpoint_->cq(), err.prov_errno, err.err_data, buf, sizeof(buf));
       if (op != nullptr) {
-        const Error error =
-            make_error(classify(err.err, err.prov_errno), describe(*op) + " failed: " + fi_strerror(err.err) +
-                                                              " (provider: " + (detail ? detail : "") + ")");
+        const ErrorCode code = classify(err.err, err.prov_errno);
+        std::string message = describe(*op) + " failed: " + fi_strerror(err.err) +
+                              " (provider: " + (detail != nullptr ? detail : "") + ")";
+        // tcp;ofi_rxm answers a revoked or unknown key, or a range outside the registration, by closing
+        // the connection: from here that looks exactly like a dead target, so say both.
+        if (code == ErrorCode::PeerUnreachable) {
+          message += ": the target closed the connection (it died, or it refused the key or range)";
+        }
+        const Error error = make_error(code, std::move(message));
         complete(*op, &error);
       }
       progressed = true;
