@@ -13,9 +13,7 @@ scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 echo "== ASan + UBSan build"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
-# Leak checking stays on; libfabric's providers keep a few process-lifetime allocations we suppress by name.
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
-export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp:print_suppressions=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j1 --timeout 900)
 echo "== all tests passed (release and ASan/UBSan), $jobs cores"
