@@ -136,6 +136,7 @@ void Rail::run() {
     std::erase_if(active_, [this](const std::shared_ptr<Batch>& b) { return b->parts[options_.index].done; });
     if (progressed) {
       idle_rounds_ = 0;
+      last_active_ = Clock::now();
     } else {
       idle_wait(!active_.empty());
     }
@@ -284,26 +285,31 @@ void Rail::check_stalls() {
 }
 
 void Rail::idle_wait(bool busy) {
-  ++idle_rounds_;
   if (options_.mode == ProgressMode::Spin) return;
+  // Right after activity more is likely on its way (the next segment of a stream, the next completion):
+  // stay hot for a moment, yielding the core to anyone who needs it.
+  if (Clock::now() - last_active_ < std::chrono::microseconds(100)) {
+    sched_yield();
+    return;
+  }
+  ++idle_rounds_;
   std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{-1, POLLIN, 0}};
   timespec timeout{};
-  if (options_.mode == ProgressMode::Fd && !busy) {
-    // Nothing of ours in flight: only a peer can give us work, and its bytes arrive on the CQ's fd.
-    // fi_trywait says whether sleeping on it is safe (nothing already queued inside the provider).
+  if (options_.mode == ProgressMode::Fd && !busy &&
+      Clock::now() - last_active_ > std::chrono::milliseconds(10)) {
+    // Long idle with nothing of ours in flight: only a peer can give us work, and its bytes arrive on the
+    // CQ's fd, so sleep there at no cost. fi_trywait says whether that is safe (nothing already queued
+    // inside the provider). Not used while a stream is flowing: waking per TCP segment costs more than
+    // draining the socket every few microseconds (measured: 4.2 vs 5.5 GB/s).
     fid* cq = &endpoint_->cq()->fid;
     if (fi_trywait(endpoint_->fabric(), &cq, 1) != FI_SUCCESS) return;
     fds[1].fd = endpoint_->wait_fd();
     timeout.tv_nsec = 100'000'000;
   } else {
-    // Our own ops in flight (or no wait fd): the provider may only need the socket to become writable,
-    // which the CQ fd does not signal. Spin a few rounds after the last activity, then sleep 1, 2, 4 ...
-    // us, capped low while ops are in flight so completions are not left waiting long.
-    if (idle_rounds_ < 64) {
-      sched_yield();
-      return;
-    }
-    const std::uint32_t shift = std::min<std::uint32_t>(idle_rounds_ - 64, 16);
+    // Sleep 1, 2, 4 ... us: a passive target then drains the socket in batches; with our own ops in
+    // flight the cap stays low so completions are not left waiting, and the socket may need only to
+    // become writable, which the CQ fd does not signal.
+    const std::uint32_t shift = std::min<std::uint32_t>(idle_rounds_, 16);
     const long cap_us = busy ? 50 : 1000;
     timeout.tv_nsec = std::min<long>(1L << shift, cap_us) * 1000;
   }

@@ -64,7 +64,8 @@ class Rail {
   std::mutex inbox_mu_;
   std::vector<std::shared_ptr<Batch>> inbox_;
   std::vector<std::shared_ptr<Batch>> active_;  // progress thread only
-  std::uint32_t idle_rounds_ = 0;
+  std::uint32_t idle_rounds_ = 0;               // idle sleeps since the last activity
+  std::chrono::steady_clock::time_point last_active_;
 
   std::thread thread_;  // last: starts after everything above is constructed
 };
