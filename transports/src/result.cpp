@@ -22,6 +22,14 @@ std::string_view to_string(ErrorCode code) {
       return "TimedOut";
     case ErrorCode::Io:
       return "IoError";
+    case ErrorCode::AlreadyExists:
+      return "AlreadyExists";
+    case ErrorCode::Conflict:
+      return "Conflict";
+    case ErrorCode::ResourceExhausted:
+      return "ResourceExhausted";
+    case ErrorCode::Cancelled:
+      return "Cancelled";
   }
   return "Unknown";
 }

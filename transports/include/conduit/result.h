@@ -20,6 +20,10 @@ enum class ErrorCode : std::uint8_t {
   PeerUnreachable,  // the peer went away or never answered
   TimedOut,         // no progress for the stall timeout
   Io,               // file or socket I/O
+  AlreadyExists,     // a name is taken
+  Conflict,          // the object is in a state that forbids this (a region in use)
+  ResourceExhausted,  // over a configured cap
+  Cancelled,          // stopped on request
 };
 
 std::string_view to_string(ErrorCode code);

@@ -1,0 +1,26 @@
+// What one agent asks of another over REST: per-slice checksums of a target range, for verify: crc32c.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "conduit/result.h"
+
+namespace conduit::agent {
+
+class AgentClient {
+ public:
+  explicit AgentClient(std::string token) : token_(std::move(token)) {}
+
+  // GET {url}/v1/regions/{region}/checksum?offset=&length=&slice= ; PeerUnreachable when the agent does not
+  // answer, the agent's own error message otherwise.
+  Result<std::vector<std::uint32_t>> checksum(const std::string& url, const std::string& region,
+                                              std::uint64_t offset, std::uint64_t length,
+                                              std::uint64_t slice) const;
+
+ private:
+  std::string token_;
+};
+
+}  // namespace conduit::agent

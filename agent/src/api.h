@@ -1,0 +1,40 @@
+// The agent's REST API (agent/openapi.yaml) on cpp-httplib: every route under /v1 needs the bearer token;
+// /healthz, /readyz and /metrics do not. Every error is {"error": {"code", "message"}} with a 4xx/5xx.
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <string>
+
+#include "config.h"
+#include "fabric.h"
+#include "grants.h"
+#include "regions.h"
+#include "transfers.h"
+
+namespace conduit::metrics {
+class AgentMetrics;
+}
+
+namespace conduit::agent {
+
+struct AgentState {
+  const AgentConfig& config;
+  const Fabric& fabric;
+  RegionStore& regions;
+  GrantTable& grants;
+  TransferManager& transfers;
+  metrics::AgentMetrics& metrics;
+  std::string token;               // empty only with --insecure-no-auth
+  std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
+};
+
+// Registers every route on `server`.
+void install_routes(httplib::Server& server, AgentState& state);
+
+// ErrorCode -> HTTP status: InvalidArgument 400, NotFound 404, AlreadyExists/Conflict 409,
+// ResourceExhausted/Unsupported 422, Unavailable 503, others 500.
+int http_status(ErrorCode code);
+
+}  // namespace conduit::agent

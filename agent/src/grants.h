@@ -1,0 +1,54 @@
+// Grants: the only way a region becomes remotely accessible. A grant registers one range of a region with
+// one transport for read or write, hands out its RemoteKey, and deregisters when revoked or expired, so a
+// key never outlives the grant that made it.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "conduit/transport.h"
+#include "fabric.h"
+#include "regions.h"
+
+namespace conduit::agent {
+
+struct Grant {
+  std::string id;
+  RegionUse region;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  Access access = Access::RemoteWrite;
+  std::string provider;
+  std::chrono::system_clock::time_point expires_at;
+  Registration registration;
+
+  // {id, region, offset, length, access: "write"|"read", provider, expiresAt (RFC 3339), key: RemoteKey}
+  nlohmann::json to_json() const;
+};
+
+class GrantTable {
+ public:
+  using Clock = std::chrono::system_clock;
+  explicit GrantTable(const Fabric& fabric) : fabric_(fabric) {}
+
+  // provider "" = the agent's primary transport. ttl must be 1 s .. 24 h.
+  Result<std::shared_ptr<const Grant>> create(RegionPtr region, std::uint64_t offset, std::uint64_t length,
+                                              Access access, std::chrono::seconds ttl, const std::string& provider);
+  Result<std::shared_ptr<const Grant>> get(const std::string& id) const;
+  std::vector<std::shared_ptr<const Grant>> list() const;
+  Status revoke(const std::string& id);  // NotFound when unknown or already gone
+  std::size_t expire(Clock::time_point now = Clock::now());  // revokes every expired grant; returns how many
+  void revoke_all();
+
+ private:
+  const Fabric& fabric_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Grant>> grants_;
+};
+
+}  // namespace conduit::agent

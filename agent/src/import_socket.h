@@ -1,0 +1,34 @@
+// The agent's unix socket for zero-copy import: a local process sends one line of JSON
+// {"name": "...", "bytes": N} with a memfd attached (SCM_RIGHTS); the agent maps it as a region and answers
+// one line {"ok": true} or {"error": {"code", "message"}}. Only processes that can open the socket file
+// (mode 0660 in the data directory) can import.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <thread>
+
+#include "regions.h"
+
+namespace conduit::agent {
+
+class ImportSocket {
+ public:
+  ImportSocket(RegionStore& regions, std::string path);
+  ~ImportSocket();  // stops accepting, removes the socket file
+  Status start();
+  const std::string& path() const { return path_; }
+
+ private:
+  void serve();
+  RegionStore& regions_;
+  std::string path_;
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;
+  std::thread thread_;
+};
+
+// Client side (used by tests and by training processes through the CLI): sends `fd` as region `name`.
+Status import_region(const std::string& socket_path, const std::string& name, int fd, std::uint64_t bytes);
+
+}  // namespace conduit::agent

@@ -1,0 +1,20 @@
+// GET /v1/node: what this node has and why RDMA or GPU may be unavailable here.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "config.h"
+#include "fabric.h"
+#include "regions.h"
+
+namespace conduit::agent {
+
+inline constexpr const char* kAgentVersion = "0.1.0";
+
+// {node, version, fabric: Fabric::to_json, topology: Topology::to_json, memory: {cap, used},
+//  checks: [{name: "rdma"|"gpu"|"memlock"|"ipcLock", ok, message}]}
+nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, const RegionStore& regions,
+                              const std::string& sysfs_root = "/sys");
+
+}  // namespace conduit::agent

@@ -1,0 +1,118 @@
+// Named memory on this node: allocated by the agent, loaded from a file under the data directory, or
+// imported from a local process (a memfd). Names are DNS-1123 labels; bytes count against a memory cap;
+// a region used by a transfer or a grant cannot be deleted.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "conduit/memory_region.h"
+#include "conduit/result.h"
+
+namespace conduit::agent {
+
+// DNS-1123 label: 1-63 of [a-z0-9-], starting and ending alphanumeric. InvalidArgument otherwise.
+Status validate_name(const std::string& name);
+
+class Region {
+ public:
+  Region(std::string name, MemoryRegion memory, std::string source);
+
+  const std::string& name() const { return name_; }
+  const MemoryRegion& memory() const { return memory_; }
+  std::uint64_t bytes() const { return memory_.size(); }
+  std::string memory_label() const;            // "host", "cuda:0"
+  const std::string& source() const { return source_; }  // "allocated", "file:<path>", "imported"
+
+  // Users: transfers and grants that reference the region. Held through RegionUse.
+  int users() const { return users_.load(); }
+  void acquire() { users_.fetch_add(1); }
+  void release() { users_.fetch_sub(1); }
+
+  // {name, bytes, memory, source, users, hugePages, createdAt}
+  nlohmann::json to_json() const;
+
+ private:
+  std::string name_;
+  MemoryRegion memory_;
+  std::string source_;
+  std::atomic<int> users_{0};
+  std::chrono::system_clock::time_point created_;
+};
+
+using RegionPtr = std::shared_ptr<Region>;
+
+// Marks a region in use for its lifetime (a transfer, a grant): DELETE answers 409 meanwhile.
+class RegionUse {
+ public:
+  RegionUse() = default;
+  explicit RegionUse(RegionPtr region) : region_(std::move(region)) {
+    if (region_) region_->acquire();
+  }
+  RegionUse(RegionUse&& o) noexcept : region_(std::move(o.region_)) {}
+  RegionUse& operator=(RegionUse&& o) noexcept {
+    if (this != &o) {
+      reset();
+      region_ = std::move(o.region_);
+    }
+    return *this;
+  }
+  ~RegionUse() { reset(); }
+  void reset() {
+    if (region_) region_->release();
+    region_.reset();
+  }
+  const RegionPtr& get() const { return region_; }
+  Region* operator->() const { return region_.get(); }
+
+ private:
+  RegionPtr region_;
+};
+
+class RegionStore {
+ public:
+  RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap);
+
+  // memory: "host" or "cuda:N" (Unsupported while CUDA is absent: the API answers 422).
+  Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory);
+  // Loads `file` (relative to the data directory, never escaping it) into a new host region.
+  Result<RegionPtr> load(const std::string& name, const std::string& file);
+  // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
+  Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes);
+
+  Result<RegionPtr> get(const std::string& name) const;
+  std::vector<RegionPtr> list() const;
+  Status remove(const std::string& name);  // Conflict while in use, NotFound
+  // Writes the region to `file` under the data directory: temp file, fsync, rename, fsync of the directory.
+  Status save(const std::string& name, const std::string& file);
+
+  std::uint64_t used_bytes() const;
+  std::uint64_t cap() const { return cap_; }
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+
+  // `relative` resolved under the data directory; InvalidArgument when absolute or escaping it (.., links).
+  Result<std::filesystem::path> data_path(const std::string& relative) const;
+
+ private:
+  Result<RegionPtr> insert(const std::string& name, MemoryRegion memory, std::string source);
+  Status reserve(const std::string& name, std::uint64_t bytes) const;  // name free and under the cap
+
+  std::filesystem::path data_dir_;
+  std::uint64_t cap_;
+  mutable std::mutex mu_;
+  std::map<std::string, RegionPtr> regions_;
+};
+
+// CRC32C per `slice` bytes of [offset, offset + length) of the region; InvalidArgument when out of range.
+Result<std::vector<std::uint32_t>> region_checksum(const Region& region, std::uint64_t offset,
+                                                   std::uint64_t length, std::uint64_t slice);
+
+}  // namespace conduit::agent

@@ -1,0 +1,139 @@
+// Transfers this agent runs as the source: a range of one local region moved into granted ranges on other
+// nodes. Each runs on its own thread: register the source range, move it in segments (a failed segment is
+// retried a bounded number of times and the transfer resumes from the last completed one), optionally
+// compare per-slice CRC32C with each target agent and re-send only mismatching slices.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_client.h"
+#include "conduit/transport.h"
+#include "fabric.h"
+#include "regions.h"
+
+namespace conduit::metrics {
+class AgentMetrics;
+}
+
+namespace conduit::agent {
+
+struct TransferTarget {
+  RemoteKey grant;                // the target's grant key
+  std::uint64_t offset = 0;       // into the granted range
+  std::string url;                // target agent, for verify (optional otherwise)
+  std::string region;             // target region name, for verify
+  std::uint64_t region_offset = 0;  // where the granted range starts in that region
+};
+
+enum class Verify : std::uint8_t { None, Crc32c };
+
+struct TransferRequest {
+  std::string source_region;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;  // 0 = to the end of the region
+  std::vector<TransferTarget> targets;
+  OpKind op = OpKind::Write;
+  std::uint64_t chunk_bytes = 1u << 20;
+  std::uint32_t window = 16;
+  Verify verify = Verify::None;
+  std::chrono::seconds deadline{0};  // 0 = none
+
+  // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
+  static Result<TransferRequest> from_json(const nlohmann::json& body);
+};
+
+enum class TransferState : std::uint8_t { Queued, Running, Succeeded, Failed, Cancelled };
+std::string_view to_string(TransferState state);
+
+// Reason codes a caller can act on (the controller copies them into TransferJob conditions).
+namespace reason {
+inline constexpr const char* kAgentShuttingDown = "AgentShuttingDown";
+inline constexpr const char* kStalled = "Stalled";
+inline constexpr const char* kPeerUnreachable = "PeerUnreachable";
+inline constexpr const char* kRemoteAccessDenied = "RemoteAccessDenied";
+inline constexpr const char* kChecksumMismatch = "ChecksumMismatch";
+inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
+inline constexpr const char* kCancelled = "Cancelled";
+inline constexpr const char* kRegistrationFailed = "RegistrationFailed";
+inline constexpr const char* kTransportError = "TransportError";
+}  // namespace reason
+
+struct TargetStatus {
+  TransferState state = TransferState::Queued;
+  std::uint64_t bytes_done = 0;
+  std::string last_error;
+};
+
+struct TransferStatus {
+  std::string id;
+  TransferState state = TransferState::Queued;
+  std::uint64_t bytes_total = 0;  // length x targets
+  std::uint64_t bytes_done = 0;
+  double throughput_bytes_per_second = 0;
+  std::uint32_t retries = 0;
+  std::uint32_t slices_resent = 0;  // after a checksum mismatch
+  bool verified = false;
+  std::string reason;   // set when Failed or Cancelled
+  std::string message;  // human text for reason
+  std::vector<TargetStatus> targets;
+  std::chrono::system_clock::time_point created_at;
+  std::optional<std::chrono::system_clock::time_point> started_at;
+  std::optional<std::chrono::system_clock::time_point> finished_at;
+
+  // {id, state, bytesTotal, bytesDone, throughputBytesPerSecond, retries, slicesResent, verified,
+  //  reason, message, targets: [{state, bytesDone, lastError}], createdAt, startedAt, finishedAt}
+  nlohmann::json to_json() const;
+};
+
+struct TransferOptions {
+  std::uint32_t max_segment_retries = 3;
+  std::uint64_t segment_bytes = 64u << 20;  // unit of retry and resume
+  std::chrono::milliseconds stall_timeout{30000};
+  std::size_t history = 256;  // finished transfers kept for GET
+};
+
+class TransferManager {
+ public:
+  TransferManager(const Fabric& fabric, RegionStore& regions, const AgentClient& peers,
+                  metrics::AgentMetrics* metrics, TransferOptions options);
+  ~TransferManager();  // shutdown()
+
+  // Validates against local state (region exists, range fits, provider open) and starts; returns the id.
+  Result<std::string> start(TransferRequest request);
+  Result<TransferStatus> get(const std::string& id) const;
+  std::vector<TransferStatus> list() const;  // newest first
+  Status cancel(const std::string& id);      // NotFound; finished transfers stay as they ended
+  std::size_t active() const;
+
+  // Stops accepting work, fails running transfers with AgentShuttingDown and joins their threads within
+  // `grace`, releasing every registration.
+  void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
+
+ private:
+  struct Transfer;
+  void run(const std::shared_ptr<Transfer>& transfer);
+
+  const Fabric& fabric_;
+  RegionStore& regions_;
+  const AgentClient& peers_;
+  metrics::AgentMetrics* metrics_;
+  TransferOptions options_;
+
+  mutable std::mutex mu_;
+  std::map<std::string, std::shared_ptr<Transfer>> transfers_;
+  std::vector<std::thread> threads_;
+  std::atomic<bool> shutting_down_{false};
+  std::uint64_t next_id_ = 1;
+};
+
+}  // namespace conduit::agent

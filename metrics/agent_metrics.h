@@ -1,0 +1,48 @@
+// The agent's Prometheus metrics (prefix conduit_agent_, base units, bounded labels), served as text on
+// the agent's own /metrics route.
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+namespace conduit::metrics {
+
+class AgentMetrics {
+ public:
+  AgentMetrics(const std::string& version, const std::string& node);
+
+  // transport: provider name ("tcp;ofi_rxm"); direction: "write" | "read"
+  void add_bytes(const std::string& transport, const std::string& direction, double bytes);
+  // result: "succeeded" | "failed" | "cancelled"
+  void transfer_finished(const std::string& result, double seconds);
+  void slice_retried(double n = 1);
+  void staged_fallback(double n = 1);
+  void set_active_transfers(double n);
+  void set_region_bytes(const std::string& memory, double bytes);  // memory: "host" | "cuda" | "file"
+  void observe_registration(double seconds);
+  void error(const std::string& reason);
+
+  // Prometheus text exposition format 0.0.4 of everything above.
+  std::string serialize() const;
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& bytes_;
+  prometheus::Family<prometheus::Counter>& transfers_;
+  prometheus::Histogram& duration_;
+  prometheus::Counter& slice_retries_;
+  prometheus::Counter& staged_fallback_;
+  prometheus::Gauge& active_;
+  prometheus::Family<prometheus::Gauge>& region_bytes_;
+  prometheus::Histogram& registration_;
+  prometheus::Family<prometheus::Counter>& errors_;
+};
+
+}  // namespace conduit::metrics
