@@ -15,7 +15,7 @@ packages=(
   libyaml-cpp-dev
   libgtest-dev libgmock-dev
   clang-format
-  iperf3
+  iperf3 wrk curl
   procps iproute2
 )
 

@@ -1,1 +1,508 @@
-// placeholder: being written
+#include "api.h"
+
+#include <algorithm>
+#include <cctype>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "api_requests.h"
+#include "inventory.h"
+#include "log.h"
+#include "metrics/agent_metrics.h"
+
+namespace conduit::agent {
+namespace {
+
+using httplib::Request;
+using httplib::Response;
+using json = nlohmann::json;
+using HandlerResponse = httplib::Server::HandlerResponse;
+
+constexpr const char* kJsonType = "application/json";
+constexpr const char* kMetricsType = "text/plain; version=0.0.4";
+// A checksum answer is a JSON array of one number per slice; this bounds it to ~10 MiB of text.
+constexpr std::uint64_t kMaxChecksumSlices = 1u << 20;
+
+// Path templates as agent/openapi.yaml writes them; each {placeholder} is one path segment.
+constexpr const char* kRegion = "/v1/regions/{name}";
+constexpr const char* kRegionSave = "/v1/regions/{name}/save";
+constexpr const char* kRegionChecksum = "/v1/regions/{name}/checksum";
+constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
+constexpr const char* kGrant = "/v1/grants/{id}";
+constexpr const char* kTransfer = "/v1/transfers/{id}";
+
+// Never throws: a message may echo client bytes that are not valid UTF-8.
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_json(Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), kJsonType);
+}
+
+void send_error(Response& res, int status, std::string_view code, std::string_view message) {
+  send_json(res, status, {{"error", {{"code", code}, {"message", message}}}});
+}
+
+void send_error(Response& res, const Error& error) {
+  send_error(res, http_status(error.code), to_string(error.code), error.message);
+}
+
+json items(json array) { return {{"items", std::move(array)}}; }
+
+// The three routes a kubelet or Prometheus scrapes without a token. Everything else, known route or not,
+// needs one, so an unauthenticated caller learns nothing about which routes exist.
+bool is_public(const std::string& path) {
+  return path == "/healthz" || path == "/readyz" || path == "/metrics";
+}
+
+// Time depends only on the expected token's length, never on where the presented one first differs.
+bool constant_time_equal(std::string_view presented, std::string_view expected) {
+  volatile unsigned char diff = presented.size() == expected.size() ? 0 : 1;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    const unsigned char p = i < presented.size() ? static_cast<unsigned char>(presented[i]) : 0;
+    diff = static_cast<unsigned char>(diff | (p ^ static_cast<unsigned char>(expected[i])));
+  }
+  return diff == 0;
+}
+
+// "Bearer <token>" with the scheme matched case-insensitively (RFC 7235); nullopt for any other scheme.
+std::optional<std::string_view> bearer_token(std::string_view header) {
+  constexpr std::string_view kScheme = "bearer";
+  if (header.size() <= kScheme.size() || header[kScheme.size()] != ' ') return std::nullopt;
+  for (std::size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i]) return std::nullopt;
+  }
+  auto token = header.substr(kScheme.size());
+  token.remove_prefix(std::min(token.find_first_not_of(' '), token.size()));
+  if (token.empty()) return std::nullopt;
+  return token;
+}
+
+HandlerResponse authorize(const AgentState& state, const Request& req, Response& res) {
+  if (state.token.empty() || is_public(req.path)) return HandlerResponse::Unhandled;
+  const std::string header = req.get_header_value("Authorization");  // by value: keep it alive for the view
+  const auto token = bearer_token(header);
+  if (token && constant_time_equal(*token, state.token)) return HandlerResponse::Unhandled;
+  // RFC 6750: error="invalid_token" only when a token was presented.
+  res.set_header("WWW-Authenticate",
+                 token ? R"(Bearer realm="conduit", error="invalid_token")" : R"(Bearer realm="conduit")");
+  // The body of a refused request is never read; closing keeps it from being parsed as the next request.
+  res.set_header("Connection", "close");
+  send_error(res, 401, "Unauthorized", token ? "invalid bearer token" : "missing bearer token");
+  return HandlerResponse::Handled;
+}
+
+// Content-Type, then size, then JSON syntax, then "is an object": the first failure answers.
+std::optional<json> read_json_body(const AgentState& state, const Request& req, Response& res) {
+  std::string media_type = req.get_header_value("Content-Type");
+  media_type = media_type.substr(0, media_type.find(';'));
+  media_type.erase(std::remove(media_type.begin(), media_type.end(), ' '), media_type.end());
+  std::transform(media_type.begin(), media_type.end(), media_type.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (media_type != kJsonType) {
+    send_error(res, 415, "UnsupportedMediaType", "the body must be application/json");
+    return std::nullopt;
+  }
+  // httplib refuses oversized bodies it knows the length of up front; this also covers any it read whole.
+  if (req.body.size() > state.config.max_body_bytes) {
+    send_error(res, 413, "PayloadTooLarge",
+               "the body exceeds " + std::to_string(state.config.max_body_bytes) + " bytes");
+    return std::nullopt;
+  }
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded()) {
+    send_error(res, 400, "MalformedJson", "the body is not valid JSON");
+    return std::nullopt;
+  }
+  if (!body.is_object()) {
+    send_error(res, 400, to_string(ErrorCode::InvalidArgument), "the body must be a JSON object");
+    return std::nullopt;
+  }
+  return body;
+}
+
+// The region name captured from the path, or a 400 already sent.
+std::optional<std::string> region_name(const Request& req, Response& res) {
+  std::string name = req.matches[1];
+  if (auto valid = validate_name(name); !valid) {
+    send_error(res, valid.error());
+    return std::nullopt;
+  }
+  return name;
+}
+
+std::optional<std::string> path_id(const Request& req, Response& res) {
+  std::string id = req.matches[1];
+  if (auto valid = validate_id(id); !valid) {
+    send_error(res, valid.error());
+    return std::nullopt;
+  }
+  return id;
+}
+
+// "/v1/regions/{name}" -> the regex httplib matches, "/v1/regions/([^/]+)", capturing each placeholder.
+std::string to_httplib_pattern(std::string_view path_template) {
+  std::string pattern;
+  for (std::size_t at = 0; at < path_template.size();) {
+    if (path_template[at] == '{') {
+      pattern += "([^/]+)";
+      at = path_template.find('}', at) + 1;
+    } else {
+      pattern += path_template[at++];
+    }
+  }
+  return pattern;
+}
+
+// Whether `path` fits the template segment by segment. Done by hand rather than with std::regex so the
+// 404/405 decision costs no regex engine (and GCC 12's <regex> trips -Wmaybe-uninitialized under ASan).
+bool fits_template(std::string_view path_template, std::string_view path) {
+  for (;;) {
+    const auto t_end = std::min(path_template.find('/'), path_template.size());
+    const auto p_end = std::min(path.find('/'), path.size());
+    const auto t_segment = path_template.substr(0, t_end);
+    const auto p_segment = path.substr(0, p_end);
+    const bool placeholder = t_segment.starts_with('{');
+    if (placeholder ? p_segment.empty() : t_segment != p_segment) return false;
+    const bool t_last = t_end == path_template.size();
+    const bool p_last = p_end == path.size();
+    if (t_last || p_last) return t_last && p_last;
+    path_template.remove_prefix(t_end + 1);
+    path.remove_prefix(p_end + 1);
+  }
+}
+
+// Registers each route with httplib and remembers (method, template) so the error handler can tell
+// "no such route" (404) from "no such method on this route" (405).
+class Router {
+ public:
+  struct Route {
+    std::string method;
+    std::string path_template;
+  };
+  using Handler = std::function<void(const Request&, Response&)>;
+
+  explicit Router(httplib::Server& server)
+      : server_(server), routes_(std::make_shared<std::vector<Route>>()) {}
+
+  void get(const std::string& path_template, Handler h) { add("GET", path_template, std::move(h)); }
+  void post(const std::string& path_template, Handler h) { add("POST", path_template, std::move(h)); }
+  void del(const std::string& path_template, Handler h) { add("DELETE", path_template, std::move(h)); }
+
+  std::shared_ptr<const std::vector<Route>> routes() const { return routes_; }
+
+ private:
+  void add(const std::string& method, const std::string& path_template, Handler handler) {
+    routes_->push_back({method, path_template});
+    const std::string pattern = to_httplib_pattern(path_template);
+    auto guarded = [handler = std::move(handler)](const Request& req, Response& res) {
+      try {
+        handler(req, res);
+      } catch (const std::exception& e) {
+        log::error("unhandled exception in request",
+                   {{"method", req.method}, {"path", req.path}, {"what", e.what()}});
+        send_error(res, 500, "Internal", "internal error");
+      } catch (...) {
+        log::error("unhandled exception in request", {{"method", req.method}, {"path", req.path}});
+        send_error(res, 500, "Internal", "internal error");
+      }
+    };
+    if (method == "GET") server_.Get(pattern, std::move(guarded));
+    if (method == "POST") server_.Post(pattern, std::move(guarded));
+    if (method == "DELETE") server_.Delete(pattern, std::move(guarded));
+  }
+
+  httplib::Server& server_;
+  std::shared_ptr<std::vector<Route>> routes_;
+};
+
+// The methods served on `path`, as an Allow header lists them; empty when no route matches the path.
+std::string allowed_methods(const std::vector<Router::Route>& routes, const std::string& path) {
+  std::string allow;
+  for (const auto& route : routes) {
+    if (fits_template(route.path_template, path) && allow.find(route.method) == std::string::npos) {
+      allow += (allow.empty() ? "" : ", ") + route.method;
+    }
+  }
+  return allow;
+}
+
+// Gives every response httplib makes by itself (unknown route, oversized body, unparsable request) our
+// JSON error body. Responses our handlers made already carry one and pass through untouched.
+HandlerResponse fill_error(const std::vector<Router::Route>& routes, const Request& req, Response& res) {
+  if (!res.body.empty()) return HandlerResponse::Unhandled;
+  // httplib answers an unrouted method 404, or 400 for a PUT or PATCH without a body: on a known path
+  // both mean the method is wrong.
+  const std::string method = req.method == "HEAD" ? "GET" : req.method;
+  const std::string allow = allowed_methods(routes, req.path);
+  if ((res.status == 404 || res.status == 400) && !allow.empty() && allow.find(method) == std::string::npos) {
+    res.set_header("Allow", allow);
+    send_error(res, 405, "MethodNotAllowed",
+               req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")");
+    return HandlerResponse::Handled;
+  }
+  switch (res.status) {
+    case 404:
+      send_error(res, 404, "RouteNotFound", "no route " + req.method + " " + req.path);
+      break;
+    case 413:
+      send_error(res, 413, "PayloadTooLarge", "the body is larger than this agent accepts");
+      break;
+    case 414:
+      send_error(res, 414, "UriTooLong", "the request URI is too long");
+      break;
+    case 400:
+      send_error(res, 400, "BadRequest", "the request could not be parsed as HTTP");
+      break;
+    case 500:
+      send_error(res, 500, "Internal", "internal error");
+      break;
+    default:
+      send_error(res, res.status, "HttpError", "HTTP error " + std::to_string(res.status));
+      break;
+  }
+  return HandlerResponse::Handled;
+}
+
+void install_health_routes(Router& r, AgentState& state) {
+  r.get("/healthz", [](const Request&, Response& res) { send_json(res, 200, {{"status", "ok"}}); });
+  r.get("/readyz", [&state](const Request&, Response& res) {
+    if (state.ready.load()) {
+      send_json(res, 200, {{"status", "ready"}});
+    } else {
+      send_error(res, 503, to_string(ErrorCode::Unavailable), "the agent is not ready");
+    }
+  });
+  r.get("/metrics", [&state](const Request&, Response& res) {
+    res.set_content(state.metrics.serialize(), kMetricsType);
+  });
+  r.get("/v1/node", [&state](const Request&, Response& res) {
+    send_json(res, 200, node_inventory(state.config, state.fabric, state.regions));
+  });
+}
+
+void install_region_routes(Router& r, AgentState& state) {
+  r.get("/v1/regions", [&state](const Request&, Response& res) {
+    json list = json::array();
+    for (const auto& region : state.regions.list()) list.push_back(region->to_json());
+    send_json(res, 200, items(std::move(list)));
+  });
+
+  r.post("/v1/regions", [&state](const Request& req, Response& res) {
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto request = parse_create_region(*body);
+    if (!request) return send_error(res, request.error());
+    if (request->file) {
+      // Checked here as well as in load() so an escaping path is refused before anything is opened.
+      if (auto path = state.regions.data_path(*request->file); !path) return send_error(res, path.error());
+    }
+    auto region = request->file ? state.regions.load(request->name, *request->file)
+                                : state.regions.create(request->name, request->bytes, request->memory);
+    if (!region) return send_error(res, region.error());
+    res.set_header("Location", "/v1/regions/" + request->name);
+    send_json(res, 201, (*region)->to_json());
+  });
+
+  r.get(kRegion, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    auto region = state.regions.get(*name);
+    if (!region) return send_error(res, region.error());
+    send_json(res, 200, (*region)->to_json());
+  });
+
+  r.del(kRegion, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    if (auto removed = state.regions.remove(*name); !removed) return send_error(res, removed.error());
+    res.status = 204;
+  });
+
+  r.post(kRegionSave, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto file = parse_save_region(*body);
+    if (!file) return send_error(res, file.error());
+    if (auto path = state.regions.data_path(*file); !path) return send_error(res, path.error());
+    auto region = state.regions.get(*name);
+    if (!region) return send_error(res, region.error());
+    if (auto saved = state.regions.save(*name, *file); !saved) return send_error(res, saved.error());
+    send_json(res, 200, {{"region", *name}, {"file", *file}, {"bytes", (*region)->bytes()}});
+  });
+
+  r.get(kRegionChecksum, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    auto query = parse_checksum_query(req.params);
+    if (!query) return send_error(res, query.error());
+    auto region = state.regions.get(*name);
+    if (!region) return send_error(res, region.error());
+    const std::uint64_t size = (*region)->bytes();
+    if (query->offset > size) {
+      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+                        "offset " + std::to_string(query->offset) + " is past the end of the region (" +
+                            std::to_string(size) + " bytes)");
+    }
+    const std::uint64_t length = query->length == 0 ? size - query->offset : query->length;
+    if (length / query->slice >= kMaxChecksumSlices) {
+      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+                        "too many slices: use a larger slice or a shorter length");
+    }
+    auto crcs = region_checksum(**region, query->offset, length, query->slice);
+    if (!crcs) return send_error(res, crcs.error());
+    send_json(res, 200,
+              {{"region", *name},
+               {"offset", query->offset},
+               {"length", length},
+               {"slice", query->slice},
+               {"crc32c", *crcs}});
+  });
+}
+
+void install_grant_routes(Router& r, AgentState& state) {
+  r.post(kRegionGrants, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto request = parse_create_grant(*body);
+    if (!request) return send_error(res, request.error());
+    auto region = state.regions.get(*name);
+    if (!region) return send_error(res, region.error());
+    const std::uint64_t size = (*region)->bytes();
+    const std::uint64_t length = request->length.value_or(size - std::min(request->offset, size));
+    if (request->offset > size || length > size - request->offset || length == 0) {
+      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+                        "range [" + std::to_string(request->offset) + ", +" + std::to_string(length) +
+                            ") is outside region " + *name + " (" + std::to_string(size) + " bytes)");
+    }
+    auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
+                                     request->provider);
+    if (!grant) return send_error(res, grant.error());
+    res.set_header("Location", "/v1/grants/" + (*grant)->id);
+    send_json(res, 201, (*grant)->to_json());
+  });
+
+  r.get("/v1/grants", [&state](const Request&, Response& res) {
+    json list = json::array();
+    for (const auto& grant : state.grants.list()) list.push_back(grant->to_json());
+    send_json(res, 200, items(std::move(list)));
+  });
+
+  r.get(kGrant, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    auto grant = state.grants.get(*id);
+    if (!grant) return send_error(res, grant.error());
+    send_json(res, 200, (*grant)->to_json());
+  });
+
+  r.del(kGrant, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    if (auto revoked = state.grants.revoke(*id); !revoked) return send_error(res, revoked.error());
+    res.status = 204;
+  });
+}
+
+void install_transfer_routes(Router& r, AgentState& state) {
+  r.post("/v1/transfers", [&state](const Request& req, Response& res) {
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto request = TransferRequest::from_json(*body);
+    if (!request) return send_error(res, request.error());
+    auto id = state.transfers.start(std::move(*request));
+    if (!id) return send_error(res, id.error());
+    res.set_header("Location", "/v1/transfers/" + *id);
+    auto status = state.transfers.get(*id);
+    json answer = status ? status->to_json() : json::object();
+    answer["id"] = *id;
+    send_json(res, 202, answer);
+  });
+
+  r.get("/v1/transfers", [&state](const Request&, Response& res) {
+    json list = json::array();
+    for (const auto& status : state.transfers.list()) list.push_back(status.to_json());
+    send_json(res, 200, items(std::move(list)));
+  });
+
+  r.get(kTransfer, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    auto status = state.transfers.get(*id);
+    if (!status) return send_error(res, status.error());
+    send_json(res, 200, status->to_json());
+  });
+
+  r.del(kTransfer, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    if (auto cancelled = state.transfers.cancel(*id); !cancelled) return send_error(res, cancelled.error());
+    auto status = state.transfers.get(*id);
+    if (!status) return send_error(res, status.error());
+    send_json(res, 202, status->to_json());
+  });
+}
+
+}  // namespace
+
+int http_status(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::InvalidArgument:
+      return 400;
+    case ErrorCode::NotFound:
+      return 404;
+    case ErrorCode::AlreadyExists:
+    case ErrorCode::Conflict:
+      return 409;
+    case ErrorCode::ResourceExhausted:
+    case ErrorCode::Unsupported:
+      return 422;
+    case ErrorCode::Unavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+void install_routes(httplib::Server& server, AgentState& state) {
+  server.set_payload_max_length(state.config.max_body_bytes);
+  // Before routing, so a route added later cannot forget to check the token.
+  server.set_pre_routing_handler(
+      [&state](const Request& req, Response& res) { return authorize(state, req, res); });
+
+  Router router(server);
+  install_health_routes(router, state);
+  install_region_routes(router, state);
+  install_grant_routes(router, state);
+  install_transfer_routes(router, state);
+
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([routes = router.routes()](const Request& req, Response& res) {
+        return fill_error(*routes, req, res);
+      }));
+  // The handlers catch their own exceptions; this covers the pre-routing and error handlers.
+  server.set_exception_handler([](const Request& req, Response& res, std::exception_ptr error) {
+    std::string what = "unknown exception";
+    try {
+      if (error) std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    log::error("unhandled exception in request",
+               {{"method", req.method}, {"path", req.path}, {"what", what}});
+    send_error(res, 500, "Internal", "internal error");
+  });
+}
+
+}  // namespace conduit::agent

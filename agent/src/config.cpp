@@ -1,1 +1,385 @@
-// placeholder: being written
+#include "config.h"
+
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/program_options.hpp>
+#include <cctype>
+#include <charconv>
+#include <map>
+#include <sstream>
+
+namespace conduit::agent {
+
+namespace po = boost::program_options;
+
+namespace {
+
+Error invalid(std::string message) { return make_error(ErrorCode::InvalidArgument, std::move(message)); }
+
+std::string trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return std::string(text.substr(first, last - first + 1));
+}
+
+std::string lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
+  return text;
+}
+
+Result<std::uint64_t> parse_uint(const std::string& text) {
+  std::uint64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc{} || ptr != text.data() + text.size() || text.empty()) {
+    return invalid("\"" + text + "\" is not a non-negative integer");
+  }
+  return n;
+}
+
+Result<bool> parse_bool(const std::string& text) {
+  const std::string t = lower(trim(text));
+  if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "0" || t == "no" || t == "off") return false;
+  return invalid("\"" + text + "\" is not a boolean (true or false)");
+}
+
+// HOST:PORT with an optional [IPv6] host; the port may be 0 (any).
+Status check_listen(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0) return invalid("\"" + text + "\" is not HOST:PORT");
+  const std::string host = text.substr(0, colon);
+  if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
+    return invalid("\"" + text + "\" is not HOST:PORT (write IPv6 hosts as [::1]:7070)");
+  }
+  const auto port = parse_uint(text.substr(colon + 1));
+  if (!port || *port > 65535) return invalid("\"" + text + "\" is not HOST:PORT (port 0..65535)");
+  return {};
+}
+
+Result<std::vector<std::string>> parse_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::stringstream in(text);
+  for (std::string item; std::getline(in, item, ',');) {
+    item = trim(item);
+    if (item.empty()) return invalid("\"" + text + "\" has an empty entry");
+    items.push_back(item);
+  }
+  if (items.empty()) return invalid("the list is empty");
+  return items;
+}
+
+using Apply = Status (*)(AgentConfig&, const std::string&);
+
+// One setting: its flag name (also its YAML key; the environment variable is CONDUIT_ + upper snake case).
+struct Setting {
+  const char* name;
+  const char* value_name;  // "" = a switch that takes no value on the command line
+  const char* help;
+  const char* default_text;
+  Apply apply;
+};
+
+const std::array<Setting, 16> kSettings{{
+    {"node-name", "NAME", "this node's name", "the hostname",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       if (v.empty()) return invalid("must not be empty");
+       c.node_name = v;
+       return {};
+     }},
+    {"listen", "HOST:PORT", "REST listen address; port 0 picks a free port", "127.0.0.1:7070",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       if (auto s = check_listen(v); !s) return s;
+       c.listen = v;
+       return {};
+     }},
+    {"providers", "LIST", "fabric providers to open, comma-separated: tcp, shm, efa, verbs, auto", "auto",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto list = parse_list(v);
+       if (!list) return list.error();
+       c.providers = std::move(*list);
+       return {};
+     }},
+    {"rails", "N", "endpoints per provider to stripe over (1..64)", "1",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       const auto n = parse_uint(trim(v));
+       if (!n || *n < 1 || *n > 64) return invalid("must be 1..64, got \"" + v + "\"");
+       c.rails = static_cast<int>(*n);
+       return {};
+     }},
+    {"bind-address", "IP", "local address the fabric endpoints bind to", "the provider's default interface",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.bind_address = v;
+       return {};
+     }},
+    {"token-file", "FILE", "file holding the bearer token every /v1 request must carry",
+     "none: required unless --insecure-no-auth",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.token_file = v;
+       return {};
+     }},
+    {"insecure-no-auth", "", "serve /v1 without a token (local testing only)", "false",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto b = parse_bool(v);
+       if (!b) return b.error();
+       c.insecure_no_auth = *b;
+       return {};
+     }},
+    {"data-dir", "DIR", "directory regions may be loaded from and saved to", "/var/lib/conduit",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       if (v.empty()) return invalid("must not be empty");
+       c.data_dir = v;
+       return {};
+     }},
+    {"memory-cap", "SIZE", "bytes all agent-owned regions may use together (e.g. 8GiB)", "8GiB",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto n = parse_bytes(v);
+       if (!n) return n.error();
+       if (*n == 0) return invalid("must be more than 0");
+       c.memory_cap = *n;
+       return {};
+     }},
+    {"log-level", "LEVEL", "debug | info | warn | error", "info",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       if (v != "debug" && v != "info" && v != "warn" && v != "error") {
+         return invalid("\"" + v + "\" is not one of debug, info, warn, error");
+       }
+       c.log_level = v;
+       return {};
+     }},
+    {"log-format", "FORMAT", "logfmt | json", "logfmt",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       if (v != "logfmt" && v != "json") return invalid("\"" + v + "\" is not one of logfmt, json");
+       c.log_format = v;
+       return {};
+     }},
+    {"tls-cert", "FILE", "PEM certificate: serve HTTPS (needs --tls-key)", "none: plain HTTP",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.tls_cert = v;
+       return {};
+     }},
+    {"tls-key", "FILE", "PEM private key of --tls-cert", "none",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.tls_key = v;
+       return {};
+     }},
+    {"import-socket", "PATH", "unix socket local processes share memory over", "<data-dir>/conduit.sock",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.import_socket = v;
+       return {};
+     }},
+    {"stall-timeout-ms", "MS", "fail a transfer that makes no progress for this long", "30000",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       const auto n = parse_uint(trim(v));
+       if (!n || *n == 0 || *n > 24ULL * 3600 * 1000)
+         return invalid("must be 1..86400000, got \"" + v + "\"");
+       c.stall_timeout = std::chrono::milliseconds(*n);
+       return {};
+     }},
+    {"max-body-bytes", "SIZE", "largest request body the REST API accepts", "1MiB",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto n = parse_bytes(v);
+       if (!n) return n.error();
+       if (*n == 0) return invalid("must be more than 0");
+       c.max_body_bytes = static_cast<std::size_t>(*n);
+       return {};
+     }},
+}};
+
+std::string env_name(std::string_view flag) {
+  std::string name = "CONDUIT_";
+  for (char c : flag) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
+std::map<std::string, std::string> read_environment(char** envp) {
+  std::map<std::string, std::string> env;
+  for (char** e = envp; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    // An empty variable counts as unset, as an unset one in a pod spec often renders empty.
+    if (eq == std::string_view::npos || eq + 1 == entry.size()) continue;
+    env.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return env;
+}
+
+// The YAML file as flag name -> text. A list (providers: [tcp, shm]) becomes "tcp,shm".
+Result<std::map<std::string, std::string>> read_yaml(const std::string& path) {
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::BadFile&) {
+    return invalid("config file " + path + ": cannot be read");
+  } catch (const YAML::Exception& e) {
+    return invalid("config file " + path + ": " + e.what());
+  }
+  std::map<std::string, std::string> values;
+  if (root.IsNull()) return values;
+  if (!root.IsMap()) return invalid("config file " + path + ": want a mapping of option names to values");
+  for (const auto& entry : root) {
+    const auto key = entry.first.as<std::string>();
+    const bool known =
+        std::any_of(kSettings.begin(), kSettings.end(), [&](const Setting& s) { return key == s.name; });
+    if (!known) return invalid("config file " + path + ": unknown key \"" + key + "\"");
+    const YAML::Node& value = entry.second;
+    if (value.IsScalar()) {
+      values[key] = value.Scalar();
+    } else if (value.IsSequence()) {
+      std::string joined;
+      for (const auto& item : value) {
+        if (!item.IsScalar()) return invalid("config file " + path + ": " + key + ": want a list of strings");
+        joined += (joined.empty() ? "" : ",") + item.Scalar();
+      }
+      values[key] = joined;
+    } else {
+      return invalid("config file " + path + ": " + key + ": want a value");
+    }
+  }
+  return values;
+}
+
+po::options_description describe() {
+  po::options_description desc(
+      "conduit-agent: the Conduit node agent (regions, grants, transfers, REST API).\n"
+      "Each option is also read from its environment variable, then from the --config YAML file\n"
+      "(keys are the option names, e.g. `memory-cap: 16GiB`); a flag wins over both.\n\nOptions",
+      110, 60);
+  desc.add_options()("help,h", "show this help and exit")(
+      "config", po::value<std::string>()->value_name("FILE"),
+      "YAML file of options (env CONDUIT_CONFIG, default none)");
+  for (const Setting& s : kSettings) {
+    std::string help = std::string(s.help) + " (env " + env_name(s.name);
+    if (std::string_view(s.name) == "node-name") help += ", else NODE_NAME";
+    help += std::string(", default ") + s.default_text + ")";
+    if (*s.value_name == '\0') {
+      desc.add_options()(s.name, help.c_str());
+    } else {
+      desc.add_options()(s.name, po::value<std::string>()->value_name(s.value_name), help.c_str());
+    }
+  }
+  return desc;
+}
+
+std::string hostname() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) return "localhost";
+  return name.data();
+}
+
+}  // namespace
+
+Result<std::uint64_t> parse_bytes(const std::string& text) {
+  struct Unit {
+    std::string_view suffix;
+    std::uint64_t scale;
+  };
+  // Binary units as people write them, Kubernetes quantities (Gi), and decimal SI units.
+  static constexpr std::array<Unit, 18> kUnits{{
+      {"", 1},
+      {"B", 1},
+      {"KiB", 1ULL << 10},
+      {"Ki", 1ULL << 10},
+      {"MiB", 1ULL << 20},
+      {"Mi", 1ULL << 20},
+      {"GiB", 1ULL << 30},
+      {"Gi", 1ULL << 30},
+      {"TiB", 1ULL << 40},
+      {"Ti", 1ULL << 40},
+      {"KB", 1000ULL},
+      {"K", 1000ULL},
+      {"MB", 1000ULL * 1000},
+      {"M", 1000ULL * 1000},
+      {"GB", 1000ULL * 1000 * 1000},
+      {"G", 1000ULL * 1000 * 1000},
+      {"TB", 1000ULL * 1000 * 1000 * 1000},
+      {"T", 1000ULL * 1000 * 1000 * 1000},
+  }};
+  const std::string t = trim(text);
+  const auto bad = [&] {
+    return invalid("bad size \"" + text + "\" (want e.g. 8GiB, 512MiB or 1073741824)");
+  };
+  std::uint64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+  if (ec != std::errc{} || ptr == t.data()) return bad();
+  const std::string suffix = trim(std::string_view(ptr, static_cast<std::size_t>(t.data() + t.size() - ptr)));
+  for (const Unit& unit : kUnits) {
+    if (suffix != unit.suffix) continue;
+    if (n > UINT64_MAX / unit.scale) return invalid("size \"" + text + "\" is too large");
+    return n * unit.scale;
+  }
+  return bad();
+}
+
+Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp) {
+  const po::options_description desc = describe();
+  po::variables_map flags;
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    // An empty positional description makes a stray bare word an error instead of being ignored.
+    const po::positional_options_description none;
+    po::store(po::command_line_parser(argc, argv).options(desc).positional(none).style(style).run(), flags);
+    po::notify(flags);
+  } catch (const po::error& e) {
+    return invalid(e.what());
+  }
+
+  ParsedConfig parsed;
+  if (flags.count("help") > 0) {
+    std::ostringstream text;
+    text << desc;
+    parsed.help = true;
+    parsed.help_text = text.str();
+    return parsed;
+  }
+
+  const auto env = read_environment(envp);
+  std::string config_file;
+  if (flags.count("config") > 0) {
+    config_file = flags["config"].as<std::string>();
+  } else if (auto it = env.find("CONDUIT_CONFIG"); it != env.end()) {
+    config_file = it->second;
+  }
+  std::map<std::string, std::string> yaml;
+  if (!config_file.empty()) {
+    auto values = read_yaml(config_file);
+    if (!values) return values.error();
+    yaml = std::move(*values);
+  }
+
+  AgentConfig& config = parsed.config;
+  for (const Setting& s : kSettings) {
+    const std::string var = env_name(s.name);
+    std::string value;
+    std::string source;
+    if (flags.count(s.name) > 0) {
+      value = *s.value_name == '\0' ? "true" : flags[s.name].as<std::string>();
+      source = std::string("--") + s.name;
+    } else if (auto e = env.find(var); e != env.end()) {
+      value = e->second;
+      source = var;
+    } else if (auto n = env.find("NODE_NAME"); std::string_view(s.name) == "node-name" && n != env.end()) {
+      value = n->second;
+      source = "NODE_NAME";
+    } else if (auto y = yaml.find(s.name); y != yaml.end()) {
+      value = y->second;
+      source = "config file " + config_file + ": " + s.name;
+    } else {
+      continue;
+    }
+    if (auto status = s.apply(config, value); !status) return invalid(source + ": " + status.error().message);
+  }
+
+  if (config.node_name.empty()) config.node_name = hostname();
+  if (!config.tls_cert.empty() && config.tls_key.empty()) return invalid("--tls-cert needs --tls-key");
+  if (config.tls_cert.empty() && !config.tls_key.empty()) return invalid("--tls-key needs --tls-cert");
+  if (config.token_file.empty() && !config.insecure_no_auth) {
+    return invalid("--token-file is required (or --insecure-no-auth for local testing)");
+  }
+  return parsed;
+}
+
+}  // namespace conduit::agent

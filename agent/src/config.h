@@ -12,27 +12,27 @@
 namespace conduit::agent {
 
 struct AgentConfig {
-  std::string node_name;                     // default: NODE_NAME, else hostname
-  std::string listen = "127.0.0.1:7070";     // REST listen HOST:PORT (port 0 = any; the bound one is logged)
+  std::string node_name;                  // default: NODE_NAME, else hostname
+  std::string listen = "127.0.0.1:7070";  // REST listen HOST:PORT (port 0 = any; the bound one is logged)
   std::vector<std::string> providers{"auto"};  // tcp, shm, efa, verbs, auto
   int rails = 1;
-  std::string bind_address;                  // fabric endpoints' local address ("" = provider default)
-  std::string token_file;                    // bearer token; required unless --insecure-no-auth
+  std::string bind_address;  // fabric endpoints' local address ("" = provider default)
+  std::string token_file;    // bearer token; required unless --insecure-no-auth
   bool insecure_no_auth = false;
   std::string data_dir = "/var/lib/conduit";
-  std::uint64_t memory_cap = 8ULL << 30;     // bytes of agent-owned regions
-  std::string log_level = "info";            // debug | info | warn | error
-  std::string log_format = "logfmt";         // logfmt | json
+  std::uint64_t memory_cap = 8ULL << 30;  // bytes of agent-owned regions
+  std::string log_level = "info";         // debug | info | warn | error
+  std::string log_format = "logfmt";      // logfmt | json
   std::string tls_cert;
   std::string tls_key;
-  std::string import_socket;                 // unix socket for memfd import ("" = <data_dir>/conduit.sock)
+  std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)
   std::chrono::milliseconds stall_timeout{30000};
   std::size_t max_body_bytes = 1 << 20;
 };
 
 struct ParsedConfig {
   AgentConfig config;
-  bool help = false;      // --help was asked for; `help_text` holds it
+  bool help = false;  // --help was asked for; `help_text` holds it
   std::string help_text;
 };
 

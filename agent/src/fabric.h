@@ -14,8 +14,8 @@ namespace conduit::agent {
 class Fabric {
  public:
   // Opens each provider; "auto" opens the best present. An empty result is an error naming every failure.
-  static Result<Fabric> open(const std::vector<std::string>& providers, int rails, const std::string& bind_address,
-                             std::chrono::milliseconds stall_timeout);
+  static Result<Fabric> open(const std::vector<std::string>& providers, int rails,
+                             const std::string& bind_address, std::chrono::milliseconds stall_timeout);
 
   Transport* find(std::string_view provider) const;  // by canonical name ("tcp;ofi_rxm") or alias ("tcp")
   Transport* primary() const { return transports_.empty() ? nullptr : transports_.front().get(); }

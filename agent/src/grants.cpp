@@ -1,1 +1,167 @@
-// placeholder: being written
+#include "grants.h"
+
+#include <cstdio>
+#include <ctime>
+#include <random>
+
+namespace conduit::agent {
+
+namespace {
+
+constexpr std::chrono::seconds kMinTtl{1};
+constexpr std::chrono::seconds kMaxTtl{86400};
+
+// Ids are handed to other nodes and typed into URLs; unguessable ones keep a stray DELETE from revoking
+// someone else's grant.
+std::string new_grant_id() {
+  std::random_device rd;
+  const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char text[19];
+  std::snprintf(text, sizeof(text), "g-%016llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+std::string rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm utc{};
+  gmtime_r(&secs, &utc);
+  char text[32];
+  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string_view access_name(Access access) {
+  if (access == Access::RemoteReadWrite) return "readwrite";
+  return allows(access, Access::RemoteWrite) ? "write" : "read";
+}
+
+std::string range_text(std::uint64_t offset, std::uint64_t length) {
+  return "[" + std::to_string(offset) + ", +" + std::to_string(length) + ")";
+}
+
+}  // namespace
+
+nlohmann::json Grant::to_json() const {
+  return {{"id", id},
+          {"region", region.get() ? region->name() : std::string()},
+          {"offset", offset},
+          {"length", length},
+          {"access", access_name(access)},
+          {"provider", provider},
+          {"expiresAt", rfc3339(expires_at)},
+          {"key", registration.remote_key().to_json()}};
+}
+
+Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::uint64_t offset,
+                                                        std::uint64_t length, Access access,
+                                                        std::chrono::seconds ttl,
+                                                        const std::string& provider) {
+  if (!region) return make_error(ErrorCode::InvalidArgument, "grant needs a region");
+  if (access != Access::RemoteWrite && access != Access::RemoteRead) {
+    return make_error(ErrorCode::InvalidArgument, "access must be write or read");
+  }
+  if (ttl < kMinTtl || ttl > kMaxTtl) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "ttlSeconds must be between 1 and 86400, got " + std::to_string(ttl.count()));
+  }
+  const std::uint64_t size = region->bytes();
+  if (offset > size) {
+    return make_error(ErrorCode::InvalidArgument, "offset " + std::to_string(offset) +
+                                                      " is past the end of the " + std::to_string(size) +
+                                                      "-byte region " + region->name());
+  }
+  if (length == 0) length = size - offset;  // 0 = to the end of the region
+  if (length == 0 || length > size - offset) {
+    return make_error(ErrorCode::InvalidArgument, "range " + range_text(offset, length) + " is outside the " +
+                                                      std::to_string(size) + "-byte region " +
+                                                      region->name());
+  }
+  Transport* transport = provider.empty() ? fabric_.primary() : fabric_.find(provider);
+  if (transport == nullptr) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "no transport for provider " +
+                          (provider.empty() ? std::string("(primary)") : provider) + " on this agent");
+  }
+
+  // Whoever runs the expiry timer, a new grant is a good moment to drop dead ones too.
+  expire();
+
+  auto grant = std::make_shared<Grant>();
+  grant->offset = offset;
+  grant->length = length;
+  grant->access = access;
+  grant->provider = transport->capabilities().provider;
+  grant->expires_at = Clock::now() + ttl;
+  auto registration = transport->register_memory(region->memory(), access, offset, length);
+  if (!registration) {
+    return make_error(registration.error().code, "registering " + range_text(offset, length) + " of region " +
+                                                     region->name() + ": " + registration.error().message);
+  }
+  grant->registration = std::move(*registration);
+  grant->region = RegionUse(std::move(region));
+
+  std::lock_guard lock(mu_);
+  do {
+    grant->id = new_grant_id();
+  } while (grants_.contains(grant->id));
+  grants_.emplace(grant->id, grant);
+  return std::shared_ptr<const Grant>(grant);
+}
+
+Result<std::shared_ptr<const Grant>> GrantTable::get(const std::string& id) const {
+  std::lock_guard lock(mu_);
+  auto it = grants_.find(id);
+  if (it == grants_.end()) return make_error(ErrorCode::NotFound, "no grant " + id);
+  return std::shared_ptr<const Grant>(it->second);
+}
+
+std::vector<std::shared_ptr<const Grant>> GrantTable::list() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<const Grant>> out;
+  for (const auto& [_, g] : grants_) out.push_back(g);
+  return out;
+}
+
+// Deregistering here, not when the last shared_ptr goes, is what makes revocation immediate: a caller
+// still holding the grant (an API handler mid-response) must not keep the key working. Only the
+// registration's handles change; the RemoteKey that to_json reads stays as it was.
+Status GrantTable::revoke(const std::string& id) {
+  std::shared_ptr<Grant> grant;
+  {
+    std::lock_guard lock(mu_);
+    auto it = grants_.find(id);
+    if (it == grants_.end()) return make_error(ErrorCode::NotFound, "no grant " + id);
+    grant = std::move(it->second);
+    grants_.erase(it);
+  }
+  grant->registration.reset();
+  return {};
+}
+
+std::size_t GrantTable::expire(Clock::time_point now) {
+  std::vector<std::shared_ptr<Grant>> expired;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = grants_.begin(); it != grants_.end();) {
+      if (it->second->expires_at <= now) {
+        expired.push_back(std::move(it->second));
+        it = grants_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& g : expired) g->registration.reset();
+  return expired.size();
+}
+
+void GrantTable::revoke_all() {
+  std::map<std::string, std::shared_ptr<Grant>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(grants_);
+  }
+  for (auto& [_, g] : all) g->registration.reset();
+}
+
+}  // namespace conduit::agent

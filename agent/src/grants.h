@@ -38,10 +38,11 @@ class GrantTable {
 
   // provider "" = the agent's primary transport. ttl must be 1 s .. 24 h.
   Result<std::shared_ptr<const Grant>> create(RegionPtr region, std::uint64_t offset, std::uint64_t length,
-                                              Access access, std::chrono::seconds ttl, const std::string& provider);
+                                              Access access, std::chrono::seconds ttl,
+                                              const std::string& provider);
   Result<std::shared_ptr<const Grant>> get(const std::string& id) const;
   std::vector<std::shared_ptr<const Grant>> list() const;
-  Status revoke(const std::string& id);  // NotFound when unknown or already gone
+  Status revoke(const std::string& id);                      // NotFound when unknown or already gone
   std::size_t expire(Clock::time_point now = Clock::now());  // revokes every expired grant; returns how many
   void revoke_all();
 

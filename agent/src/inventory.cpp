@@ -1,1 +1,117 @@
-// placeholder: being written
+#include "inventory.h"
+
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "conduit/topology.h"
+
+namespace conduit::agent {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+nlohmann::json check(const char* name, bool ok, const std::string& message) {
+  return {{"name", name}, {"ok", ok}, {"message", ok ? "" : message}};
+}
+
+bool has_entries(const fs::path& dir) {
+  std::error_code ec;
+  return fs::is_directory(dir, ec) && fs::directory_iterator(dir, ec) != fs::directory_iterator();
+}
+
+// RDMA needs both halves: the kernel's view of a device (sysfs) and a verbs device node this process may
+// open, which a pod only has when /dev/infiniband is mounted in and the container may use it.
+nlohmann::json rdma_check(const fs::path& sysfs_root, const fs::path& dev_dir) {
+  const fs::path ib = sysfs_root / "class" / "infiniband";
+  std::error_code ec;
+  if (!fs::exists(ib, ec)) return check("rdma", false, "no RDMA device (" + ib.string() + " does not exist)");
+  if (!has_entries(ib)) return check("rdma", false, "no RDMA device (" + ib.string() + " is empty)");
+
+  std::vector<fs::path> uverbs;
+  for (const auto& entry : fs::directory_iterator(dev_dir, ec)) {
+    if (entry.path().filename().string().starts_with("uverbs")) uverbs.push_back(entry.path());
+  }
+  if (uverbs.empty()) {
+    return check("rdma", false,
+                 "no verbs device node (" + (dev_dir / "uverbs*").string() +
+                     " is missing: mount /dev/infiniband into the agent)");
+  }
+  std::sort(uverbs.begin(), uverbs.end());
+  const int fd = ::open(uverbs.front().c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EACCES || err == EPERM) {
+      return check("rdma", false, "no permission to open " + uverbs.front().string());
+    }
+    return check("rdma", false, "cannot open " + uverbs.front().string() + ": " + std::strerror(err));
+  }
+  ::close(fd);
+  return check("rdma", true, "");
+}
+
+nlohmann::json gpu_check(const Result<Topology>& topology) {
+  if (!topology) return check("gpu", false, "topology unknown: " + topology.error().message);
+  if (topology->gpus.empty()) return check("gpu", false, "no NVIDIA GPU found");
+#ifdef CONDUIT_HAVE_CUDA
+  return check("gpu", true, "");
+#else
+  return check("gpu", false, "built without CUDA");
+#endif
+}
+
+nlohmann::json memlock_check(std::uint64_t cap) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
+    return check("memlock", false, std::string("getrlimit(RLIMIT_MEMLOCK): ") + std::strerror(errno));
+  }
+  if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= cap) return check("memlock", true, "");
+  return check("memlock", false,
+               "memlock limit " + std::to_string(limit.rlim_cur) + " bytes is below the memory cap " +
+                   std::to_string(cap) + " bytes (run with ulimit -l unlimited)");
+}
+
+// CAP_IPC_LOCK lets registration pin memory beyond the memlock limit.
+nlohmann::json ipc_lock_check() {
+  constexpr int kCapIpcLock = 14;
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (!line.starts_with("CapEff:")) continue;
+    std::uint64_t caps = 0;
+    try {
+      caps = std::stoull(line.substr(7), nullptr, 16);
+    } catch (const std::exception&) {
+      return check("ipcLock", false, "cannot parse CapEff in /proc/self/status");
+    }
+    if ((caps >> kCapIpcLock) & 1U) return check("ipcLock", true, "");
+    return check("ipcLock", false,
+                 "CAP_IPC_LOCK is not in the effective capability set (add it to the container's "
+                 "securityContext)");
+  }
+  return check("ipcLock", false, "no CapEff line in /proc/self/status");
+}
+
+}  // namespace
+
+nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, const RegionStore& regions,
+                              const std::string& sysfs_root) {
+  const auto topology = Topology::scan(sysfs_root);
+  nlohmann::json out;
+  out["node"] = config.node_name;
+  out["version"] = kAgentVersion;
+  out["fabric"] = fabric.to_json();
+  out["topology"] = topology ? topology->to_json() : nlohmann::json(nullptr);
+  out["memory"] = {{"cap", regions.cap()}, {"used", regions.used_bytes()}};
+  out["checks"] = nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
+                                         memlock_check(regions.cap()), ipc_lock_check()});
+  return out;
+}
+
+}  // namespace conduit::agent

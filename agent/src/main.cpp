@@ -1,1 +1,266 @@
-int main() { return 0; }
+// conduit-agent: the node agent. Parses its settings, opens the fabric, serves the REST API until SIGTERM or
+// SIGINT, then fails in-flight transfers, revokes every grant and exits 0.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "agent_client.h"
+#include "api.h"
+#include "config.h"
+#include "fabric.h"
+#include "grants.h"
+#include "import_socket.h"
+#include "inventory.h"
+#include "log.h"
+#include "metrics/agent_metrics.h"
+#include "regions.h"
+#include "transfers.h"
+
+namespace conduit::agent {
+namespace {
+
+constexpr int kConfigError = 2;
+constexpr int kStartError = 1;
+
+Result<std::string> read_token(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return make_error(ErrorCode::Io, "token file " + path + " cannot be read");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string token = text.str();
+  const auto first = token.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) {
+    return make_error(ErrorCode::InvalidArgument, "token file " + path + " is empty");
+  }
+  const auto last = token.find_last_not_of(" \t\r\n");
+  return token.substr(first, last - first + 1);
+}
+
+// "[::1]:7070" -> {"::1", 7070}; config validation already checked the shape.
+std::pair<std::string, int> split_listen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  std::string host = listen.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  return {host, std::stoi(listen.substr(colon + 1))};
+}
+
+Result<std::unique_ptr<httplib::Server>> make_server(const AgentConfig& config) {
+  if (config.tls_cert.empty()) return std::make_unique<httplib::Server>();
+#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
+  auto server = std::make_unique<httplib::SSLServer>(config.tls_cert.c_str(), config.tls_key.c_str());
+  if (!server->is_valid()) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "cannot load TLS certificate " + config.tls_cert + " and key " + config.tls_key);
+  }
+  return std::unique_ptr<httplib::Server>(std::move(server));
+#else
+  return make_error(ErrorCode::Unsupported, "--tls-cert: this build of cpp-httplib has no OpenSSL support");
+#endif
+}
+
+// Every second: drops expired grants and refreshes the gauges nothing else updates.
+class Housekeeper {
+ public:
+  Housekeeper(GrantTable& grants, const RegionStore& regions, const TransferManager& transfers,
+              metrics::AgentMetrics& metrics)
+      : grants_(grants), regions_(regions), transfers_(transfers), metrics_(metrics), thread_([this] {
+          loop();
+        }) {}
+  ~Housekeeper() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void loop() {
+    std::unique_lock lock(mu_);
+    while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+      lock.unlock();
+      tick();
+      lock.lock();
+    }
+  }
+
+  void tick() {
+    if (const auto n = grants_.expire(); n > 0) log::info("grants expired", {{"count", std::to_string(n)}});
+    // Every kind is set each time, so a kind whose last region went away drops to 0.
+    std::map<std::string, double> bytes{{"host", 0}, {"cuda", 0}, {"file", 0}};
+    for (const auto& region : regions_.list()) {
+      bytes[std::string(to_string(region->memory().kind()))] += static_cast<double>(region->bytes());
+    }
+    for (const auto& [memory, n] : bytes) metrics_.set_region_bytes(memory, n);
+    metrics_.set_active_transfers(static_cast<double>(transfers_.active()));
+  }
+
+  GrantTable& grants_;
+  const RegionStore& regions_;
+  const TransferManager& transfers_;
+  metrics::AgentMetrics& metrics_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
+int run(const AgentConfig& config, const sigset_t& signals) {
+  std::string token;
+  if (!config.insecure_no_auth) {
+    auto read = read_token(config.token_file);
+    if (!read) {
+      std::cerr << "conduit-agent: " << read.error().message << "\n";
+      return kConfigError;
+    }
+    token = std::move(*read);
+  } else if (!config.token_file.empty()) {
+    log::warn("--insecure-no-auth: ignoring the token file", {{"file", config.token_file}});
+  }
+
+  // Before the fabric opens, so a bad certificate fails fast.
+  auto made = make_server(config);
+  if (!made) {
+    std::cerr << "conduit-agent: " << made.error().message << "\n";
+    return kConfigError;
+  }
+
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    log::error("cannot create the data directory", {{"dir", config.data_dir}, {"error", ec.message()}});
+    return kStartError;
+  }
+
+  auto opened = Fabric::open(config.providers, config.rails, config.bind_address, config.stall_timeout);
+  if (!opened) {
+    log::error("cannot open the fabric", {{"error", opened.error().message}});
+    return kStartError;
+  }
+  Fabric fabric = std::move(*opened);
+  for (const auto& transport : fabric.transports()) {
+    log::info("transport open",
+              {{"transport", std::string(transport->name())}, {"rails", std::to_string(transport->rails())}});
+  }
+
+  RegionStore regions(config.data_dir, config.memory_cap);
+  GrantTable grants(fabric);
+  AgentClient peers(token);
+  metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
+  TransferOptions options;
+  options.stall_timeout = config.stall_timeout;
+  TransferManager transfers(fabric, regions, peers, &metrics, options);
+
+  const std::string socket_path = config.import_socket.empty()
+                                      ? (std::filesystem::path(config.data_dir) / "conduit.sock").string()
+                                      : config.import_socket;
+  ImportSocket import_socket(regions, socket_path);
+  if (auto started = import_socket.start(); !started) {
+    log::error("cannot open the import socket", {{"path", socket_path}, {"error", started.error().message}});
+    return kStartError;
+  }
+
+  AgentState state{config, fabric, regions, grants, transfers, metrics, token};
+  httplib::Server& server = **made;
+  server.set_payload_max_length(config.max_body_bytes);
+  // cpp-httplib's default adds SO_REUSEPORT, which would let a second agent share the port unnoticed.
+  server.set_socket_options([](socket_t sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  });
+  install_routes(server, state);
+
+  const auto [host, port] = split_listen(config.listen);
+  const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) {
+    log::error("cannot listen (address in use or not local)", {{"address", config.listen}});
+    return kStartError;
+  }
+  const std::string shown_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  const std::string address = shown_host + ":" + std::to_string(bound);
+
+  Housekeeper housekeeper(grants, regions, transfers, metrics);
+  std::atomic<bool> listen_returned{false};
+  std::atomic<bool> signalled{false};
+  std::thread signal_thread([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (!listen_returned.load()) {
+      signalled = true;
+      log::info("shutting down", {{"signal", signal == SIGINT ? "SIGINT" : "SIGTERM"}});
+    }
+    state.ready = false;
+    const bool had_work = transfers.active() > 0;
+    transfers.shutdown(std::chrono::seconds(5));
+    // Serve a moment longer so pollers read AgentShuttingDown rather than losing the agent mid-transfer.
+    if (had_work) std::this_thread::sleep_for(std::chrono::seconds(1));
+    // stop() is a no-op until listen_after_bind() has started, so wait for that (or for its failure).
+    while (!server.is_running() && !listen_returned.load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    server.stop();
+  });
+
+  state.ready = true;
+  log::info("listening", {{"address", address},
+                          {"node", config.node_name},
+                          {"tls", config.tls_cert.empty() ? "false" : "true"}});
+  std::cout << "listening " << address << std::endl;
+  const bool served = server.listen_after_bind();
+  listen_returned = true;
+  // When the server stopped by itself, the signal thread still waits: wake it with the signal it waits for.
+  if (!signalled.load()) pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  grants.revoke_all();
+  if (!signalled.load()) {
+    log::error("the REST server stopped by itself",
+               {{"address", address}, {"served", served ? "true" : "false"}});
+    return kStartError;
+  }
+  log::info("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace conduit::agent
+
+int main(int argc, char** argv, char** envp) {
+  namespace agent = conduit::agent;
+  namespace log = conduit::agent::log;
+  // Blocked before any thread exists, so every thread inherits the mask and only sigwait() sees them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A peer closing its socket mid-response must not kill the agent.
+  signal(SIGPIPE, SIG_IGN);
+
+  auto parsed = agent::parse_config(argc, argv, envp);
+  if (!parsed) {
+    std::cerr << "conduit-agent: " << parsed.error().message << "\n";
+    return agent::kConfigError;
+  }
+  if (parsed->help) {
+    std::cout << parsed->help_text;
+    return 0;
+  }
+  const agent::AgentConfig& config = parsed->config;
+  log::Level level = log::Level::Info;
+  log::parse_level(config.log_level, level);
+  log::configure(level, config.log_format == "json");
+  log::info("starting",
+            {{"version", agent::kAgentVersion}, {"node", config.node_name}, {"listen", config.listen}});
+  return agent::run(config, signals);
+}

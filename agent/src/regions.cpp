@@ -1,1 +1,404 @@
-// placeholder: being written
+#include "regions.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <random>
+#include <system_error>
+#include <utility>
+
+#include "conduit/crc32c.h"
+
+namespace conduit::agent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// read(2)/write(2) move at most ~2 GiB per call; 1 GiB pieces keep each call large without hitting that.
+constexpr std::size_t kIoPiece = std::size_t{1} << 30;
+constexpr std::uint64_t kMaxChecksumSlices = 65536;
+
+std::string quoted(const std::string& s) { return "\"" + s + "\""; }
+
+Error io_error(const std::string& what, int err) {
+  return make_error(ErrorCode::Io, what + ": " + std::strerror(err));
+}
+
+// Owns one fd so every early return closes it.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+  // close(2) reports deferred write errors (NFS, quota), so a save must see its result.
+  int close() {
+    const int rc = ::close(std::exchange(fd_, -1));
+    return rc == 0 ? 0 : errno;
+  }
+
+ private:
+  int fd_;
+};
+
+// Removes a temporary file unless the save that made it committed it under its final name.
+class TempFile {
+ public:
+  explicit TempFile(fs::path path) : path_(std::move(path)) {}
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  const fs::path& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  fs::path path_;
+  bool committed_ = false;
+};
+
+std::string random_suffix() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(12, '0');
+  const std::uint64_t x = rng();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kHex[(x >> (4 * i)) & 0xf];
+  return out;
+}
+
+std::uint64_t sum_bytes(const std::map<std::string, RegionPtr>& regions) {
+  std::uint64_t used = 0;
+  for (const auto& [name, region] : regions) used += region->bytes();
+  return used;
+}
+
+// The one place that decides whether `bytes` more fit: reserve() asks it before allocating so a request over
+// the cap fails without touching memory, insert() asks again under the same lock that adds the region.
+Status check_room(const std::map<std::string, RegionPtr>& regions, const std::string& name,
+                  std::uint64_t bytes, std::uint64_t cap) {
+  if (regions.contains(name))
+    return make_error(ErrorCode::AlreadyExists, "region " + quoted(name) + " already exists");
+  const std::uint64_t used = sum_bytes(regions);
+  if (bytes > cap || used > cap - bytes) {
+    return make_error(ErrorCode::ResourceExhausted,
+                      "region of " + std::to_string(bytes) + " bytes would exceed the memory cap: " +
+                          std::to_string(used) + " of " + std::to_string(cap) + " bytes in use");
+  }
+  return {};
+}
+
+bool is_cuda_label(const std::string& memory) {
+  constexpr std::string_view kPrefix = "cuda:";
+  if (!memory.starts_with(kPrefix) || memory.size() == kPrefix.size()) return false;
+  return std::all_of(memory.begin() + kPrefix.size(), memory.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
+Status read_all(int fd, std::span<std::byte> out, const std::string& file) {
+  for (std::size_t done = 0; done < out.size();) {
+    const std::size_t n = std::min(kIoPiece, out.size() - done);
+    const ssize_t got = ::pread(fd, out.data() + done, n, static_cast<off_t>(done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return io_error("reading " + quoted(file), errno);
+    }
+    if (got == 0)
+      return make_error(ErrorCode::Io, "file " + quoted(file) + " shrank while it was being loaded");
+    done += static_cast<std::size_t>(got);
+  }
+  return {};
+}
+
+Status write_all(int fd, std::span<const std::byte> in, const std::string& file) {
+  for (std::size_t done = 0; done < in.size();) {
+    const std::size_t n = std::min(kIoPiece, in.size() - done);
+    const ssize_t put = ::write(fd, in.data() + done, n);
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      return io_error("writing " + quoted(file), errno);
+    }
+    done += static_cast<std::size_t>(put);
+  }
+  return {};
+}
+
+Status fsync_dir(const fs::path& dir, const std::string& file) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return io_error("opening the directory of " + quoted(file), errno);
+  if (::fsync(fd.get()) != 0) return io_error("syncing the directory of " + quoted(file), errno);
+  return {};
+}
+
+}  // namespace
+
+Status validate_name(const std::string& name) {
+  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  const bool ok = !name.empty() && name.size() <= 63 && alnum(name.front()) && alnum(name.back()) &&
+                  std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-'; });
+  if (ok) return {};
+  return make_error(ErrorCode::InvalidArgument,
+                    "region name " + quoted(name) +
+                        " is not a DNS-1123 label (1-63 characters of a-z, 0-9 and '-', starting and ending "
+                        "with a letter or digit)");
+}
+
+Region::Region(std::string name, MemoryRegion memory, std::string source)
+    : name_(std::move(name)),
+      memory_(std::move(memory)),
+      source_(std::move(source)),
+      created_(std::chrono::system_clock::now()) {}
+
+std::string Region::memory_label() const {
+  if (memory_.kind() == MemoryKind::Cuda) return "cuda:" + std::to_string(memory_.device());
+  return "host";
+}
+
+nlohmann::json Region::to_json() const {
+  const std::time_t t = std::chrono::system_clock::to_time_t(created_);
+  std::tm utc{};
+  gmtime_r(&t, &utc);
+  char created[32];
+  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return {{"name", name_},       {"bytes", bytes()}, {"memory", memory_label()},
+          {"source", source_},   {"users", users()}, {"hugePages", memory_.huge_pages()},
+          {"createdAt", created}};
+}
+
+RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap)
+    : data_dir_(std::move(data_dir)), cap_(memory_cap) {
+  // Best effort: a data directory that cannot be created only matters to load and save, which say why.
+  std::error_code ec;
+  fs::create_directories(data_dir_, ec);
+}
+
+Result<fs::path> RegionStore::data_path(const std::string& relative) const {
+  const auto outside = [&] {
+    return make_error(ErrorCode::InvalidArgument,
+                      "path " + quoted(relative) + " is outside the data directory");
+  };
+  if (relative.empty()) return make_error(ErrorCode::InvalidArgument, "file path is empty");
+  // The OS would stop at an embedded NUL and open a different file than the one checked.
+  if (relative.find('\0') != std::string::npos) return outside();
+  const fs::path given(relative);
+  if (given.has_root_name() || given.has_root_directory()) return outside();
+  const fs::path normal = given.lexically_normal();
+  if (!normal.empty() && *normal.begin() == "..") return outside();
+  if (normal.empty() || normal == "." || !normal.has_filename()) {
+    return make_error(ErrorCode::InvalidArgument, "path " + quoted(relative) + " does not name a file");
+  }
+
+  // Lexical checks miss a link inside the data directory that points out of it; resolving the part that
+  // exists does not.
+  std::error_code ec;
+  const fs::path base = fs::weakly_canonical(data_dir_, ec);
+  if (ec) return io_error("resolving the data directory " + quoted(data_dir_.string()), ec.value());
+  const fs::path full = fs::weakly_canonical(base / normal, ec);
+  if (ec) return io_error("resolving " + quoted(relative), ec.value());
+  const fs::path inside = full.lexically_relative(base);
+  if (inside.empty() || inside == "." || *inside.begin() == "..") return outside();
+  return full;
+}
+
+Status RegionStore::reserve(const std::string& name, std::uint64_t bytes) const {
+  std::lock_guard lock(mu_);
+  return check_room(regions_, name, bytes, cap_);
+}
+
+Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source) {
+  std::lock_guard lock(mu_);
+  if (auto room = check_room(regions_, name, memory.size(), cap_); !room) return room.error();
+  auto region = std::make_shared<Region>(name, std::move(memory), std::move(source));
+  regions_.emplace(name, region);
+  return region;
+}
+
+Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t bytes,
+                                      const std::string& memory) {
+  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "region size must be at least 1 byte");
+  if (is_cuda_label(memory)) {
+    return make_error(ErrorCode::Unsupported,
+                      "CUDA memory is not available on this node (built without CUDA or no GPU)");
+  }
+  if (memory != "host") {
+    return make_error(ErrorCode::InvalidArgument,
+                      "memory " + quoted(memory) + " is not \"host\" or \"cuda:<device ordinal>\"");
+  }
+  if (auto room = reserve(name, bytes); !room) return room.error();
+  auto allocated = MemoryRegion::allocate_host(bytes);
+  if (!allocated) return allocated.error();
+  return insert(name, std::move(allocated).value(), "allocated");
+}
+
+Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file) {
+  if (auto valid = validate_name(name); !valid) return valid.error();
+  auto path = data_path(file);
+  if (!path) return path.error();
+
+  // data_path resolved every link that exists, so a final component that is still a link is one that
+  // appeared since: refuse to follow it.
+  UniqueFd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (fd.get() < 0) {
+    if (errno == ENOENT)
+      return make_error(ErrorCode::NotFound, "file " + quoted(file) + " not found in the data directory");
+    return io_error("opening " + quoted(file), errno);
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return io_error("stat of " + quoted(file), errno);
+  if (!S_ISREG(st.st_mode))
+    return make_error(ErrorCode::InvalidArgument, "path " + quoted(file) + " is not a regular file");
+  if (st.st_size == 0) return make_error(ErrorCode::InvalidArgument, "file " + quoted(file) + " is empty");
+  const auto bytes = static_cast<std::uint64_t>(st.st_size);
+
+  if (auto room = reserve(name, bytes); !room) return room.error();
+  // A copy, not a mapping: the file may be rewritten (or saved over) while the region lives.
+  auto allocated = MemoryRegion::allocate_host(bytes);
+  if (!allocated) return allocated.error();
+  if (auto read = read_all(fd.get(), allocated->bytes(), file); !read) return read.error();
+  return insert(name, std::move(allocated).value(),
+                "file:" + fs::path(file).lexically_normal().generic_string());
+}
+
+Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes) {
+  UniqueFd fd(raw_fd);
+  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (fd.get() < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return io_error("stat of the imported fd", errno);
+  const auto size = static_cast<std::uint64_t>(st.st_size);
+  if (bytes == 0) bytes = size;
+  if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "the imported fd is empty (size 0)");
+  if (bytes > size) {
+    return make_error(ErrorCode::InvalidArgument, "asked to import " + std::to_string(bytes) +
+                                                      " bytes but the fd holds only " + std::to_string(size));
+  }
+  if (auto room = reserve(name, bytes); !room) return room.error();
+
+  // Truncating the memfd below a live mapping would SIGBUS the agent on its next access. Sealing against
+  // shrinking prevents that where the sender allowed seals; without MFD_ALLOW_SEALING this fails and the
+  // region still works, trusting the sender as any shared-memory peer must.
+  (void)::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK);
+
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (p == MAP_FAILED) {
+    const int err = errno;
+    if (err == EACCES || err == EPERM || err == ENODEV || err == EINVAL) {
+      return make_error(
+          ErrorCode::InvalidArgument,
+          std::string("the imported fd cannot be mapped shared read/write: ") + std::strerror(err));
+    }
+    return io_error("mapping the imported fd", err);
+  }
+  const int owned = fd.release();
+  auto memory = MemoryRegion::borrow(MemoryKind::Host, p, bytes, -1, [p, bytes, owned] {
+    ::munmap(p, bytes);
+    ::close(owned);
+  });
+  return insert(name, std::move(memory), "imported");
+}
+
+Result<RegionPtr> RegionStore::get(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  const auto it = regions_.find(name);
+  if (it == regions_.end()) return make_error(ErrorCode::NotFound, "region " + quoted(name) + " not found");
+  return it->second;
+}
+
+std::vector<RegionPtr> RegionStore::list() const {
+  std::lock_guard lock(mu_);
+  std::vector<RegionPtr> out;
+  out.reserve(regions_.size());
+  for (const auto& [name, region] : regions_) out.push_back(region);
+  return out;
+}
+
+Status RegionStore::remove(const std::string& name) {
+  RegionPtr doomed;  // freed after the lock: unmapping gigabytes should not stall other requests
+  {
+    std::lock_guard lock(mu_);
+    const auto it = regions_.find(name);
+    if (it == regions_.end()) return make_error(ErrorCode::NotFound, "region " + quoted(name) + " not found");
+    if (const int users = it->second->users(); users > 0) {
+      return make_error(ErrorCode::Conflict, "region " + quoted(name) + " is in use by " +
+                                                 std::to_string(users) + " transfers or grants");
+    }
+    doomed = std::move(it->second);
+    regions_.erase(it);
+  }
+  return {};
+}
+
+std::uint64_t RegionStore::used_bytes() const {
+  std::lock_guard lock(mu_);
+  return sum_bytes(regions_);
+}
+
+Status RegionStore::save(const std::string& name, const std::string& file) {
+  auto region = get(name);
+  if (!region) return region.error();
+  const auto data = (*region)->memory().bytes();
+  if (data.empty())
+    return make_error(ErrorCode::Unsupported, "region " + quoted(name) + " is not host memory");
+  auto path = data_path(file);
+  if (!path) return path.error();
+
+  const fs::path dir = path->parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("creating the directory of " + quoted(file), ec.value());
+
+  // Same directory as the final name, so the rename is atomic and never crosses a filesystem.
+  TempFile temp(dir / (path->filename().string() + ".tmp-" + random_suffix()));
+  UniqueFd fd(::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (fd.get() < 0) return io_error("creating a temporary file for " + quoted(file), errno);
+  if (auto written = write_all(fd.get(), data, file); !written) return written.error();
+  if (::fsync(fd.get()) != 0) return io_error("syncing " + quoted(file), errno);
+  if (const int err = fd.close(); err != 0) return io_error("closing " + quoted(file), err);
+  if (::rename(temp.path().c_str(), path->c_str()) != 0)
+    return io_error("renaming into " + quoted(file), errno);
+  temp.commit();
+  // Without this the rename itself may be lost on a crash, leaving the old file (or none).
+  return fsync_dir(dir, file);
+}
+
+Result<std::vector<std::uint32_t>> region_checksum(const Region& region, std::uint64_t offset,
+                                                   std::uint64_t length, std::uint64_t slice) {
+  if (slice == 0) return make_error(ErrorCode::InvalidArgument, "slice must be at least 1 byte");
+  const auto data = region.memory().bytes();
+  if (data.empty())
+    return make_error(ErrorCode::Unsupported, "region " + quoted(region.name()) + " is not host memory");
+  const std::uint64_t size = data.size();
+  if (offset >= size) {
+    return make_error(ErrorCode::InvalidArgument, "offset " + std::to_string(offset) +
+                                                      " is not inside region " + quoted(region.name()) +
+                                                      " of " + std::to_string(size) + " bytes");
+  }
+  if (length == 0) length = size - offset;
+  if (length > size - offset) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "range of " + std::to_string(length) + " bytes at offset " + std::to_string(offset) +
+                          " runs past the end of region " + quoted(region.name()) + " (" +
+                          std::to_string(size) + " bytes)");
+  }
+  const std::uint64_t count = (length - 1) / slice + 1;
+  if (count > kMaxChecksumSlices) {
+    return make_error(ErrorCode::InvalidArgument, std::to_string(count) + " slices asked for, at most " +
+                                                      std::to_string(kMaxChecksumSlices) +
+                                                      ": use a larger slice");
+  }
+  return crc32c_slices(data.subspan(offset, length), slice);
+}
+
+}  // namespace conduit::agent

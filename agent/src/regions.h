@@ -29,7 +29,7 @@ class Region {
   const std::string& name() const { return name_; }
   const MemoryRegion& memory() const { return memory_; }
   std::uint64_t bytes() const { return memory_.size(); }
-  std::string memory_label() const;            // "host", "cuda:0"
+  std::string memory_label() const;                      // "host", "cuda:0"
   const std::string& source() const { return source_; }  // "allocated", "file:<path>", "imported"
 
   // Users: transfers and grants that reference the region. Held through RegionUse.

@@ -1,1 +1,278 @@
-// placeholder: being written
+#include "transfers.h"
+
+#include <algorithm>
+#include <system_error>
+
+#include "log.h"
+#include "metrics/agent_metrics.h"
+#include "transfer_job.h"
+
+namespace conduit::agent {
+
+TransferManager::TransferManager(const Fabric& fabric, RegionStore& regions, const AgentClient& peers,
+                                 metrics::AgentMetrics* metrics, TransferOptions options)
+    : fabric_(fabric), regions_(regions), peers_(peers), metrics_(metrics), options_(options) {}
+
+TransferManager::~TransferManager() {
+  shutdown();
+  // Still in flight after the grace: the agent is exiting and closes the transports next, which ends
+  // those batches anyway.
+  std::lock_guard lock(mu_);
+  parked_.clear();
+}
+
+Result<std::string> TransferManager::start(TransferRequest request) {
+  reap_threads();
+  reap_parked();
+  if (shutting_down_.load()) return make_error(ErrorCode::Unavailable, "agent is shutting down");
+  if (request.targets.empty())
+    return make_error(ErrorCode::InvalidArgument, "targets: at least one is needed");
+  if (request.op == OpKind::Read && request.targets.size() != 1) {
+    return make_error(ErrorCode::InvalidArgument, "targets: a read takes exactly one target");
+  }
+  if (request.chunk_bytes == 0 || request.window == 0) {
+    return make_error(ErrorCode::InvalidArgument, "chunkBytes and window must be positive");
+  }
+  auto region = regions_.get(request.source_region);
+  if (!region) return region.error();
+  const std::uint64_t size = (*region)->bytes();
+  const std::uint64_t length =
+      request.length != 0 ? request.length : (request.offset < size ? size - request.offset : 0);
+  if (request.offset > size || length == 0 || length > size - request.offset) {
+    return make_error(ErrorCode::InvalidArgument, "source range [" + std::to_string(request.offset) + ", +" +
+                                                      std::to_string(length) + ") is outside the " +
+                                                      std::to_string(size) + "-byte region " +
+                                                      request.source_region);
+  }
+
+  auto t = std::make_shared<Transfer>();
+  for (std::size_t i = 0; i < request.targets.size(); ++i) {
+    const TransferTarget& target = request.targets[i];
+    const std::string path = "targets[" + std::to_string(i) + "]: ";
+    Transport* transport = fabric_.find(target.grant.provider);
+    if (transport == nullptr) {
+      return make_error(ErrorCode::InvalidArgument,
+                        path + "no transport for provider " + target.grant.provider + " on this agent");
+    }
+    if (target.offset > target.grant.length || length > target.grant.length - target.offset) {
+      return make_error(ErrorCode::InvalidArgument, path + "range [" + std::to_string(target.offset) + ", +" +
+                                                        std::to_string(length) + ") is outside the " +
+                                                        std::to_string(target.grant.length) + "-byte grant");
+    }
+    t->transports.push_back(transport);
+  }
+  t->length = length;
+  t->created = job::SteadyClock::now();
+  t->source = RegionUse(std::move(*region));
+  t->status.bytes_total = length * request.targets.size();
+  t->status.targets.resize(request.targets.size());
+  t->status.created_at = std::chrono::system_clock::now();
+  t->request = std::move(request);
+
+  std::string id;
+  std::size_t running = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (shutting_down_.load()) return make_error(ErrorCode::Unavailable, "agent is shutting down");
+    t->seq = next_id_++;
+    id = "t-" + std::to_string(t->seq);
+    t->status.id = id;
+    try {
+      threads_.emplace_back([this, t] { run(t); });
+    } catch (const std::system_error& e) {
+      return make_error(ErrorCode::ResourceExhausted,
+                        std::string("cannot start a transfer thread: ") + e.what());
+    }
+    transfers_.emplace(id, t);
+    running = ++running_;
+  }
+  if (metrics_ != nullptr) metrics_->set_active_transfers(static_cast<double>(running));
+  log::info("transfer started", {{"transfer", id},
+                                 {"region", t->request.source_region},
+                                 {"bytes", std::to_string(t->status.bytes_total)},
+                                 {"targets", std::to_string(t->request.targets.size())}});
+  return id;
+}
+
+void TransferManager::run(const std::shared_ptr<Transfer>& t) {
+  std::optional<job::Failure> failure = t->execute(*this);
+  // Every error and stop path funnels through here, so releasing happens once, before the end state is
+  // visible: whoever sees a finished transfer may delete its region at once.
+  const bool park = t->undrained_transport != nullptr;
+  if (park) {
+    log::warn("batch still in flight after the transfer ended; keeping its registrations until it ends",
+              {{"transfer", t->status.id}});
+  } else {
+    t->registrations.clear();
+    t->source.reset();
+  }
+
+  TransferStatus final_status;
+  double duration = 0;
+  std::size_t running = 0;
+  {
+    // Both locks: a caller never sees the end state while active() still counts the transfer.
+    std::lock_guard lock(mu_);
+    {
+      std::lock_guard transfer_lock(t->mu);
+      t->finished = job::SteadyClock::now();
+      if (t->status.started_at) duration = job::seconds(t->finished - t->started);
+      t->status.finished_at = std::chrono::system_clock::now();
+      if (failure) {
+        t->status.state = failure->state;
+        t->status.reason = failure->reason;
+        t->status.message = failure->message;
+      } else {
+        t->status.state = TransferState::Succeeded;
+      }
+      final_status = t->status;
+    }
+    t->ended.store(true);
+    if (park) parked_.push_back(t);
+    running = --running_;
+    exited_.push_back(std::this_thread::get_id());
+    // Drop the oldest finished transfers beyond the history; running ones always stay.
+    std::vector<std::pair<std::uint64_t, std::string>> done;
+    for (const auto& [id, other] : transfers_) {
+      if (other->ended.load()) done.emplace_back(other->seq, id);
+    }
+    if (done.size() > options_.history) {
+      std::sort(done.begin(), done.end());
+      for (std::size_t i = 0; i < done.size() - options_.history; ++i) transfers_.erase(done[i].second);
+    }
+  }
+  exited_cv_.notify_all();
+
+  if (metrics_ != nullptr) {
+    const char* result = final_status.state == TransferState::Succeeded   ? "succeeded"
+                         : final_status.state == TransferState::Cancelled ? "cancelled"
+                                                                          : "failed";
+    metrics_->transfer_finished(result, duration);
+    if (final_status.state == TransferState::Failed) metrics_->error(final_status.reason);
+    metrics_->set_active_transfers(static_cast<double>(running));
+  }
+  log::Fields fields{{"transfer", final_status.id},
+                     {"state", std::string(to_string(final_status.state))},
+                     {"bytes", std::to_string(final_status.bytes_done)},
+                     {"seconds", std::to_string(duration)}};
+  if (failure) {
+    fields.emplace_back("reason", final_status.reason);
+    fields.emplace_back("error", final_status.message);
+  }
+  if (final_status.state == TransferState::Succeeded) {
+    log::info("transfer finished", fields);
+  } else {
+    log::warn("transfer finished", fields);
+  }
+}
+
+void TransferManager::reap_threads() {
+  std::vector<std::thread> done;
+  {
+    std::lock_guard lock(mu_);
+    for (auto it = threads_.begin(); it != threads_.end();) {
+      if (std::find(exited_.begin(), exited_.end(), it->get_id()) != exited_.end()) {
+        std::erase(exited_, it->get_id());
+        done.push_back(std::move(*it));
+        it = threads_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // The worker has only its last few instructions left; joining is immediate.
+  for (std::thread& th : done) th.join();
+}
+
+void TransferManager::reap_parked() const {
+  std::vector<std::shared_ptr<Transfer>> released;
+  {
+    std::lock_guard lock(mu_);
+    std::erase_if(parked_, [&](const std::shared_ptr<Transfer>& t) {
+      if (!t->undrained_transport->poll(t->undrained_batch).finished) return false;
+      released.push_back(t);
+      return true;
+    });
+  }
+  for (auto& t : released) {
+    t->registrations.clear();
+    t->source.reset();
+  }
+}
+
+Result<TransferStatus> TransferManager::get(const std::string& id) const {
+  reap_parked();
+  std::shared_ptr<Transfer> t;
+  {
+    std::lock_guard lock(mu_);
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return make_error(ErrorCode::NotFound, "no transfer " + id);
+    t = it->second;
+  }
+  return t->snapshot();
+}
+
+std::vector<TransferStatus> TransferManager::list() const {
+  reap_parked();
+  std::vector<std::shared_ptr<Transfer>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [_, t] : transfers_) all.push_back(t);
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+  std::vector<TransferStatus> out;
+  out.reserve(all.size());
+  for (const auto& t : all) out.push_back(t->snapshot());
+  return out;
+}
+
+Status TransferManager::cancel(const std::string& id) {
+  std::lock_guard lock(mu_);
+  auto it = transfers_.find(id);
+  if (it == transfers_.end()) return make_error(ErrorCode::NotFound, "no transfer " + id);
+  int expected = job::kRun;
+  it->second->stop.compare_exchange_strong(expected, job::kCancel);
+  return {};
+}
+
+std::size_t TransferManager::active() const {
+  std::lock_guard lock(mu_);
+  return running_;
+}
+
+void TransferManager::shutdown(std::chrono::milliseconds grace) {
+  const auto deadline = job::SteadyClock::now() + grace;
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    first = !shutting_down_.exchange(true);
+    drain_until_.store(deadline.time_since_epoch().count());
+    for (const auto& [_, t] : transfers_) {
+      int expected = job::kRun;
+      t->stop.compare_exchange_strong(expected, job::kShutdown);
+    }
+  }
+  {
+    std::unique_lock lock(mu_);
+    exited_cv_.wait_until(lock, deadline, [this] { return running_ == 0; });
+  }
+  // Past the grace workers stop draining (drain_until_), so these joins are short even then.
+  std::vector<std::thread> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(threads_);
+    exited_.clear();
+  }
+  for (std::thread& th : all) th.join();
+  // A second call (the destructor after an explicit shutdown) has had its grace already.
+  while (first && job::SteadyClock::now() < deadline) {
+    reap_parked();
+    {
+      std::lock_guard lock(mu_);
+      if (parked_.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace conduit::agent

@@ -28,10 +28,10 @@ class AgentMetrics;
 namespace conduit::agent {
 
 struct TransferTarget {
-  RemoteKey grant;                // the target's grant key
-  std::uint64_t offset = 0;       // into the granted range
-  std::string url;                // target agent, for verify (optional otherwise)
-  std::string region;             // target region name, for verify
+  RemoteKey grant;                  // the target's grant key
+  std::uint64_t offset = 0;         // into the granted range
+  std::string url;                  // target agent, for verify (optional otherwise)
+  std::string region;               // target region name, for verify
   std::uint64_t region_offset = 0;  // where the granted range starts in that region
 };
 
@@ -47,6 +47,8 @@ struct TransferRequest {
   std::uint32_t window = 16;
   Verify verify = Verify::None;
   std::chrono::seconds deadline{0};  // 0 = none
+  // 0 = unlimited. A cap so copying a checkpoint does not starve the training job's own traffic on the NIC.
+  std::uint64_t max_bytes_per_second = 0;
 
   // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
   static Result<TransferRequest> from_json(const nlohmann::json& body);
@@ -122,6 +124,8 @@ class TransferManager {
  private:
   struct Transfer;
   void run(const std::shared_ptr<Transfer>& transfer);
+  void reap_threads();
+  void reap_parked() const;  // housekeeping: get() and list() do it too
 
   const Fabric& fabric_;
   RegionStore& regions_;
@@ -134,6 +138,13 @@ class TransferManager {
   std::vector<std::thread> threads_;
   std::atomic<bool> shutting_down_{false};
   std::uint64_t next_id_ = 1;
+  std::size_t running_ = 0;              // Queued or Running
+  std::vector<std::thread::id> exited_;  // workers done but not yet joined
+  std::condition_variable exited_cv_;
+  mutable std::vector<std::shared_ptr<Transfer>> parked_;  // ended with a batch still in flight
+  // Set by shutdown(): workers stop waiting for a batch in flight by then.
+  std::atomic<std::chrono::steady_clock::rep> drain_until_{
+      std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
 };
 
 }  // namespace conduit::agent

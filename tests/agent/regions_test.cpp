@@ -1,1 +1,494 @@
-// placeholder: being written
+#include "regions.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conduit/crc32c.h"
+#include "conduit/pattern.h"
+#include "import_socket.h"
+
+namespace conduit::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t kMiB = 1 << 20;
+
+std::string code(const Error& e) { return std::string(to_string(e.code)); }
+
+// A fresh directory per test, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "conduit-regions-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
+  std::vector<std::byte> out(n);
+  fill_pattern(out, seed);
+  return out;
+}
+
+void write_file(const fs::path& p, const std::vector<std::byte>& data) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(data.data()), std::ssize(data));
+}
+
+std::vector<std::byte> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(chars.size());
+  std::memcpy(out.data(), chars.data(), chars.size());
+  return out;
+}
+
+std::vector<std::byte> bytes_of(const RegionPtr& r) {
+  const auto s = r->memory().bytes();
+  return {s.begin(), s.end()};
+}
+
+// YYYY-MM-DDTHH:MM:SSZ, the shape Kubernetes timestamps have.
+bool is_rfc3339_utc(const std::string& s) {
+  const std::string shape = "dddd-dd-ddTdd:dd:ddZ";
+  if (s.size() != shape.size()) return false;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (shape[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(s[i])) : s[i] != shape[i]) return false;
+  }
+  return true;
+}
+
+class RegionStoreTest : public ::testing::Test {
+ protected:
+  TempDir tmp;
+  fs::path data = tmp.path() / "data";
+  RegionStore store{data, 64 * kMiB};
+};
+
+TEST(Name, AcceptsDns1123Labels) {
+  for (const std::string& name :
+       std::vector<std::string>{"a", "0", "model-1", "9lives", "a-b-c", std::string(63, 'x')}) {
+    EXPECT_TRUE(validate_name(name).ok()) << name;
+  }
+}
+
+TEST(Name, RejectsEverythingElse) {
+  for (const std::string& name :
+       std::vector<std::string>{"", "Model", "a_b", "-a", "a-", "a.b", "a b", "é", std::string(64, 'x')}) {
+    const auto st = validate_name(name);
+    ASSERT_FALSE(st.ok()) << name;
+    EXPECT_EQ(code(st.error()), "InvalidArgument") << name;
+  }
+}
+
+TEST_F(RegionStoreTest, CreateGetListRemove) {
+  EXPECT_TRUE(fs::is_directory(data));
+  auto a = store.create("alpha", 4096, "host");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  ASSERT_TRUE(store.create("beta", 100, "host").ok());
+  EXPECT_EQ((*a)->bytes(), 4096u);
+  EXPECT_EQ((*a)->memory_label(), "host");
+  EXPECT_EQ((*a)->source(), "allocated");
+
+  auto got = store.get("alpha");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->get(), a->get());
+  const auto all = store.list();
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0]->name(), "alpha");
+  EXPECT_EQ(all[1]->name(), "beta");
+
+  const auto j = (*a)->to_json();
+  EXPECT_EQ(j["name"], "alpha");
+  EXPECT_EQ(j["bytes"], 4096);
+  EXPECT_EQ(j["memory"], "host");
+  EXPECT_EQ(j["source"], "allocated");
+  EXPECT_EQ(j["users"], 0);
+  EXPECT_TRUE(j["hugePages"].is_boolean());
+  EXPECT_TRUE(is_rfc3339_utc(j["createdAt"].get<std::string>())) << j["createdAt"];
+
+  ASSERT_TRUE(store.remove("alpha").ok());
+  EXPECT_EQ(code(store.get("alpha").error()), "NotFound");
+  EXPECT_EQ(code(store.remove("alpha").error()), "NotFound");
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+TEST_F(RegionStoreTest, RejectsBadCreates) {
+  EXPECT_EQ(code(store.create("Bad_Name", 10, "host").error()), "InvalidArgument");
+  EXPECT_EQ(code(store.create("zero", 0, "host").error()), "InvalidArgument");
+  for (const char* memory : {"", "HOST", "gpu", "cuda:", "cuda:x", "cuda:-1", "cuda0"}) {
+    EXPECT_EQ(code(store.create("m", 10, memory).error()), "InvalidArgument") << memory;
+  }
+  ASSERT_TRUE(store.create("dup", 10, "host").ok());
+  const auto dup = store.create("dup", 10, "host");
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(code(dup.error()), "AlreadyExists");
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+TEST_F(RegionStoreTest, CudaIsUnsupportedWithoutCuda) {
+  const auto r = store.create("gpu", 4096, "cuda:0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(code(r.error()), "Unsupported");
+  EXPECT_EQ(r.error().message, "CUDA memory is not available on this node (built without CUDA or no GPU)");
+  EXPECT_EQ(code(store.create("gpu", 4096, "cuda:12").error()), "Unsupported");
+}
+
+TEST(RegionCap, EnforcedAndFreedByRemove) {
+  TempDir tmp;
+  RegionStore store(tmp.path(), kMiB);
+  ASSERT_TRUE(store.create("a", 600 * 1024, "host").ok());
+  EXPECT_EQ(store.used_bytes(), 600u * 1024);
+  const auto over = store.create("b", 600 * 1024, "host");
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(code(over.error()), "ResourceExhausted");
+  EXPECT_EQ(over.error().message,
+            "region of 614400 bytes would exceed the memory cap: 614400 of 1048576 bytes in use");
+  EXPECT_EQ(code(store.create("huge", UINT64_MAX, "host").error()), "ResourceExhausted");
+  ASSERT_TRUE(store.create("fits", kMiB - 600 * 1024, "host").ok());
+  EXPECT_EQ(store.used_bytes(), kMiB);
+
+  ASSERT_TRUE(store.remove("a").ok());
+  EXPECT_EQ(store.used_bytes(), kMiB - 600 * 1024);
+  EXPECT_TRUE(store.create("b", 600 * 1024, "host").ok());
+}
+
+TEST_F(RegionStoreTest, RemoveWhileInUseIsConflict) {
+  ASSERT_TRUE(store.create("busy", 4096, "host").ok());
+  RegionUse use(*store.get("busy"));
+  {
+    RegionUse second(*store.get("busy"));
+    const auto st = store.remove("busy");
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(code(st.error()), "Conflict");
+    EXPECT_EQ(st.error().message, "region \"busy\" is in use by 2 transfers or grants");
+  }
+  EXPECT_EQ((*store.get("busy"))->to_json()["users"], 1);
+  EXPECT_EQ(code(store.remove("busy").error()), "Conflict");
+  use.reset();
+  EXPECT_TRUE(store.remove("busy").ok());
+}
+
+TEST_F(RegionStoreTest, LoadCopiesTheFile) {
+  const auto content = pattern(3 * kMiB + 123, 7);
+  write_file(data / "ckpt" / "model.bin", content);
+  auto r = store.load("model", "ckpt/model.bin");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ((*r)->bytes(), content.size());
+  EXPECT_EQ((*r)->source(), "file:ckpt/model.bin");
+  EXPECT_EQ(crc32c((*r)->memory().bytes()), crc32c(content));
+  EXPECT_EQ(store.used_bytes(), content.size());
+
+  // A copy: rewriting the file later leaves the region as it was.
+  write_file(data / "ckpt" / "model.bin", pattern(3 * kMiB + 123, 8));
+  EXPECT_EQ(crc32c((*r)->memory().bytes()), crc32c(content));
+}
+
+TEST_F(RegionStoreTest, LoadErrors) {
+  const auto missing = store.load("x", "nope/missing.bin");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(code(missing.error()), "NotFound");
+  EXPECT_NE(missing.error().message.find("nope/missing.bin"), std::string::npos) << missing.error().message;
+
+  write_file(data / "empty.bin", {});
+  EXPECT_EQ(code(store.load("x", "empty.bin").error()), "InvalidArgument");
+  fs::create_directories(data / "dir");
+  EXPECT_EQ(code(store.load("x", "dir").error()), "InvalidArgument");
+
+  write_file(data / "ok.bin", pattern(100, 1));
+  ASSERT_TRUE(store.load("x", "ok.bin").ok());
+  EXPECT_EQ(code(store.load("x", "ok.bin").error()), "AlreadyExists");
+  RegionStore tiny(data, 50);
+  EXPECT_EQ(code(tiny.load("y", "ok.bin").error()), "ResourceExhausted");
+  EXPECT_TRUE(store.list().size() == 1 && tiny.list().empty());
+}
+
+TEST_F(RegionStoreTest, DataPathStaysInside) {
+  fs::create_directories(data / "sub");
+  fs::create_symlink(fs::temp_directory_path(), data / "escape");
+  fs::create_symlink(data / "sub", data / "inner");
+  for (const char* bad : {"../x", "/etc/passwd", "a/../../x", "..", "escape/x", "escape", "sub/../../x"}) {
+    const auto p = store.data_path(bad);
+    ASSERT_FALSE(p.ok()) << bad << " -> " << p->string();
+    EXPECT_EQ(code(p.error()), "InvalidArgument") << bad;
+    EXPECT_EQ(p.error().message, "path \"" + std::string(bad) + "\" is outside the data directory");
+  }
+  EXPECT_EQ(code(store.data_path("").error()), "InvalidArgument");
+  EXPECT_EQ(code(store.data_path(std::string("a\0b", 3)).error()), "InvalidArgument");
+
+  const fs::path base = fs::canonical(data);
+  EXPECT_EQ(*store.data_path("a/b.bin"), base / "a" / "b.bin");
+  EXPECT_EQ(*store.data_path("a/../b.bin"), base / "b.bin");
+  EXPECT_EQ(*store.data_path("inner/f"), base / "sub" / "f");
+
+  // The same through load and save, with a link to a directory of this test's own to write into.
+  write_file(tmp.path() / "outside" / "x", pattern(10, 1));
+  fs::create_symlink(tmp.path() / "outside", data / "out");
+  EXPECT_EQ(code(store.load("leak", "out/x").error()), "InvalidArgument");
+  EXPECT_EQ(code(store.load("leak", "../outside/x").error()), "InvalidArgument");
+  ASSERT_TRUE(store.create("r", 10, "host").ok());
+  EXPECT_EQ(code(store.save("r", "out/written").error()), "InvalidArgument");
+  EXPECT_EQ(code(store.save("r", "../outside/written").error()), "InvalidArgument");
+  EXPECT_FALSE(fs::exists(tmp.path() / "outside" / "written"));
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
+TEST_F(RegionStoreTest, SaveRoundTripIsByteIdentical) {
+  const auto content = pattern(5 * kMiB + 17, 42);
+  write_file(data / "in.bin", content);
+  ASSERT_TRUE(store.load("src", "in.bin").ok());
+  const auto saved = store.save("src", "out/nested/copy.bin");
+  ASSERT_TRUE(saved.ok()) << saved.error().message;
+  EXPECT_EQ(read_file(data / "out/nested/copy.bin"), content);
+
+  auto back = store.load("back", "out/nested/copy.bin");
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(bytes_of(*back), content);
+
+  // Saving over an existing file replaces it whole.
+  ASSERT_TRUE(store.create("small", 10, "host").ok());
+  ASSERT_TRUE(store.save("small", "out/nested/copy.bin").ok());
+  EXPECT_EQ(fs::file_size(data / "out/nested/copy.bin"), 10u);
+  EXPECT_EQ(code(store.save("missing", "x.bin").error()), "NotFound");
+}
+
+TEST_F(RegionStoreTest, FailedSaveLeavesNothingBehind) {
+  ASSERT_TRUE(store.create("r", kMiB, "host").ok());
+  fs::create_directories(data / "out" / "target");
+  const auto st = store.save("r", "out/target");
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(code(st.error()), "IoError");
+  EXPECT_TRUE(fs::is_directory(data / "out" / "target"));
+  for (const auto& e : fs::recursive_directory_iterator(data)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+    EXPECT_FALSE(e.is_regular_file()) << e.path();
+  }
+}
+
+TEST_F(RegionStoreTest, RegionChecksumMatchesSlices) {
+  const auto content = pattern(kMiB + 100, 3);
+  write_file(data / "c.bin", content);
+  auto r = store.load("c", "c.bin");
+  ASSERT_TRUE(r.ok());
+  constexpr std::uint64_t kSlice = 64 * 1024;
+
+  auto whole = region_checksum(**r, 0, 0, kSlice);
+  ASSERT_TRUE(whole.ok()) << whole.error().message;
+  EXPECT_EQ(*whole, crc32c_slices(content, kSlice));
+  EXPECT_EQ(whole->size(), 17u);
+  auto part = region_checksum(**r, 4096, 100000, kSlice);
+  ASSERT_TRUE(part.ok());
+  EXPECT_EQ(*part, crc32c_slices(std::span(content).subspan(4096, 100000), kSlice));
+
+  (*r)->memory().bytes()[200000] ^= std::byte{0x01};
+  auto flipped = region_checksum(**r, 0, 0, kSlice);
+  ASSERT_TRUE(flipped.ok());
+  ASSERT_EQ(flipped->size(), whole->size());
+  for (std::size_t i = 0; i < whole->size(); ++i) {
+    EXPECT_EQ((*flipped)[i] != (*whole)[i], i == 200000 / kSlice) << "slice " << i;
+  }
+
+  const auto bad = [&](std::uint64_t off, std::uint64_t len, std::uint64_t slice) {
+    const auto res = region_checksum(**r, off, len, slice);
+    return !res.ok() && res.error().code == ErrorCode::InvalidArgument;
+  };
+  EXPECT_TRUE(bad(0, 0, 0));
+  EXPECT_TRUE(bad(content.size(), 0, kSlice));
+  EXPECT_TRUE(bad(0, content.size() + 1, kSlice));
+  EXPECT_TRUE(bad(1, UINT64_MAX, kSlice));
+  EXPECT_TRUE(bad(UINT64_MAX, 2, kSlice));
+  EXPECT_TRUE(bad(0, 0, 1));  // over a million slices
+  EXPECT_TRUE(region_checksum(**r, 0, 65536, 1).ok());
+}
+
+// A local process's view: a memfd holding a seeded pattern.
+int make_memfd(std::size_t bytes, std::uint64_t seed) {
+  const int fd = ::memfd_create("conduit-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0 || ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) return -1;
+  const auto content = pattern(bytes, seed);
+  if (::pwrite(fd, content.data(), bytes, 0) != static_cast<ssize_t>(bytes)) return -1;
+  return fd;
+}
+
+std::vector<std::byte> memfd_bytes(int fd, std::size_t bytes) {
+  std::vector<std::byte> out(bytes);
+  if (::pread(fd, out.data(), bytes, 0) != static_cast<ssize_t>(bytes)) out.clear();
+  return out;
+}
+
+std::size_t open_fds() {
+  return static_cast<std::size_t>(
+      std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator()));
+}
+
+// The server closes its end of a connection just after replying, so the count may lag the reply briefly.
+std::size_t open_fds_settling_at(std::size_t expected) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  std::size_t n = open_fds();
+  while (n != expected && std::chrono::steady_clock::now() < deadline) {
+    ::usleep(1000);
+    n = open_fds();
+  }
+  return n;
+}
+
+TEST_F(RegionStoreTest, ImportSocketSharesMemfdWithoutCopying) {
+  const std::string sock = (tmp.path() / "import.sock").string();
+  std::size_t before = 0;
+  {
+    ImportSocket server(store, sock);
+    ASSERT_TRUE(server.start().ok());
+    EXPECT_EQ(
+        fs::status(sock).permissions() & fs::perms::all,
+        fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::group_write);
+
+    constexpr std::size_t kBytes = 2 * kMiB + 4096;
+    const int fd = make_memfd(kBytes, 11);
+    ASSERT_GE(fd, 0);
+    before = open_fds();
+    const auto st = import_region(sock, "shared", fd, 0);
+    ASSERT_TRUE(st.ok()) << st.error().message;
+
+    auto r = store.get("shared");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ((*r)->bytes(), kBytes);
+    EXPECT_EQ((*r)->source(), "imported");
+    EXPECT_EQ(bytes_of(*r), memfd_bytes(fd, kBytes));
+    (*r)->memory().bytes()[12345] = std::byte{0xAB};
+    EXPECT_EQ(memfd_bytes(fd, kBytes)[12345], std::byte{0xAB});
+
+    // The server's errors travel back as codes; no region appears for them.
+    EXPECT_EQ(code(import_region(sock, "shared", fd, 0).error()), "AlreadyExists");
+    EXPECT_EQ(code(import_region(sock, "Bad", fd, 0).error()), "InvalidArgument");
+    EXPECT_EQ(code(import_region(sock, "big", fd, kBytes + 1).error()), "InvalidArgument");
+    EXPECT_EQ(store.list().size(), 1u);
+    EXPECT_EQ(open_fds_settling_at(before + 1), before + 1) << "the agent holds exactly the one imported fd";
+
+    ASSERT_TRUE(store.remove("shared").ok());
+    EXPECT_EQ(open_fds(), before + 1) << "still referenced here";
+    r = make_error(ErrorCode::NotFound, "dropped");
+    EXPECT_EQ(open_fds(), before) << "the last reference unmaps and closes";
+    ::close(fd);
+  }
+  EXPECT_FALSE(fs::exists(sock));
+}
+
+TEST_F(RegionStoreTest, ImportSocketLifecycle) {
+  const std::string sock = (tmp.path() / "import.sock").string();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
+
+  // A socket file left by a crashed agent is replaced; a file that is not a socket is left alone.
+  const int stale = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_EQ(::bind(stale, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ::close(stale);
+  {
+    ImportSocket server(store, sock);
+    ASSERT_TRUE(server.start().ok());
+  }
+  write_file(sock, pattern(3, 1));
+  {
+    ImportSocket server(store, sock);
+    EXPECT_FALSE(server.start().ok());
+  }
+  EXPECT_TRUE(fs::is_regular_file(sock));
+  fs::remove(sock);
+
+  // A client that connects and stays silent does not hold up shutdown.
+  auto server = std::make_unique<ImportSocket>(store, sock);
+  ASSERT_TRUE(server->start().ok());
+  const int silent = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ::usleep(50 * 1000);
+  const auto t0 = std::chrono::steady_clock::now();
+  server.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(1));
+  ::close(silent);
+  EXPECT_FALSE(fs::exists(sock));
+}
+
+// Sends `line` as-is with `fd` attached, as a misbehaving client would, and returns the reply line.
+std::string raw_request(const std::string& sock, const std::string& line, int fd) {
+  const int c = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
+  if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "connect failed";
+  iovec iov{const_cast<char*>(line.data()), line.size()};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  std::string reply;
+  if (::sendmsg(c, &msg, 0) == static_cast<ssize_t>(line.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(c, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
+  }
+  ::close(c);
+  return reply;
+}
+
+TEST_F(RegionStoreTest, ImportWithBadRequestGetsErrorAndNoRegion) {
+  const std::string sock = (tmp.path() / "import.sock").string();
+  ImportSocket server(store, sock);
+  ASSERT_TRUE(server.start().ok());
+  const int fd = make_memfd(4096, 5);
+  ASSERT_GE(fd, 0);
+  const std::size_t before = open_fds();
+
+  for (const std::string line :
+       {"this is not json", "[1,2]", R"({"name":"x","bytes":-1})", R"({"name":"x","extra":1})",
+        R"({"bytes":10})", R"({"name":"x","bytes":"1"})"}) {
+    const std::string reply = raw_request(sock, line + "\n", fd);
+    const auto j = nlohmann::json::parse(reply, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << line << " -> " << reply;
+    EXPECT_FALSE(j.contains("ok")) << reply;
+    EXPECT_EQ(j["error"]["code"], "InvalidArgument") << reply;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(store.list().empty());
+    EXPECT_EQ(open_fds(), before) << "the received fd is closed on error";
+  }
+
+  const auto ok = nlohmann::json::parse(raw_request(sock, "{\"name\":\"good\",\"bytes\":4096}\n", fd));
+  EXPECT_EQ(ok["ok"], true);
+  EXPECT_EQ(ok["region"]["name"], "good");
+  EXPECT_EQ(ok["region"]["bytes"], 4096);
+  ::close(fd);
+}
+
+}  // namespace
+}  // namespace conduit::agent

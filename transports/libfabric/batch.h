@@ -23,7 +23,7 @@ struct PostedOp {
   fi_context2 context{};  // first member: libfabric returns its address as op_context
   Batch* batch = nullptr;
   std::uint32_t rail = 0;
-  bool fence = false;  // a 1-byte read whose completion proves earlier writes landed
+  bool deliver = false;  // write with FI_DELIVERY_COMPLETE: completes only once visible at the target
   OpKind kind = OpKind::Write;
   void* buffer = nullptr;
   std::uint64_t length = 0;
@@ -34,16 +34,13 @@ struct PostedOp {
 };
 
 struct RailPart {
-  std::vector<PostedOp> ops;     // data slices, posted in order
-  std::vector<PostedOp> fences;  // posted once every data slice has been posted
+  std::vector<PostedOp> ops;  // slices, posted in order
   std::size_t next = 0;
-  std::size_t next_fence = 0;
-  bool fences_posted = false;
-  std::uint32_t fences_in_flight = 0;
   Window window{16};
   bool done = false;
 
-  bool idle() const { return window.in_flight() == 0 && fences_in_flight == 0; }
+  bool idle() const { return window.in_flight() == 0; }
+  bool all_posted() const { return next == ops.size(); }
 };
 
 struct Batch {

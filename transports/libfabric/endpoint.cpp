@@ -63,19 +63,12 @@ Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPo
   if (int rc = fi_getname(&ep->fid, e->address_.data(), &len); rc != 0) return fi_error("fi_getname", rc);
   e->address_.resize(len);
 
-  auto scratch = e->register_range(e->scratch_, sizeof(e->scratch_), FI_READ | FI_WRITE);
-  if (!scratch) return scratch.error();
-  e->scratch_mr_ = std::move(*scratch);
   return e;
 }
 
 Endpoint::~Endpoint() {
-  // The scratch MR may be bound to the endpoint (FI_MR_ENDPOINT): close it first.
-  scratch_mr_.reset();
-  ep_.reset();
+  ep_.reset();  // before the CQ and AV it is bound to
 }
-
-void* Endpoint::scratch_desc() const { return fi_mr_desc(scratch_mr_.get()); }
 
 Result<fi_addr_t> Endpoint::resolve(std::span<const std::byte> peer_address) {
   std::vector<std::byte> key(peer_address.begin(), peer_address.end());

@@ -41,10 +41,6 @@ class Endpoint {
   // Registers [address, +length) in this domain; the returned fid is owned by the caller.
   Result<Fid<fid_mr>> register_range(void* address, std::uint64_t length, std::uint64_t access);
 
-  // A small registered buffer the progress thread reads fences into.
-  std::byte* scratch() { return scratch_; }
-  void* scratch_desc() const;
-
  private:
   Endpoint() = default;
 
@@ -56,8 +52,6 @@ class Endpoint {
   Fid<fid_av> av_;
   Fid<fid_cq> cq_;
   Fid<fid_ep> ep_;
-  Fid<fid_mr> scratch_mr_;
-  alignas(64) std::byte scratch_[64] = {};
   int wait_fd_ = -1;
   std::vector<std::byte> address_;
   std::atomic<std::uint64_t> next_key_{1};

@@ -1,5 +1,6 @@
 // The libfabric backend of Transport: one Endpoint and progress Rail per rail, batches sliced and dealt
-// over the rails, delivery proven by a RAW-ordered fence read or FI_DELIVERY_COMPLETE writes.
+// over the rails, delivery proven by FI_DELIVERY_COMPLETE on the last write (WAW-ordered providers) or on
+// every write.
 #pragma once
 
 #include <memory>

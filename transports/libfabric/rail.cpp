@@ -66,7 +66,7 @@ ErrorCode classify(int err, int prov_errno = 0) {
 }
 
 std::string describe(const PostedOp& op) {
-  const char* what = op.fence ? "delivery fence read" : (op.kind == OpKind::Write ? "write" : "read");
+  const char* what = op.kind == OpKind::Write ? "write" : "read";
   return std::string(what) + " of " + std::to_string(op.length) + " bytes at remote address " +
          std::to_string(op.remote_address);
 }
@@ -165,21 +165,6 @@ bool Rail::post(Batch& batch, RailPart& part) {
     ++part.next;
     progressed = true;
   }
-  if (!batch.failed.load(std::memory_order_relaxed) && part.next == part.ops.size() && !part.fences_posted) {
-    // RAW ordering: a read issued after the writes returns only once they have been applied at the target.
-    for (; part.next_fence < part.fences.size(); ++part.next_fence) {
-      PostedOp& fence = part.fences[part.next_fence];
-      const int rc = post_one(fence);
-      if (rc == -FI_EAGAIN) return progressed;
-      if (rc != 0) {
-        batch.fail(make_error(classify(-rc), describe(fence) + " could not be posted: " + fi_strerror(-rc)));
-        break;
-      }
-      ++part.fences_in_flight;
-      progressed = true;
-    }
-    part.fences_posted = part.next_fence == part.fences.size();
-  }
   finish_if_done(batch, part);
   return progressed;
 }
@@ -190,7 +175,7 @@ int Rail::post_one(PostedOp& op) {
     return static_cast<int>(
         fi_read(ep, op.buffer, op.length, op.desc, op.peer, op.remote_address, op.key, &op.context));
   }
-  if (!options_.delivery_complete_writes) {
+  if (!op.deliver) {
     return static_cast<int>(
         fi_write(ep, op.buffer, op.length, op.desc, op.peer, op.remote_address, op.key, &op.context));
   }
@@ -249,15 +234,11 @@ bool Rail::reap() {
 void Rail::complete(PostedOp& op, const Error* error) {
   Batch& batch = *op.batch;
   RailPart& part = batch.parts[options_.index];
-  if (op.fence) {
-    --part.fences_in_flight;
-  } else {
-    part.window.release();
-  }
+  part.window.release();
   if (error != nullptr) {
     batch.fail(*error);
   } else {
-    if (!op.fence) batch.bytes_done.fetch_add(op.length, std::memory_order_relaxed);
+    batch.bytes_done.fetch_add(op.length, std::memory_order_relaxed);
     batch.touch();
   }
   finish_if_done(batch, part);
@@ -265,8 +246,7 @@ void Rail::complete(PostedOp& op, const Error* error) {
 
 void Rail::finish_if_done(Batch& batch, RailPart& part) {
   if (part.done || !part.idle()) return;
-  const bool all_posted = part.next == part.ops.size() && part.fences_posted;
-  if (all_posted || batch.failed.load(std::memory_order_relaxed)) {
+  if (part.all_posted() || batch.failed.load(std::memory_order_relaxed)) {
     part.done = true;
     batch.parts_open.fetch_sub(1);
   }
@@ -274,12 +254,16 @@ void Rail::finish_if_done(Batch& batch, RailPart& part) {
 
 void Rail::check_stalls() {
   for (auto& b : active_) {
-    const RailPart& part = b->parts[options_.index];
-    if (part.done || part.idle() || b->failed.load(std::memory_order_relaxed)) continue;
+    RailPart& part = b->parts[options_.index];
+    // Ops in flight that never complete, and ops the provider keeps refusing with EAGAIN (a peer that
+    // accepted the connection but never answers), are both a stall.
+    if (part.done || (part.idle() && part.all_posted()) || b->failed.load(std::memory_order_relaxed))
+      continue;
     if (b->since_progress() > options_.stall_timeout) {
       b->fail(make_error(ErrorCode::TimedOut, "no completion from the peer for " +
                                                   std::to_string(options_.stall_timeout.count()) +
                                                   " ms: the peer is gone or not driving progress"));
+      finish_if_done(*b, part);
     }
   }
 }

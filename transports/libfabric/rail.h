@@ -31,7 +31,6 @@ class Rail {
     std::uint32_t index = 0;
     ProgressMode mode = ProgressMode::Backoff;
     std::chrono::milliseconds stall_timeout{30000};
-    bool delivery_complete_writes = false;  // no RAW ordering: each write completes only once delivered
   };
 
   Rail(std::shared_ptr<Endpoint> endpoint, Options options);

@@ -41,7 +41,8 @@ Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes) {
   std::size_t mapped = round_up(bytes, kHugePage);
   void* p = MAP_FAILED;
   if (bytes >= kHugePage) {
-    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE,
+             MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
     region.huge_pages_ = p != MAP_FAILED;
   }
   if (p == MAP_FAILED) {
@@ -52,6 +53,11 @@ Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes) {
                         "mmap of " + std::to_string(bytes) + " bytes failed: " + std::strerror(errno));
     }
     if (bytes >= kHugePage) madvise(p, mapped, MADV_HUGEPAGE);  // best effort transparent huge pages
+    // Fault every page in now, at creation, rather than inside the first transfer into the region
+    // (measured: a first write into a fresh 1 GiB region ran at 0.3 GB/s on tcp, later ones at 4).
+    // After the madvise, so the faults can take transparent huge pages.
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    for (std::size_t at = 0; at < mapped; at += page) static_cast<volatile char*>(p)[at] = 0;
   }
   region.address_ = p;
   region.release_ = [p, mapped] { munmap(p, mapped); };

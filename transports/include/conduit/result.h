@@ -11,17 +11,17 @@
 namespace conduit {
 
 enum class ErrorCode : std::uint8_t {
-  InvalidArgument,  // the caller asked for something malformed or out of bounds
-  NotFound,         // unknown provider, batch, device
-  Unsupported,      // the provider needs something we do not implement (names the bit)
-  Unavailable,      // hardware or library absent on this machine
-  Provider,         // libfabric / verbs call failed; message has fi_strerror text
-  RemoteAccess,     // the peer refused the access (bad or revoked key, out of range)
-  PeerUnreachable,  // the peer went away or never answered
-  TimedOut,         // no progress for the stall timeout
-  Io,               // file or socket I/O
-  AlreadyExists,     // a name is taken
-  Conflict,          // the object is in a state that forbids this (a region in use)
+  InvalidArgument,    // the caller asked for something malformed or out of bounds
+  NotFound,           // unknown provider, batch, device
+  Unsupported,        // the provider needs something we do not implement (names the bit)
+  Unavailable,        // hardware or library absent on this machine
+  Provider,           // libfabric / verbs call failed; message has fi_strerror text
+  RemoteAccess,       // the peer refused the access (bad or revoked key, out of range)
+  PeerUnreachable,    // the peer went away or never answered
+  TimedOut,           // no progress for the stall timeout
+  Io,                 // file or socket I/O
+  AlreadyExists,      // a name is taken
+  Conflict,           // the object is in a state that forbids this (a region in use)
   ResourceExhausted,  // over a configured cap
   Cancelled,          // stopped on request
 };

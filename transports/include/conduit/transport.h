@@ -88,7 +88,7 @@ struct Capabilities {
   bool host_memory = true;
   bool device_memory = false;  // registers CUDA memory directly (FI_HMEM / dmabuf); else staged
   std::uint64_t max_message = 0;
-  bool ordered_raw = false;  // reads after writes see the writes: a trailing read is a delivery fence
+  bool ordered_waw = false;  // writes land in order: the last one delivered proves the earlier ones
   bool manual_progress = true;
   std::uint64_t mr_mode = 0;
   std::string mr_mode_text;

@@ -1,0 +1,52 @@
+// Request bodies and query strings of the REST API turned into typed requests. Strict on purpose: an unknown
+// field, a wrong type or an out-of-range value is InvalidArgument naming the field, so a typo in a client
+// fails loudly instead of silently taking a default.
+#pragma once
+
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "conduit/result.h"
+#include "conduit/transport.h"
+
+namespace conduit::agent {
+
+// POST /v1/regions: either {name, bytes, memory?} or {name, file, mode?: "load"}.
+struct CreateRegionRequest {
+  std::string name;
+  std::uint64_t bytes = 0;          // set when allocating
+  std::string memory = "host";      // "host" | "cuda:N"
+  std::optional<std::string> file;  // set when loading
+};
+Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body);
+
+// POST /v1/regions/{name}/save: {file}.
+Result<std::string> parse_save_region(const nlohmann::json& body);
+
+// POST /v1/regions/{name}/grants: {offset?, length?, access, ttlSeconds?, provider?}.
+struct CreateGrantRequest {
+  std::uint64_t offset = 0;
+  std::optional<std::uint64_t> length;  // absent = the rest of the region
+  Access access = Access::RemoteWrite;
+  std::chrono::seconds ttl{600};
+  std::string provider;  // "" = the agent's primary transport
+};
+Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
+
+// GET /v1/regions/{name}/checksum?offset=&length=&slice=
+struct ChecksumQuery {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;  // 0 = to the end of the region
+  std::uint64_t slice = 1u << 20;
+};
+Result<ChecksumQuery> parse_checksum_query(const httplib::Params& params);
+
+// Grant and transfer ids in paths: short, printable, no separators.
+Status validate_id(const std::string& id);
+
+}  // namespace conduit::agent

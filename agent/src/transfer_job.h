@@ -1,0 +1,73 @@
+// One transfer as its worker thread runs it: register the source, move each target's range in segments
+// with bounded retries, verify, and stop promptly on cancel, deadline, shutdown or a stall. Internal to
+// transfers.cpp and transfer_job.cpp.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "transfers.h"
+
+namespace conduit::agent::job {
+
+using SteadyClock = std::chrono::steady_clock;
+
+enum StopCause : int { kRun = 0, kCancel = 1, kShutdown = 2 };
+
+// How a transfer ended when it did not succeed.
+struct Failure {
+  TransferState state = TransferState::Failed;
+  const char* reason = reason::kTransportError;
+  std::string message;
+};
+
+inline double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace conduit::agent::job
+
+namespace conduit::agent {
+
+struct TransferManager::Transfer {
+  // Fixed by start().
+  std::uint64_t seq = 0;
+  TransferRequest request;
+  std::uint64_t length = 0;            // resolved: never 0
+  std::vector<Transport*> transports;  // per target
+  job::SteadyClock::time_point created;
+  std::atomic<int> stop{job::kRun};
+  std::atomic<bool> ended{false};
+
+  // The worker's own, until it ends; then the reaper's if parked.
+  RegionUse source;
+  std::vector<std::pair<Transport*, Registration>> registrations;
+  Transport* undrained_transport = nullptr;
+  BatchId undrained_batch = 0;
+
+  // Written by the worker, read by get() and list() at any moment.
+  mutable std::mutex mu;
+  TransferStatus status;
+  job::SteadyClock::time_point started, finished;
+
+  std::optional<job::Failure> execute(TransferManager& m);
+  std::optional<job::Failure> send(TransferManager& m, std::size_t target);
+  std::optional<job::Failure> verify(TransferManager& m, std::size_t target);
+  std::optional<job::Failure> move(TransferManager& m, Transport& transport, const std::vector<Op>& ops,
+                                   const std::function<void(std::uint64_t)>& progress);
+  std::optional<job::Failure> watch(TransferManager& m, Transport& transport, BatchId id,
+                                    const std::function<void(std::uint64_t)>& progress,
+                                    std::optional<Error>& error);
+  std::optional<job::Failure> stopped() const;
+  std::optional<job::Failure> pause(job::SteadyClock::duration d) const;
+  void drain(TransferManager& m, Transport& transport, BatchId id);
+  const Registration& registration(const Transport* transport) const;
+  void set_target_bytes(std::size_t target, std::uint64_t bytes);
+  TransferStatus snapshot() const;
+};
+
+}  // namespace conduit::agent

@@ -1,0 +1,87 @@
+#include "agent_process.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace conduit::testing {
+
+AgentProcess::AgentProcess(const AgentOptions& options) : token_(options.token) {
+  std::random_device rd;
+  dir_ = std::filesystem::temp_directory_path() /
+         ("conduit-agent-" + std::to_string(getpid()) + "-" + std::to_string(rd()));
+  data_dir_ = dir_ / "data";
+  std::filesystem::create_directories(data_dir_);
+  {
+    std::ofstream token(dir_ / "token");
+    token << token_ << "\n";
+  }
+  std::vector<std::string> argv{options.binary,     "--listen",         "127.0.0.1:0",
+                                "--providers",      options.provider,   "--bind-address",
+                                "127.0.0.1",        "--token-file",     (dir_ / "token").string(),
+                                "--data-dir",       data_dir_.string(), "--memory-cap",
+                                options.memory_cap, "--import-socket",  (dir_ / "import.sock").string()};
+  argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
+  process_ = std::make_unique<PeerProcess>(argv);
+  for (;;) {
+    auto line = process_->read_line(std::chrono::seconds(30));
+    if (!line) return;
+    if (line->rfind("listening ", 0) == 0) {
+      url_ = "http://" + line->substr(10);
+      break;
+    }
+  }
+  client_ = std::make_unique<httplib::Client>(url_);
+  client_->set_bearer_token_auth(token_.c_str());
+  client_->set_read_timeout(60, 0);
+}
+
+AgentProcess::~AgentProcess() {
+  client_.reset();
+  process_.reset();  // SIGKILL if still running
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+namespace {
+AgentProcess::Reply to_reply(const httplib::Result& res) {
+  AgentProcess::Reply r;
+  if (!res) return r;
+  r.status = res->status;
+  r.body = nlohmann::json::parse(res->body, nullptr, false);
+  if (r.body.is_discarded()) r.body = nullptr;
+  return r;
+}
+}  // namespace
+
+AgentProcess::Reply AgentProcess::get(const std::string& path) {
+  return to_reply(client_->Get(path.c_str()));
+}
+
+AgentProcess::Reply AgentProcess::post(const std::string& path, const nlohmann::json& body) {
+  return to_reply(client_->Post(path.c_str(), body.dump(), "application/json"));
+}
+
+AgentProcess::Reply AgentProcess::del(const std::string& path) {
+  return to_reply(client_->Delete(path.c_str()));
+}
+
+nlohmann::json AgentProcess::wait_transfer(const std::string& id, std::chrono::seconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  nlohmann::json last;
+  while (std::chrono::steady_clock::now() < deadline) {
+    Reply r = get("/v1/transfers/" + id);
+    if (r.status == 200) {
+      last = r.body;
+      const std::string state = last.value("state", "");
+      if (state != "Queued" && state != "Running") return last;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return last;
+}
+
+}  // namespace conduit::testing

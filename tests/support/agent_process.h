@@ -1,0 +1,59 @@
+// A real conduit-agent for tests: its own data directory and token file in a temp dir, started on an
+// ephemeral loopback port, reached through an authenticated httplib client, killed and cleaned up at the end.
+#pragma once
+
+#include <httplib.h>
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "peer_process.h"
+
+namespace conduit::testing {
+
+struct AgentOptions {
+  std::string binary;
+  std::string provider = "tcp";
+  std::string memory_cap = "2GiB";
+  std::string token = "test-token-0123456789";
+  std::vector<std::string> extra_args;
+};
+
+class AgentProcess {
+ public:
+  explicit AgentProcess(const AgentOptions& options);
+  ~AgentProcess();
+
+  bool started() const { return !url_.empty(); }
+  const std::string& url() const { return url_; }  // http://127.0.0.1:PORT
+  const std::string& token() const { return token_; }
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+  PeerProcess& process() { return *process_; }
+
+  // Authenticated request with a JSON body (or none); returns status and parsed body (null when empty or
+  // not JSON). status 0: no answer.
+  struct Reply {
+    int status = 0;
+    nlohmann::json body;
+  };
+  Reply get(const std::string& path);
+  Reply post(const std::string& path, const nlohmann::json& body);
+  Reply del(const std::string& path);
+
+  // Polls GET /v1/transfers/{id} until it leaves Queued/Running or `timeout` passes.
+  nlohmann::json wait_transfer(const std::string& id,
+                               std::chrono::seconds timeout = std::chrono::seconds(120));
+
+ private:
+  std::filesystem::path dir_;
+  std::filesystem::path data_dir_;
+  std::string token_;
+  std::string url_;
+  std::unique_ptr<PeerProcess> process_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace conduit::testing
