@@ -10,26 +10,13 @@ build=${1:-build}
 provider=${2:-tcp}
 bin=$build/bin
 work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source scripts/lib/agents.sh
+trap 'stop_agents; rm -rf "$work"' EXIT
 echo "bench-token" > "$work/token"
 export CONDUIT_TOKEN=bench-token
 
-start_agent() {  # name -> prints URL
-  mkdir -p "$work/$1"
-  "$bin/conduit-agent" --listen 127.0.0.1:0 --providers "$provider" --bind-address 127.0.0.1 \
-    --token-file "$work/token" --data-dir "$work/$1" --memory-cap 3GiB --log-level warn \
-    --import-socket "$work/$1.sock" > "$work/$1.out" 2> "$work/$1.log" &
-  pids+=($!)
-  for _ in $(seq 100); do
-    if grep -q '^listening ' "$work/$1.out"; then sed -n 's/^listening /http:\/\//p' "$work/$1.out"; return; fi
-    sleep 0.1
-  done
-  echo "agent $1 did not start: $(cat "$work/$1.log")" >&2; exit 1
-}
-a=$(start_agent a)
-b=$(start_agent b)
+start_agent a "$provider" 3GiB && a=$agent_url
+start_agent b "$provider" 3GiB && b=$agent_url
 CONDUIT_AGENT=$a "$bin/conduit" regions create src --bytes 1GiB >/dev/null
 CONDUIT_AGENT=$b "$bin/conduit" regions create dst --bytes 1GiB >/dev/null
 

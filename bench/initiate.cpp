@@ -1,7 +1,6 @@
 // The initiating side of conduit-bench: one warm-up pass (connection set-up), then timed passes of the
 // whole buffer, then a CRC32C comparison with the target so a fast but wrong run never reports a figure.
 #include <httplib.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -13,19 +12,13 @@
 
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
+#include "conduit/size.h"
+#include "cpu_time.h"
 #include "options.h"
-#include "size.h"
 
 namespace conduit::bench {
 
 namespace {
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 std::optional<nlohmann::json> get_json(httplib::Client& client, const std::string& path) {
   auto res = client.Get(path.c_str());

@@ -10,8 +10,8 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "conduit/size.h"
 #include "options.h"
-#include "size.h"
 
 namespace po = boost::program_options;
 using conduit::bench::Options;
@@ -92,8 +92,8 @@ int main(int argc, char** argv) {
     std::cout << desc << "\n";
     return 0;
   }
-  const auto size_bytes = conduit::bench::parse_size(size);
-  const auto chunk_bytes = conduit::bench::parse_size(chunk);
+  const auto size_bytes = conduit::parse_size(size);
+  const auto chunk_bytes = conduit::parse_size(chunk);
   if (!size_bytes || *size_bytes == 0) return std::cerr << "conduit-bench: bad --size " << size << "\n", 2;
   if (!chunk_bytes || *chunk_bytes == 0)
     return std::cerr << "conduit-bench: bad --chunk " << chunk << "\n", 2;

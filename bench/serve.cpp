@@ -1,25 +1,18 @@
 // The target side of conduit-bench. Its CPU only drives libfabric progress (on the rails' threads);
 // the control API over HTTP hands out the key and checks what landed.
 #include <httplib.h>
-#include <sys/resource.h>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
+#include "cpu_time.h"
 #include "options.h"
 
 namespace conduit::bench {
 
 namespace {
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 bool split_host_port(const std::string& s, std::string& host, int& port) {
   const auto colon = s.rfind(':');

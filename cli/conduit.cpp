@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "conduit/size.h"
+
 namespace {
 
 namespace po = boost::program_options;
@@ -53,25 +55,9 @@ std::string trim(const std::string& text) {
 }
 
 std::uint64_t parse_size(const std::string& flag, const std::string& text) {
-  static const std::vector<std::pair<std::string, std::uint64_t>> kUnits{{"", 1},
-                                                                         {"B", 1},
-                                                                         {"KiB", 1ULL << 10},
-                                                                         {"Ki", 1ULL << 10},
-                                                                         {"MiB", 1ULL << 20},
-                                                                         {"Mi", 1ULL << 20},
-                                                                         {"GiB", 1ULL << 30},
-                                                                         {"Gi", 1ULL << 30},
-                                                                         {"TiB", 1ULL << 40},
-                                                                         {"KB", 1000},
-                                                                         {"MB", 1000ULL * 1000},
-                                                                         {"GB", 1000ULL * 1000 * 1000}};
-  std::uint64_t n = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  const std::string unit = ec == std::errc{} ? trim(std::string(ptr, text.data() + text.size())) : "?";
-  for (const auto& [name, scale] : kUnits) {
-    if (ptr != text.data() && unit == name && n <= UINT64_MAX / scale) return n * scale;
-  }
-  usage(flag + ": bad size \"" + text + "\" (want e.g. 256MiB, 1GiB or 4096)");
+  auto n = conduit::parse_size(text);
+  if (!n) usage(flag + ": " + n.error().message);
+  return *n;
 }
 
 std::string human_bytes(double bytes) {

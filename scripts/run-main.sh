@@ -10,27 +10,13 @@ scripts/build.sh build >/dev/null
 bin=$PWD/build/bin
 
 work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
+source scripts/lib/agents.sh
+trap 'stop_agents; rm -rf "$work"' EXIT
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
 export CONDUIT_TOKEN_FILE=$work/token
 
-start_agent() {  # NAME -> URL
-  mkdir -p "$work/$1"
-  NODE_NAME=$1 "$bin/conduit-agent" --listen 127.0.0.1:0 --providers tcp --bind-address 127.0.0.1 \
-    --token-file "$work/token" --data-dir "$work/$1" --memory-cap 1GiB \
-    --import-socket "$work/$1.sock" > "$work/$1.out" 2> "$work/$1.log" &
-  pids+=($!)
-  for _ in $(seq 100); do
-    if grep -q '^listening ' "$work/$1.out"; then sed -n 's/^listening /http:\/\//p' "$work/$1.out"; return; fi
-    sleep 0.1
-  done
-  echo "run-main: agent $1 did not start: $(tail -n 3 "$work/$1.log")" >&2
-  exit 1
-}
-a=$(start_agent node-a)
-b=$(start_agent node-b)
+start_agent node-a tcp 1GiB && a=$agent_url
+start_agent node-b tcp 1GiB && b=$agent_url
 echo "== agents: node-a at $a, node-b at $b"
 
 head -c $((256 << 20)) /dev/urandom > "$work/node-a/checkpoint.bin"

@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include "conduit/size.h"
+
 namespace conduit::agent {
 
 namespace po = boost::program_options;
@@ -136,7 +138,7 @@ const std::array<Setting, 16> kSettings{{
      }},
     {"memory-cap", "SIZE", "bytes all agent-owned regions may use together (e.g. 8GiB)", "8GiB",
      [](AgentConfig& c, const std::string& v) -> Status {
-       auto n = parse_bytes(v);
+       auto n = parse_size(v);
        if (!n) return n.error();
        if (*n == 0) return invalid("must be more than 0");
        c.memory_cap = *n;
@@ -181,7 +183,7 @@ const std::array<Setting, 16> kSettings{{
      }},
     {"max-body-bytes", "SIZE", "largest request body the REST API accepts", "1MiB",
      [](AgentConfig& c, const std::string& v) -> Status {
-       auto n = parse_bytes(v);
+       auto n = parse_size(v);
        if (!n) return n.error();
        if (*n == 0) return invalid("must be more than 0");
        c.max_body_bytes = static_cast<std::size_t>(*n);
@@ -271,48 +273,6 @@ std::string hostname() {
 }
 
 }  // namespace
-
-Result<std::uint64_t> parse_bytes(const std::string& text) {
-  struct Unit {
-    std::string_view suffix;
-    std::uint64_t scale;
-  };
-  // Binary units as people write them, Kubernetes quantities (Gi), and decimal SI units.
-  static constexpr std::array<Unit, 18> kUnits{{
-      {"", 1},
-      {"B", 1},
-      {"KiB", 1ULL << 10},
-      {"Ki", 1ULL << 10},
-      {"MiB", 1ULL << 20},
-      {"Mi", 1ULL << 20},
-      {"GiB", 1ULL << 30},
-      {"Gi", 1ULL << 30},
-      {"TiB", 1ULL << 40},
-      {"Ti", 1ULL << 40},
-      {"KB", 1000ULL},
-      {"K", 1000ULL},
-      {"MB", 1000ULL * 1000},
-      {"M", 1000ULL * 1000},
-      {"GB", 1000ULL * 1000 * 1000},
-      {"G", 1000ULL * 1000 * 1000},
-      {"TB", 1000ULL * 1000 * 1000 * 1000},
-      {"T", 1000ULL * 1000 * 1000 * 1000},
-  }};
-  const std::string t = trim(text);
-  const auto bad = [&] {
-    return invalid("bad size \"" + text + "\" (want e.g. 8GiB, 512MiB or 1073741824)");
-  };
-  std::uint64_t n = 0;
-  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
-  if (ec != std::errc{} || ptr == t.data()) return bad();
-  const std::string suffix = trim(std::string_view(ptr, static_cast<std::size_t>(t.data() + t.size() - ptr)));
-  for (const Unit& unit : kUnits) {
-    if (suffix != unit.suffix) continue;
-    if (n > UINT64_MAX / unit.scale) return invalid("size \"" + text + "\" is too large");
-    return n * unit.scale;
-  }
-  return bad();
-}
 
 Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp) {
   const po::options_description desc = describe();

@@ -39,7 +39,4 @@ struct ParsedConfig {
 // argv and the environment -> config. InvalidArgument with one line of why on bad input.
 Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp);
 
-// "8GiB", "512MiB", "1073741824" -> bytes.
-Result<std::uint64_t> parse_bytes(const std::string& text);
-
 }  // namespace conduit::agent

@@ -11,37 +11,20 @@
 #include <string>
 #include <vector>
 
+#include "conduit/size.h"
 #include "fabric.h"
 #include "inventory.h"
 #include "log.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
+#include "temp_dir.h"
 
 namespace conduit::agent {
 namespace {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "conduit-config-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  std::string write(const std::string& name, const std::string& content) const {
-    std::ofstream(path_ / name) << content;
-    return (path_ / name).string();
-  }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 // Runs parse_config on a command line and an environment of its own, not the test process's.
 Result<ParsedConfig> parse(std::vector<std::string> args, std::vector<std::string> env = {}) {
@@ -181,12 +164,12 @@ TEST(ParseBytes, Table) {
       {" 1 MiB ", 1ULL << 20},
   };
   for (const auto& [text, want] : good) {
-    auto n = parse_bytes(text);
+    auto n = parse_size(text);
     ASSERT_TRUE(n) << text << ": " << n.error().message;
     EXPECT_EQ(*n, want) << text;
   }
   for (const std::string bad : {"", "GiB", "-1", "1.5GiB", "8XB", "8 gib", "99999999999TiB", "0x10"}) {
-    auto n = parse_bytes(bad);
+    auto n = parse_size(bad);
     ASSERT_FALSE(n) << "\"" << bad << "\" parsed as " << *n;
     EXPECT_EQ(n.error().code, ErrorCode::InvalidArgument);
   }

@@ -22,6 +22,7 @@
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "import_socket.h"
+#include "temp_dir.h"
 
 namespace conduit::agent {
 namespace {
@@ -32,23 +33,7 @@ constexpr std::uint64_t kMiB = 1 << 20;
 
 std::string code(const Error& e) { return std::string(to_string(e.code)); }
 
-// A fresh directory per test, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "conduit-regions-XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using testing::TempDir;
 
 std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
   std::vector<std::byte> out(n);
