@@ -16,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev
   clang-format
   iperf3 wrk curl
-  procps iproute2
+  procps iproute2 openssl etcd-server
 )
 
 missing=()

@@ -11,6 +11,11 @@ echo "== release build"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd build && ctest --output-on-failure -j1 --timeout 600)
 
+echo "== Kubernetes end to end: a real kube-apiserver + etcd (built once from Go modules, cached outside the repo)"
+scripts/kube-tools.sh
+tests/e2e/kube_smoke.sh
+tests/e2e/crd_test.sh
+
 echo "== ASan + UBSan build"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

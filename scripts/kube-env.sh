@@ -1,0 +1,231 @@
+#!/usr/bin/env bash
+# A real etcd + kube-apiserver on 127.0.0.1 for end-to-end tests, started the way controller-runtime's
+# envtest starts them (no kubelet, scheduler or controller-manager).
+#
+#   scripts/kube-env.sh start DIR   start both; data, certs, logs and pids in DIR; writes DIR/kubeconfig
+#                                   (server, the apiserver's CA, a static token for user "conduit-admin" in
+#                                   group system:masters) and prints `export KUBECONFIG=DIR/kubeconfig`
+#   scripts/kube-env.sh stop DIR    stop both (pids in DIR) and wait for them to exit
+#
+# Binaries: $KUBE_APISERVER and $ETCD when set, else those scripts/kube-tools.sh built (run it first).
+# Logs: DIR/etcd.log, DIR/kube-apiserver.log. Ports (free ones, picked at start): DIR/env.
+# A start that fails half way stops what it started. Only 127.0.0.1 is listened on.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+log() { echo "kube-env: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+usage() { die "usage: $0 start|stop DIR"; }
+[ $# -eq 2 ] || usage
+cmd="$1"
+case "$cmd" in
+  start) mkdir -p "$2" ;;
+  stop) [ -d "$2" ] || exit 0 ;;
+  *) usage ;;
+esac
+dir="$(cd "$2" && pwd)"
+
+# ---- stop --------------------------------------------------------------------------------------------------
+# stop_one NAME: SIGTERM the process whose pid is in DIR/NAME.pid (only if it still runs NAME), wait up to
+# 30 s, then SIGKILL.
+stop_one() {
+  local name="$1" pidfile="$dir/$1.pid" pid
+  [ -f "$pidfile" ] || return 0
+  pid="$(cat "$pidfile")"
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null \
+     && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 300); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name (pid $pid) did not exit in 30 s: SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    # A child of this shell (stop after a failed start) is reaped here; otherwise wait is a no-op.
+    wait "$pid" 2>/dev/null || true
+  fi
+  rm -f "$pidfile"
+}
+
+stop_all() {
+  stop_one kube-apiserver
+  stop_one etcd
+}
+
+if [ "$cmd" = stop ]; then
+  stop_all
+  exit 0
+fi
+[ "$cmd" = start ] || usage
+
+# ---- start -------------------------------------------------------------------------------------------------
+for f in kube-apiserver etcd; do
+  if [ -f "$dir/$f.pid" ] && kill -0 "$(cat "$dir/$f.pid")" 2>/dev/null; then
+    die "$f already runs from $dir (pid $(cat "$dir/$f.pid")): run '$0 stop $dir' first"
+  fi
+done
+
+if [ -z "${KUBE_APISERVER:-}" ] || [ -z "${ETCD:-}" ]; then
+  paths="$("$here/kube-tools.sh" --print)" || die "kube tools are not built: run scripts/kube-tools.sh"
+  eval "$(printf '%s\n' "$paths" | grep -E '^(KUBE_APISERVER|ETCD)=' | sed 's/^/tools_/')"
+  KUBE_APISERVER="${KUBE_APISERVER:-$tools_KUBE_APISERVER}"
+  ETCD="${ETCD:-$tools_ETCD}"
+fi
+[ -x "$KUBE_APISERVER" ] || die "no kube-apiserver at $KUBE_APISERVER"
+[ -x "$ETCD" ] || die "no etcd at $ETCD"
+command -v openssl >/dev/null || die "openssl is missing (apt-get install openssl)"
+command -v curl >/dev/null || die "curl is missing (apt-get install curl)"
+
+# From here on, whatever fails stops what was started.
+started=0
+on_exit() {
+  local rc=$?
+  if [ "$rc" -ne 0 ] && [ "$started" -eq 1 ]; then
+    log "start failed: stopping what it started"
+    stop_all
+  fi
+}
+trap on_exit EXIT
+trap 'exit 130' INT TERM HUP
+started=1
+
+# A free TCP port on 127.0.0.1 that none of the ports already picked uses. Racy by nature (as envtest's):
+# a process that loses the race exits and the start fails, stopping the rest.
+picked=" "
+free_port() {
+  local p
+  for _ in $(seq 200); do
+    p=$(( 20000 + RANDOM % 40000 ))
+    case "$picked" in *" $p "*) continue ;; esac
+    if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      picked+="$p "
+      echo "$p"
+      return 0
+    fi
+  done
+  die "no free port found"
+}
+etcd_port="$(free_port)"
+etcd_peer_port="$(free_port)"
+api_port="$(free_port)"
+
+# Keys and the static token: made once per DIR, kept across restarts.
+mkdir -p "$dir/certs" "$dir/etcd"
+chmod 700 "$dir/certs" "$dir/etcd"
+if [ ! -s "$dir/sa.key" ]; then
+  openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
+  openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null
+fi
+if [ ! -s "$dir/token" ]; then
+  (umask 077; openssl rand -hex 32 > "$dir/token")
+fi
+token="$(cat "$dir/token")"
+# token,user,uid,"group,..."
+(umask 077; printf '%s,conduit-admin,conduit-admin,"system:masters"\n' "$token" > "$dir/tokens.csv")
+
+# alive NAME: the process in DIR/NAME.pid still runs.
+alive() { kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
+died() { die "$1 exited during start; last lines of $dir/$1.log:"$'\n'"$(tail -n 15 "$dir/$1.log")"; }
+
+# ---- etcd
+etcd_url="http://127.0.0.1:$etcd_port"
+etcd_args=(
+  --name default
+  --data-dir "$dir/etcd"
+  --listen-client-urls "$etcd_url"
+  --advertise-client-urls "$etcd_url"
+  --listen-peer-urls "http://127.0.0.1:$etcd_peer_port"
+  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port"
+  --initial-cluster "default=http://127.0.0.1:$etcd_peer_port"
+  --initial-cluster-state new
+)
+# Tests need no durability: etcd >= 3.5 can skip fsync, as envtest does.
+if "$ETCD" --help 2>&1 | grep -q -- '--unsafe-no-fsync'; then
+  etcd_args+=(--unsafe-no-fsync)
+fi
+"$ETCD" "${etcd_args[@]}" < /dev/null > "$dir/etcd.log" 2>&1 &
+echo $! > "$dir/etcd.pid"
+
+ok=0
+for _ in $(seq 300); do
+  alive etcd || died etcd
+  if curl -sf --max-time 2 "$etcd_url/health" 2>/dev/null | grep -q '"health":"true"'; then ok=1; break; fi
+  sleep 0.1
+done
+[ "$ok" -eq 1 ] || die "etcd not healthy at $etcd_url after 30 s (log: $dir/etcd.log)"
+
+# ---- kube-apiserver
+api_url="https://127.0.0.1:$api_port"
+api_args=(
+  --etcd-servers="$etcd_url"
+  --cert-dir="$dir/certs"
+  --secure-port="$api_port"
+  --bind-address=127.0.0.1
+  --advertise-address=127.0.0.1
+  --service-cluster-ip-range=10.0.0.0/24
+  --allow-privileged=true
+  --authorization-mode=RBAC
+  --disable-admission-plugins=ServiceAccount
+  --service-account-issuer=https://kubernetes.default.svc
+  --service-account-key-file="$dir/sa.pub"
+  --service-account-signing-key-file="$dir/sa.key"
+  --token-auth-file="$dir/tokens.csv"
+  # The default reconciler would publish 127.0.0.1 as the "kubernetes" Service's endpoint, which validation
+  # rejects (loopback), logging an error every 10 s. Nothing here needs that endpoint.
+  --endpoint-reconciler-type=none
+)
+"$KUBE_APISERVER" "${api_args[@]}" < /dev/null > "$dir/kube-apiserver.log" 2>&1 &
+echo $! > "$dir/kube-apiserver.pid"
+
+ok=0
+for _ in $(seq 1200); do
+  alive kube-apiserver || died kube-apiserver
+  if [ "$(curl -sk --max-time 2 -H "Authorization: Bearer $token" "$api_url/readyz" 2>/dev/null)" = ok ]; then
+    ok=1
+    break
+  fi
+  sleep 0.1
+done
+[ "$ok" -eq 1 ] || die "kube-apiserver not ready at $api_url/readyz after 120 s (log: $dir/kube-apiserver.log)"
+
+# The apiserver's self-signed serving certificate file holds the serving cert and the CA that signed it.
+ca="$dir/certs/apiserver.crt"
+[ -s "$ca" ] || die "no serving certificate in $dir/certs"
+curl -sf --max-time 5 --cacert "$ca" -H "Authorization: Bearer $token" "$api_url/readyz" > /dev/null \
+  || die "$api_url does not verify against $ca"
+
+cat > "$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: conduit-e2e
+  cluster:
+    server: $api_url
+    certificate-authority-data: $(base64 -w0 < "$ca")
+users:
+- name: conduit-admin
+  user:
+    token: $token
+contexts:
+- name: conduit-e2e
+  context:
+    cluster: conduit-e2e
+    user: conduit-admin
+    namespace: default
+current-context: conduit-e2e
+EOF
+chmod 600 "$dir/kubeconfig"
+
+cat > "$dir/env" <<EOF
+ETCD_URL=$etcd_url
+KUBE_APISERVER_URL=$api_url
+KUBECONFIG=$dir/kubeconfig
+EOF
+
+started=0
+log "etcd at $etcd_url ($ETCD), kube-apiserver at $api_url ($KUBE_APISERVER), logs in $dir"
+echo "export KUBECONFIG=$dir/kubeconfig"

@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# Builds the Kubernetes tools the end-to-end tests run against: kube-apiserver and kubectl from the upstream
+# k8s.io/kubernetes Go module at a pinned release, and etcd (Debian's, or built from its Go module). Nothing
+# is downloaded but Go modules from the module proxy. Everything (binaries, GOMODCACHE, GOCACHE, the throwaway
+# build module) lives in a cache outside the repo, keyed by the version:
+#   ${CONDUIT_KUBE_CACHE:-$HOME/.cache/conduit-kube}/<kube version>/bin/{kube-apiserver,kubectl,etcd}
+# Idempotent: a binary that is already there is not built again. Prints the paths at the end.
+#
+#   scripts/kube-tools.sh           build what is missing, print KUBE_APISERVER=..., KUBECTL=..., ETCD=...
+#   scripts/kube-tools.sh --print   print the paths only; exit 1 if a binary is missing
+#
+# etcd: Debian's etcd-server (/usr/bin/etcd) when it is installed and new enough, else built from
+# go.etcd.io/etcd/server/v3 into the same cache. CONDUIT_ETCD_SOURCE=go always builds it (debian: never).
+#
+# Environment: CONDUIT_KUBE_CACHE (cache root), CONDUIT_KUBE_VERSION, CONDUIT_ETCD_VERSION (override the pins),
+# CONDUIT_ETCD_SOURCE (auto|debian|go), GO (the go binary), CONDUIT_KUBE_JOBS (go build -p, default 2).
+set -euo pipefail
+
+# k8s.io/kubernetes v1.34.2 needs go >= 1.24.0 (the machine has 1.26); its staging modules are published as
+# v0.34.2. Its apiserver runs on etcd 3.4.22+ or 3.5.6+ (Kubernetes' minimum recommended versions); on 3.4 it
+# only turns off features that need etcd's RequestWatchProgress (consistent LIST from the watch cache):
+# Debian 12's etcd-server 3.4.23 serves LIST/WATCH/CRUD for the tests. The go-built etcd (3.6, what a
+# 1.34 cluster runs) needs go >= 1.26.0.
+KUBE_VERSION="${CONDUIT_KUBE_VERSION:-v1.34.2}"
+ETCD_VERSION="${CONDUIT_ETCD_VERSION:-v3.6.16}"
+ETCD_SOURCE="${CONDUIT_ETCD_SOURCE:-auto}"
+DEBIAN_ETCD=/usr/bin/etcd
+JOBS="${CONDUIT_KUBE_JOBS:-2}"
+
+GO="${GO:-}"
+if [ -z "$GO" ]; then
+  if command -v go >/dev/null 2>&1; then GO="$(command -v go)"; else GO=/usr/local/go/bin/go; fi
+fi
+
+CACHE_ROOT="${CONDUIT_KUBE_CACHE:-$HOME/.cache/conduit-kube}"
+CACHE="$CACHE_ROOT/$KUBE_VERSION"
+BIN="$CACHE/bin"
+APISERVER="$BIN/kube-apiserver"
+KUBECTL="$BIN/kubectl"
+ETCD="$BIN/etcd"
+
+# debian_etcd_ok: /usr/bin/etcd runs and is 3.4.22+ or 3.5.6+ (3.6+ too).
+debian_etcd_ok() {
+  [ -x "$DEBIAN_ETCD" ] || return 1
+  local v major minor patch
+  v="$("$DEBIAN_ETCD" --version 2>/dev/null | sed -n 's/^etcd Version: \([0-9][0-9.]*\).*/\1/p')"
+  IFS=. read -r major minor patch <<< "$v"
+  [ "${major:-0}" -eq 3 ] || return 1
+  case "$minor" in
+    4) [ "${patch:-0}" -ge 22 ] ;;
+    5) [ "${patch:-0}" -ge 6 ] ;;
+    *) [ "${minor:-0}" -ge 6 ] ;;
+  esac
+}
+case "$ETCD_SOURCE" in
+  auto) if debian_etcd_ok; then ETCD="$DEBIAN_ETCD"; fi ;;
+  debian) ETCD="$DEBIAN_ETCD" ;;
+  go) ;;
+  *) echo "kube-tools: CONDUIT_ETCD_SOURCE must be auto, debian or go" >&2; exit 2 ;;
+esac
+
+print_paths() {
+  echo "KUBE_APISERVER=$APISERVER"
+  echo "KUBECTL=$KUBECTL"
+  echo "ETCD=$ETCD"
+}
+
+if [ "${1:-}" = "--print" ]; then
+  print_paths
+  [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ]
+  exit
+fi
+
+log() { echo "kube-tools: $*" >&2; }
+
+if [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ]; then
+  log "cached in $BIN"
+  print_paths
+  exit 0
+fi
+
+[ -x "$GO" ] || { log "no go toolchain (set GO=/path/to/go)"; exit 1; }
+
+# Everything Go writes stays in the cache, keyed by the version. The module cache is read-only by default,
+# which makes `rm -rf` of the cache fail: -modcacherw keeps it removable.
+export GOMODCACHE="$CACHE/gomodcache"
+export GOCACHE="$CACHE/gocache"
+export GOPATH="$CACHE/gopath"
+export GOFLAGS="-modcacherw -buildvcs=false"
+export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
+export GOMAXPROCS="${GOMAXPROCS:-$JOBS}"
+export CGO_ENABLED=0
+mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE"
+
+start_all=$(date +%s)
+
+# ---- kube-apiserver and kubectl --------------------------------------------------------------------------
+build_kube() {
+  local mod="$CACHE/build-kube"
+  local minor="${KUBE_VERSION#v1.}"           # 34.2
+  local staging="v0.${minor}"                 # v0.34.2
+  mkdir -p "$mod"
+
+  log "downloading k8s.io/kubernetes@$KUBE_VERSION"
+  local info gomod
+  info="$("$GO" mod download -json "k8s.io/kubernetes@$KUBE_VERSION")"
+  gomod="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
+  [ -f "$gomod" ] || { log "no go.mod for k8s.io/kubernetes@$KUBE_VERSION in: $info"; return 1; }
+
+  # The go version kubernetes asks for, and every staging module it replaces with a local folder.
+  local gover
+  gover="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$gomod" | head -n1)"
+  local names
+  names="$(sed -n 's#^[[:space:]]*\(k8s\.io/[A-Za-z0-9._-]*\) => \./staging/.*$#\1#p' "$gomod" | sort -u)"
+  [ -n "$names" ] || { log "no staging replace lines in $gomod"; return 1; }
+  log "k8s.io/kubernetes $KUBE_VERSION: go $gover, $(printf '%s\n' "$names" | wc -l) staging modules at $staging"
+
+  {
+    echo "// Throwaway module: builds kube-apiserver and kubectl from k8s.io/kubernetes $KUBE_VERSION."
+    echo "module conduit.dev/kube-tools"
+    echo
+    echo "go $gover"
+    echo
+    # kubernetes' own go.mod carries godebug defaults for its binaries: keep them.
+    sed -n '/^godebug /p' "$gomod"
+    echo
+    echo "require k8s.io/kubernetes $KUBE_VERSION"
+    echo
+    echo "replace ("
+    printf '%s\n' "$names" | while read -r n; do echo "	$n => $n $staging"; done
+    echo ")"
+  } > "$mod/go.mod"
+  : > "$mod/go.sum"
+
+  log "resolving modules"
+  (cd "$mod" && "$GO" get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
+                          "k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION" >/dev/null)
+
+  # The version stamp `make` puts in (hack/lib/version.sh), so both report the pinned release.
+  local commit
+  commit="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p')"
+  local major="${minor%%.*}"
+  local ldflags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$major"
+    ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=1970-01-01T00:00:00Z"
+    [ -n "$commit" ] && ldflags+=" -X $pkg.gitCommit=$commit"
+  done
+
+  local t
+  for cmd in kube-apiserver kubectl; do
+    [ -x "$BIN/$cmd" ] && continue
+    t=$(date +%s)
+    log "building $cmd $KUBE_VERSION (go build -p $JOBS)"
+    (cd "$mod" && "$GO" build -p "$JOBS" -trimpath -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
+    mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+    log "built $cmd in $(( $(date +%s) - t )) s"
+  done
+}
+
+# ---- etcd ------------------------------------------------------------------------------------------------
+build_etcd() {
+  local mod="$CACHE/build-etcd"
+  mkdir -p "$mod"
+  # The module root of go.etcd.io/etcd/server/v3 is package main (the etcd binary).
+  cat > "$mod/go.mod" <<EOF
+// Throwaway module: builds etcd $ETCD_VERSION.
+module conduit.dev/etcd-tools
+
+go 1.24
+
+require go.etcd.io/etcd/server/v3 $ETCD_VERSION
+EOF
+  : > "$mod/go.sum"
+  log "resolving go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  (cd "$mod" && "$GO" get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null)
+  local t
+  t=$(date +%s)
+  log "building etcd $ETCD_VERSION"
+  (cd "$mod" && "$GO" build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3)
+  mv "$BIN/etcd.tmp" "$BIN/etcd"
+  log "built etcd in $(( $(date +%s) - t )) s"
+}
+
+if [ ! -x "$APISERVER" ] || [ ! -x "$KUBECTL" ]; then build_kube; fi
+if [ ! -x "$ETCD" ]; then
+  if [ "$ETCD_SOURCE" = debian ]; then log "no $DEBIAN_ETCD: apt-get install etcd-server"; exit 1; fi
+  build_etcd
+fi
+
+log "done in $(( $(date +%s) - start_all )) s"
+print_paths
