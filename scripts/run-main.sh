@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The main job on one machine, no cluster: two conduit-agents on loopback; a 256 MiB checkpoint file is
-# loaded into a region on node-a, moved one-sided over libfabric tcp into node-b with crc32c verification,
-# saved to a file on node-b and compared byte for byte. Then the raw data plane figures from conduit-bench.
-# (The TransferJob/controller path replaces the CLI step once the controller lands.)
+# The main job on one machine, no cluster: two conduit-agents on loopback and conduit-controller in local mode
+# on a directory of YAML objects. A TransferJob there loads a 256 MiB checkpoint file into a region on node-a,
+# moves it one-sided over libfabric tcp into a new region on node-b with crc32c verification and saves it to a
+# file on node-b; the controller writes progress into the job's file and exits when the job is done. The saved
+# file is compared byte for byte. Then the raw data plane figures from conduit-bench.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -20,11 +21,41 @@ start_agent node-b tcp 1GiB && b=$agent_url
 echo "== agents: node-a at $a, node-b at $b"
 
 head -c $((256 << 20)) /dev/urandom > "$work/node-a/checkpoint.bin"
-"$bin/conduit" --agent "$a" regions create checkpoint --file checkpoint.bin
-"$bin/conduit" --agent "$b" regions create checkpoint --bytes 256MiB
-echo "== conduit transfer node-a/checkpoint -> node-b/checkpoint (one-sided writes, crc32c verified)"
-"$bin/conduit" transfer --from "$a/checkpoint" --to "$b/checkpoint" --verify crc32c
-"$bin/conduit" --agent "$b" regions save checkpoint --file restored.bin
+mkdir -p "$work/jobs"
+cat > "$work/jobs/checkpoint.yaml" <<'YAML'
+# Load checkpoint.bin on node-a, move it into a new 256 MiB region on node-b, verify every slice with
+# CRC32C, then save the region to restored.bin on node-b.
+apiVersion: conduit.dev/v1alpha1
+kind: TransferJob
+metadata:
+  name: checkpoint
+spec:
+  source:
+    node: node-a
+    file: checkpoint.bin
+  targets:
+    - node: node-b
+      region: checkpoint
+      create:
+        bytes: 268435456
+      file: restored.bin
+  strategy: PointToPoint
+  transport:
+    type: tcp
+  verify: crc32c
+YAML
+echo "== TransferJob $work/jobs/checkpoint.yaml: node-a checkpoint.bin -> node-b/checkpoint (crc32c verified)"
+echo "== conduit-controller --local-dir $work/jobs (progress below; status is written into the job's file)"
+# --once-job: exits 0 when the job Succeeded, 1 when it Failed, with one summary line on stdout.
+rc=0
+timeout 600 "$bin/conduit-controller" --local-dir "$work/jobs" --agents "node-a=$a,node-b=$b" \
+  --agent-token-file "$work/token" --once-job checkpoint || rc=$?
+echo "== final status (from $work/jobs/checkpoint.yaml)"
+sed -n '/^status:/,$p' "$work/jobs/checkpoint.yaml"
+if [ "$rc" -ne 0 ]; then
+  echo "run-main: the TransferJob did not succeed (conduit-controller exit $rc)" >&2
+  exit 1
+fi
 if cmp -s "$work/node-a/checkpoint.bin" "$work/node-b/restored.bin"; then
   echo "== node-b/restored.bin is byte-identical to node-a/checkpoint.bin"
 else

@@ -46,11 +46,18 @@ TransferInfo TransferInfo::from_json(const json& body) {
   t.message = body.value("message", "");
   if (body.contains("targets") && body["targets"].is_array()) {
     for (const auto& target : body["targets"]) {
-      t.targets.push_back(
-          {target.value("state", ""), target.value("bytesDone", std::uint64_t{0}), target.value("lastError", "")});
+      t.targets.push_back({target.value("state", ""), target.value("bytesDone", std::uint64_t{0}),
+                           target.value("lastError", "")});
     }
   }
   return t;
+}
+
+std::string transport_name(const std::string& provider) {
+  for (const char* name : {"efa", "verbs", "shm", "tcp"}) {
+    if (provider.find(name) != std::string::npos) return name;
+  }
+  return provider.substr(0, 63);
 }
 
 ErrorCode error_code_from_agent(const std::string& code) {
@@ -114,7 +121,8 @@ Result<json> HttpAgentApi::call(const std::string& node, Method method, const st
                                 const json* body, std::chrono::milliseconds read_timeout) {
   const auto url = directory_.url(node);
   if (!url) return make_error(ErrorCode::NotFound, "no conduit-agent is known on node \"" + node + "\"");
-  // A client per call: calls are a few per second per job, and a fresh connection never inherits a broken one.
+  // A client per call: calls are a few per second per job, and a fresh connection never inherits a broken
+  // one.
   httplib::Client client(*url);
   if (!client.is_valid()) return make_error(ErrorCode::InvalidArgument, "bad agent URL \"" + *url + "\"");
   client.set_connection_timeout(options_.connect_timeout);
@@ -135,8 +143,9 @@ Result<json> HttpAgentApi::call(const std::string& node, Method method, const st
   }();
   const char* verb = method == Method::Get ? "GET " : method == Method::Post ? "POST " : "DELETE ";
   if (!result) {
-    return make_error(ErrorCode::PeerUnreachable, "agent on node \"" + node + "\" (" + *url + ") did not answer " +
-                                                      verb + path + ": " + describe(result.error()));
+    return make_error(ErrorCode::PeerUnreachable, "agent on node \"" + node + "\" (" + *url +
+                                                      ") did not answer " + verb + path + ": " +
+                                                      describe(result.error()));
   }
   json answer = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
   if (result->status < 400) return answer.is_discarded() ? json::object() : answer;
@@ -145,8 +154,8 @@ Result<json> HttpAgentApi::call(const std::string& node, Method method, const st
     return make_error(error_code_from_agent(code), code + ": " + answer["error"].value("message", ""));
   }
   return make_error(result->status == 404 ? ErrorCode::NotFound : ErrorCode::Provider,
-                    "agent on node \"" + node + "\" answered HTTP " + std::to_string(result->status) + " to " +
-                        verb + path);
+                    "agent on node \"" + node + "\" answered HTTP " + std::to_string(result->status) +
+                        " to " + verb + path);
 }
 
 namespace {
@@ -196,8 +205,9 @@ Status HttpAgentApi::delete_region(const std::string& node, const std::string& n
   return {};
 }
 
-Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const std::string& region, std::uint64_t length,
-                                      std::uint32_t ttl_seconds, const std::string& provider) {
+Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const std::string& region,
+                                      std::uint64_t length, std::uint32_t ttl_seconds,
+                                      const std::string& provider) {
   json body{{"offset", 0}, {"length", length}, {"access", "write"}, {"ttlSeconds", ttl_seconds}};
   if (!provider.empty()) body["provider"] = provider;
   auto r = call(node, Method::Post, "/v1/regions/" + region + "/grants", &body, options_.read_timeout);
@@ -216,7 +226,8 @@ Status HttpAgentApi::revoke_grant(const std::string& node, const std::string& id
 Result<TransferInfo> HttpAgentApi::start_transfer(const std::string& node, const TransferRequest& request) {
   json targets = json::array();
   for (const auto& t : request.targets) {
-    targets.push_back({{"grant", t.key}, {"offset", 0}, {"url", t.url}, {"region", t.region}, {"regionOffset", 0}});
+    targets.push_back(
+        {{"grant", t.key}, {"offset", 0}, {"url", t.url}, {"region", t.region}, {"regionOffset", 0}});
   }
   const json body{{"source", {{"region", request.source_region}, {"offset", 0}, {"length", request.length}}},
                   {"targets", targets},

@@ -7,11 +7,10 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "conduit/result.h"
 
@@ -89,8 +88,8 @@ class AgentApi {
 
   virtual std::optional<std::string> url(const std::string& node) const = 0;  // nullopt: no agent there
   virtual Result<nlohmann::json> node_info(const std::string& node) = 0;
-  virtual Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                           const std::string& memory) = 0;
+  virtual Result<RegionInfo> create_region(const std::string& node, const std::string& name,
+                                           std::uint64_t bytes, const std::string& memory) = 0;
   virtual Result<RegionInfo> get_region(const std::string& node, const std::string& name) = 0;
   virtual Result<RegionInfo> load_file(const std::string& node, const std::string& name,
                                        const std::string& file) = 0;
@@ -122,7 +121,8 @@ class HttpAgentApi : public AgentApi {
   Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
                                    const std::string& memory) override;
   Result<RegionInfo> get_region(const std::string& node, const std::string& name) override;
-  Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file) override;
+  Result<RegionInfo> load_file(const std::string& node, const std::string& name,
+                               const std::string& file) override;
   Status save_region(const std::string& node, const std::string& name, const std::string& file) override;
   Status delete_region(const std::string& node, const std::string& name) override;
   Result<GrantInfo> grant(const std::string& node, const std::string& region, std::uint64_t length,
@@ -144,6 +144,9 @@ class HttpAgentApi : public AgentApi {
   std::string token_;
   std::filesystem::file_time_type token_mtime_{};
 };
+
+// The short transport name status and FabricNodes show for an agent's provider ("tcp;ofi_rxm" -> "tcp").
+std::string transport_name(const std::string& provider);
 
 // "Conflict" -> ErrorCode::Conflict, ...: the agent's error codes (openapi.yaml) as the data plane's.
 ErrorCode error_code_from_agent(const std::string& code);

@@ -1,16 +1,25 @@
 #include "clock.h"
 
 #include <charconv>
+#include <cstdint>
+#include <cstdio>
 #include <ctime>
 
 namespace conduit::controller {
 
-std::string to_rfc3339(TimePoint t) {
-  const std::time_t seconds = std::chrono::system_clock::to_time_t(t);
+std::string to_rfc3339(TimePoint t, bool millis) {
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const std::time_t seconds = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
   std::tm utc{};
   gmtime_r(&seconds, &utc);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  char buf[40];
+  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
+  if (millis) {
+    std::snprintf(buf + n, sizeof buf - n, ".%03dZ",
+                  static_cast<int>(ms - static_cast<std::int64_t>(seconds) * 1000));
+  } else {
+    std::snprintf(buf + n, sizeof buf - n, "Z");
+  }
   return buf;
 }
 
@@ -63,7 +72,8 @@ std::optional<TimePoint> parse_rfc3339(std::string_view text) {
     text.remove_prefix(1);
     int hours = 0;
     int minutes = 0;
-    if (!take_int(text, 2, hours) || !take_char(text, ':') || !take_int(text, 2, minutes)) return std::nullopt;
+    if (!take_int(text, 2, hours) || !take_char(text, ':') || !take_int(text, 2, minutes))
+      return std::nullopt;
     offset_seconds = sign * (hours * 3600 + minutes * 60);
   } else {
     return std::nullopt;

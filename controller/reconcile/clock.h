@@ -17,8 +17,9 @@ inline Clock system_clock() {
   return [] { return std::chrono::system_clock::now(); };
 }
 
-// "2026-11-30T11:02:03Z" (whole seconds, as metav1.Time serializes).
-std::string to_rfc3339(TimePoint t);
+// "2026-11-30T11:02:03Z": whole seconds, as metav1.Time serializes; with `millis`, "...:03.250Z" for the
+// controller's own timestamps (a backoff of 1 s must not round down to nothing).
+std::string to_rfc3339(TimePoint t, bool millis = false);
 // Accepts fractional seconds and a Z or +hh:mm offset; nullopt when the text is not a timestamp.
 std::optional<TimePoint> parse_rfc3339(std::string_view text);
 

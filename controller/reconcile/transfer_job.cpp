@@ -50,7 +50,8 @@ bool is_dns1123_subdomain(std::string_view text) {
   std::size_t start = 0;
   while (true) {
     const auto dot = text.find('.', start);
-    const auto part = text.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    const auto part =
+        text.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
     if (!is_dns1123_label(part)) return false;
     if (dot == std::string_view::npos) return true;
     start = dot + 1;
@@ -62,7 +63,8 @@ bool is_relative_path_inside(std::string_view path) {
   std::size_t start = 0;
   while (true) {
     const auto slash = path.find('/', start);
-    const auto part = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    const auto part =
+        path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
     if (part == "..") return false;
     if (slash == std::string_view::npos) return true;
     start = slash + 1;
@@ -74,7 +76,9 @@ namespace {
 // Collects every problem so one `kubectl apply`-like round trip shows them all, as the apiserver does.
 class Checker {
  public:
-  void fail(const std::string& field, const std::string& problem) { errors_.push_back(field + ": " + problem); }
+  void fail(const std::string& field, const std::string& problem) {
+    errors_.push_back(field + ": " + problem);
+  }
   bool ok() const { return errors_.empty(); }
   std::string message() const {
     std::string out;
@@ -159,12 +163,16 @@ class Checker {
 
   void node(const std::optional<std::string>& name, const std::string& field) {
     if (name && !name->empty() && !is_dns1123_subdomain(*name)) {
-      fail(field, "\"" + *name + "\" is not a valid node name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.')");
+      fail(field,
+           "\"" + *name +
+               "\" is not a valid node name (a DNS-1123 subdomain: lowercase letters, digits, '-' and '.')");
     }
   }
   void region(const std::optional<std::string>& name, const std::string& field) {
     if (name && !name->empty() && !is_dns1123_label(*name)) {
-      fail(field, "\"" + *name + "\" is not a valid region name (a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters)");
+      fail(field, "\"" + *name +
+                      "\" is not a valid region name (a DNS-1123 label: lowercase letters, digits and '-', "
+                      "at most 63 characters)");
     }
   }
   void file(const std::optional<std::string>& path, const std::string& field) {
@@ -191,9 +199,12 @@ void parse_source(Checker& c, const json& spec, SourceSpec& out, bool& pod_selec
   c.node(node, "spec.source.node");
   c.region(region, "spec.source.region");
   c.file(file, "spec.source.file");
-  if (node.has_value() == pod_selector) c.fail("spec.source", "source needs exactly one of node or podSelector");
-  if (region.has_value() == file.has_value()) c.fail("spec.source", "source needs exactly one of region or file");
-  if (pod_selector && file) c.fail("spec.source", "source.podSelector can only be combined with region, not file");
+  if (node.has_value() == pod_selector)
+    c.fail("spec.source", "source needs exactly one of node or podSelector");
+  if (region.has_value() == file.has_value())
+    c.fail("spec.source", "source needs exactly one of region or file");
+  if (pod_selector && file)
+    c.fail("spec.source", "source.podSelector can only be combined with region, not file");
   out.node = node.value_or("");
   out.region = region.value_or("");
   out.file = file.value_or("");
@@ -237,7 +248,8 @@ void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
       if (auto memory = c.string(*create, path + ".create", "memory", 9)) {
         const bool cuda = memory->rfind("cuda:", 0) == 0 && memory->size() > 5 && memory->size() <= 8 &&
                           memory->find_first_not_of("0123456789", 5) == std::string::npos;
-        if (*memory != "host" && !cuda) c.fail(path + ".create.memory", "must be \"host\" or \"cuda:N\", got \"" + *memory + "\"");
+        if (*memory != "host" && !cuda)
+          c.fail(path + ".create.memory", "must be \"host\" or \"cuda:N\", got \"" + *memory + "\"");
         cs.memory = *memory;
       }
       target.create = cs;
@@ -255,8 +267,10 @@ void check_cross_field(Checker& c, const TransferJobSpec& s) {
   if (s.strategy == Strategy::PointToPoint && n != 1) {
     c.fail("spec", "strategy PointToPoint needs exactly one target; use Fanout or Chain for more");
   }
-  if (s.strategy == Strategy::Fanout && n < 2) c.fail("spec", "strategy Fanout needs at least 2 targets; use PointToPoint for one");
-  if (s.strategy == Strategy::Chain && n < 2) c.fail("spec", "strategy Chain needs at least 2 targets; use PointToPoint for one");
+  if (s.strategy == Strategy::Fanout && n < 2)
+    c.fail("spec", "strategy Fanout needs at least 2 targets; use PointToPoint for one");
+  if (s.strategy == Strategy::Chain && n < 2)
+    c.fail("spec", "strategy Chain needs at least 2 targets; use PointToPoint for one");
   std::set<std::pair<std::string, std::string>> seen;
   for (const auto& t : s.targets) {
     if (!s.source.region.empty() && t.node == s.source.node && t.region == s.source.region) {
@@ -272,12 +286,14 @@ void check_cross_field(Checker& c, const TransferJobSpec& s) {
 }  // namespace
 
 Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
-  if (!spec.is_object()) return make_error(ErrorCode::InvalidArgument, "spec: is required and must be an object");
+  if (!spec.is_object())
+    return make_error(ErrorCode::InvalidArgument, "spec: is required and must be an object");
   Checker c;
   TransferJobSpec s;
-  c.only_fields(spec, "spec",
-                {"source", "targets", "strategy", "transport", "chunkBytes", "window", "verify", "backoffLimit",
-                 "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond"});
+  c.only_fields(
+      spec, "spec",
+      {"source", "targets", "strategy", "transport", "chunkBytes", "window", "verify", "backoffLimit",
+       "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond"});
   bool pod_selector = false;
   parse_source(c, spec, s.source, pod_selector);
   parse_targets(c, spec, s.targets);
@@ -297,21 +313,23 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
                       .value_or(TransportType::Auto);
     s.allow_fallback = c.boolean(*transport, "spec.transport", "allowFallback").value_or(false);
   }
-  s.chunk_bytes = static_cast<std::uint64_t>(c.integer(spec, "spec", "chunkBytes", 4096, 64 << 20).value_or(1 << 20));
+  s.chunk_bytes =
+      static_cast<std::uint64_t>(c.integer(spec, "spec", "chunkBytes", 4096, 64 << 20).value_or(1 << 20));
   s.window = static_cast<std::uint32_t>(c.integer(spec, "spec", "window", 1, 256).value_or(16));
   s.verify = c.one_of<bool>(spec, "spec", "verify", {{"none", false}, {"crc32c", true}}).value_or(true);
   s.backoff_limit = static_cast<std::uint32_t>(c.integer(spec, "spec", "backoffLimit", 0, 20).value_or(3));
   s.active_deadline_seconds = c.integer(spec, "spec", "activeDeadlineSeconds", 1, 604800);
   s.ttl_seconds_after_finished = c.integer(spec, "spec", "ttlSecondsAfterFinished", 0, 31536000);
   s.suspend = c.boolean(spec, "spec", "suspend").value_or(false);
-  s.max_bytes_per_second =
-      static_cast<std::uint64_t>(c.integer(spec, "spec", "maxBytesPerSecond", 0, std::int64_t{1} << 40).value_or(0));
+  s.max_bytes_per_second = static_cast<std::uint64_t>(
+      c.integer(spec, "spec", "maxBytesPerSecond", 0, std::int64_t{1} << 40).value_or(0));
   check_cross_field(c, s);
   if (!c.ok()) return make_error(ErrorCode::InvalidArgument, c.message());
   if (pod_selector) {
-    return make_error(ErrorCode::Unsupported,
-                      "spec.source.podSelector needs the Kubernetes mode of conduit-controller to find the pod's "
-                      "node; name source.node instead");
+    return make_error(
+        ErrorCode::Unsupported,
+        "spec.source.podSelector needs the Kubernetes mode of conduit-controller to find the pod's "
+        "node; name source.node instead");
   }
   return s;
 }

@@ -1,0 +1,237 @@
+// conduit-controller: reconciles TransferJobs into agent transfers. Local mode (--local-dir) keeps the
+// objects in a directory of YAML files and finds agents from --agents; Kubernetes mode is not built yet.
+// SIGTERM/SIGINT stop it cleanly; running agent transfers carry on and the next controller reattaches.
+#include <signal.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "log.h"
+#include "reconcile/agent_api.h"
+#include "reconcile/controller.h"
+#include "reconcile/job_status.h"
+#include "reconcile/reconciler.h"
+#include "store/local_store.h"
+
+namespace po = boost::program_options;
+using json = nlohmann::json;
+
+namespace conduit::controller {
+namespace {
+
+constexpr int kUsageError = 2;
+
+// "node-a=http://127.0.0.1:7070,node-b=http://..." (the flag may also be repeated).
+bool parse_agents(const std::vector<std::string>& values, AgentDirectory& out, std::string& error) {
+  for (const auto& value : values) {
+    std::size_t start = 0;
+    while (start <= value.size()) {
+      const auto comma = value.find(',', start);
+      const std::string item =
+          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      start = comma == std::string::npos ? value.size() + 1 : comma + 1;
+      if (item.empty()) continue;
+      const auto eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || item.find("://", eq) == std::string::npos) {
+        error = "--agents: want NODE=http://HOST:PORT, got \"" + item + "\"";
+        return false;
+      }
+      const std::string node = item.substr(0, eq);
+      if (!is_dns1123_subdomain(node)) {
+        error = "--agents: \"" + node + "\" is not a valid node name";
+        return false;
+      }
+      out.set(node, item.substr(eq + 1));
+    }
+  }
+  return true;
+}
+
+// FabricNodes for the local agents, so `ls fabricnodes/` shows what the controller can reach.
+void discover(AgentApi& agents, const AgentDirectory& directory, ObjectStore& store) {
+  for (const auto& node : directory.nodes()) {
+    const json spec{{"nodeName", node}, {"agentEndpoint", directory.url(node).value_or("")}};
+    json status{{"lastSeen", to_rfc3339(std::chrono::system_clock::now())}};
+    auto info = agents.node_info(node);
+    json condition{{"type", "Reachable"},
+                   {"status", info ? "True" : "False"},
+                   {"reason", info ? "AgentAnswered" : "AgentUnreachable"},
+                   {"message", info ? "GET /v1/node answered" : info.error().message}};
+    if (info) {
+      status["agentVersion"] = info->value("version", "");
+      std::string summary;
+      json transports = json::array();
+      for (const auto& f : info->value("fabric", json::array())) {
+        const std::string name = transport_name(f.value("provider", ""));
+        transports.push_back(name);
+        summary += (summary.empty() ? "" : ",") + name;
+      }
+      status["transports"] = transports;
+      status["transportSummary"] = summary;
+      status["memory"] = {{"capBytes", info->value("memory", json::object()).value("cap", 0)},
+                          {"usedBytes", info->value("memory", json::object()).value("used", 0)}};
+    }
+    status["conditions"] = json::array({condition});
+    if (auto s = store.upsert_node(node, spec, status); !s) {
+      log::warn("writing the FabricNode failed", {{"node", node}, {"error", s.error().message}});
+    }
+  }
+}
+
+// --once-job: 0 when the job Succeeded, 1 when it Failed (or vanished once seen), nullopt while it runs.
+std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& seen) {
+  auto job = store.get_job(key);
+  if (!job) {
+    if (!seen || job.error().code != ErrorCode::NotFound) return std::nullopt;
+    std::cout << "transferjob " << key.ns << "/" << key.name << " was deleted before its outcome was seen"
+              << std::endl;
+    return 1;
+  }
+  seen = true;
+  const json status = job->value("status", json::object());
+  const std::string phase = status.value("phase", "");
+  if (!is_terminal_phase(phase)) return std::nullopt;
+  if (phase == "Succeeded") {
+    std::cout << "transferjob " << key.ns << "/" << key.name
+              << " Succeeded: " << status.value("bytesTransferred", 0) << " bytes, "
+              << format_throughput(status.value("throughputBytesPerSecond", 0.0)) << ", "
+              << (find_condition(status, "Complete")
+                      ? (*find_condition(status, "Complete")).value("message", "")
+                      : "")
+              << std::endl;
+    return 0;
+  }
+  const json* failed = find_condition(status, "Failed");
+  std::cout << "transferjob " << key.ns << "/" << key.name << " Failed: "
+            << (failed ? failed->value("reason", "") + ": " + failed->value("message", "") : "") << std::endl;
+  return 1;
+}
+
+int run(int argc, char** argv) {
+  std::string local_dir, token_file, once_job, log_level, kubeconfig, ns, agent_service, metrics_listen;
+  std::vector<std::string> agents_flags;
+  bool leader_elect = false;
+  po::options_description desc("conduit-controller: reconciles TransferJobs into conduit-agent transfers",
+                               110);
+  desc.add_options()("help,h", "show this help")(
+      "local-dir", po::value(&local_dir)->value_name("DIR"),
+      "local mode: TransferJobs are the *.yaml files in DIR; status is written back into them")(
+      "agents", po::value(&agents_flags)->value_name("NODE=URL,..."),
+      "local mode: the agents, e.g. node-a=http://127.0.0.1:7070,node-b=http://127.0.0.1:7071")(
+      "agent-token-file", po::value(&token_file)->value_name("FILE"),
+      "bearer token for the agents (re-read when it changes)")(
+      "once-job", po::value(&once_job)->value_name("[NS/]NAME"),
+      "exit when this job finishes: 0 Succeeded, 1 Failed")(
+      "log-level", po::value(&log_level)->default_value("info"), "debug, info, warn or error")(
+      "kubeconfig", po::value(&kubeconfig)->value_name("FILE"), "Kubernetes mode (not built yet)")(
+      "namespace", po::value(&ns)->value_name("NS"), "Kubernetes mode: namespace to watch (not built yet)")(
+      "agent-service", po::value(&agent_service)->value_name("NAME"),
+      "Kubernetes mode: the agents' Service (not built yet)")(
+      "leader-elect", po::bool_switch(&leader_elect),
+      "Kubernetes mode: Lease leader election (not built yet)")(
+      "metrics-listen", po::value(&metrics_listen)->value_name("ADDR"),
+      "metrics and health address (not built yet)");
+  po::variables_map vm;
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(desc).style(style).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "conduit-controller: " << e.what() << "\n";
+    return kUsageError;
+  }
+  if (vm.count("help") > 0) {
+    std::cout << desc;
+    return 0;
+  }
+  log::Level level{};
+  if (!log::parse_level(log_level, level)) {
+    std::cerr << "conduit-controller: --log-level: want debug, info, warn or error\n";
+    return kUsageError;
+  }
+  log::set_level(level);
+  if (!kubeconfig.empty() || !ns.empty() || !agent_service.empty() || leader_elect ||
+      !metrics_listen.empty() || local_dir.empty()) {
+    std::cerr << "conduit-controller: Kubernetes mode is not built yet; run local mode with --local-dir DIR "
+                 "--agents NODE=URL,...\n";
+    return kUsageError;
+  }
+  if (!std::filesystem::is_directory(local_dir)) {
+    std::cerr << "conduit-controller: --local-dir " << local_dir << " is not a directory\n";
+    return kUsageError;
+  }
+  AgentDirectory directory;
+  std::string error;
+  if (!parse_agents(agents_flags, directory, error)) {
+    std::cerr << "conduit-controller: " << error << "\n";
+    return kUsageError;
+  }
+  if (!token_file.empty() && !std::filesystem::is_regular_file(token_file)) {
+    std::cerr << "conduit-controller: --agent-token-file " << token_file << " cannot be read\n";
+    return kUsageError;
+  }
+  std::optional<ObjectKey> once;
+  if (!once_job.empty()) {
+    const auto slash = once_job.find('/');
+    once = slash == std::string::npos ? ObjectKey{"default", once_job}
+                                      : ObjectKey{once_job.substr(0, slash), once_job.substr(slash + 1)};
+  }
+
+  // Signals go to the main thread only, which waits for them: the worker and watcher never see them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  HttpAgentOptions agent_options;
+  agent_options.token_file = token_file;
+  HttpAgentApi agents(directory, agent_options);
+  LocalStore store(local_dir);
+  Reconciler reconciler(store, agents);
+  Controller controller(store, reconciler);
+  log::info("conduit-controller started",
+            {{"mode", "local"}, {"dir", local_dir}, {"agents", std::to_string(directory.nodes().size())}});
+  discover(agents, directory, store);
+  controller.start();
+
+  int exit_code = 0;
+  bool once_seen = false;
+  auto next_discovery = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (true) {
+    const timespec tick{0, 200'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log::info("stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      exit_code = once ? 130 : 0;
+      break;
+    }
+    if (once) {
+      if (const auto outcome = job_outcome(store, *once, once_seen)) {
+        exit_code = *outcome;
+        break;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= next_discovery) {
+      discover(agents, directory, store);
+      next_discovery = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    }
+  }
+  controller.stop();
+  log::info("conduit-controller stopped");
+  return exit_code;
+}
+
+}  // namespace
+}  // namespace conduit::controller
+
+int main(int argc, char** argv) {
+  try {
+    return conduit::controller::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "conduit-controller: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,112 @@
+#include "controller.h"
+
+#include "job_status.h"
+#include "log.h"
+
+namespace conduit::controller {
+
+using Steady = std::chrono::steady_clock;
+
+void WorkQueue::add(const ObjectKey& key, Steady::time_point due) {
+  {
+    std::lock_guard lock(mu_);
+    auto [it, inserted] = due_.emplace(key, due);
+    if (!inserted && due < it->second) it->second = due;
+  }
+  cv_.notify_all();
+}
+
+std::optional<ObjectKey> WorkQueue::pop() {
+  std::unique_lock lock(mu_);
+  while (!shutdown_) {
+    auto first = due_.end();
+    for (auto it = due_.begin(); it != due_.end(); ++it) {
+      if (first == due_.end() || it->second < first->second) first = it;
+    }
+    if (first == due_.end()) {
+      cv_.wait(lock);
+      continue;
+    }
+    if (first->second <= Steady::now()) {
+      ObjectKey key = first->first;
+      due_.erase(first);
+      return key;
+    }
+    cv_.wait_until(lock, first->second);
+  }
+  return std::nullopt;
+}
+
+void WorkQueue::shutdown() {
+  {
+    std::lock_guard lock(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::size_t WorkQueue::size() const {
+  std::lock_guard lock(mu_);
+  return due_.size();
+}
+
+Controller::Controller(ObjectStore& store, Reconciler& reconciler, ControllerOptions options)
+    : store_(store), reconciler_(reconciler), options_(options) {}
+
+Controller::~Controller() { stop(); }
+
+void Controller::start() {
+  stopping_ = false;
+  watcher_ = std::thread([this] { watch_loop(); });
+  worker_ = std::thread([this] { work_loop(); });
+}
+
+void Controller::stop() {
+  stopping_ = true;
+  queue_.shutdown();
+  if (watcher_.joinable()) watcher_.join();
+  if (worker_.joinable()) worker_.join();
+}
+
+bool Controller::resync() {
+  auto jobs = store_.list_jobs();
+  if (!jobs) {
+    log::warn("listing jobs failed", {{"error", jobs.error().message}});
+    return true;
+  }
+  bool active = false;
+  for (const auto& job : *jobs) {
+    const auto& meta = job.value("metadata", nlohmann::json::object());
+    queue_.add({meta.value("namespace", ""), meta.value("name", "")});
+    const std::string phase = job.value("status", nlohmann::json::object()).value("phase", "");
+    active = active || !is_terminal_phase(phase) || meta.contains("deletionTimestamp");
+  }
+  return active;
+}
+
+void Controller::watch_loop() {
+  auto next_resync = Steady::now();
+  while (!stopping_) {
+    if (Steady::now() >= next_resync) {
+      const bool active = resync();
+      next_resync = Steady::now() + (active ? options_.active_resync : options_.idle_resync);
+    }
+    for (const auto& key : store_.wait_for_changes(options_.watch_timeout)) queue_.add(key);
+  }
+}
+
+void Controller::work_loop() {
+  while (auto key = queue_.pop()) {
+    std::optional<std::chrono::milliseconds> again;
+    try {
+      again = reconciler_.reconcile(*key);
+    } catch (const std::exception& e) {
+      // A malformed object must not take the controller down; it is looked at again later.
+      log::error("reconcile failed", {{"job", key->ns + "/" + key->name}, {"error", e.what()}});
+      again = std::chrono::seconds(5);
+    }
+    if (again && !stopping_) queue_.add(*key, Steady::now() + *again);
+  }
+}
+
+}  // namespace conduit::controller

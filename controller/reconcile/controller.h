@@ -1,0 +1,68 @@
+// The controller loop: a watcher thread turns store changes and periodic resyncs into keys on a work queue,
+// one worker reconciles them (a job at a time, so no job is ever reconciled twice at once) and schedules the
+// next look each reconcile asks for.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "reconciler.h"
+#include "store/object_store.h"
+
+namespace conduit::controller {
+
+// Keys with the time each is due; a key is queued at most once, at its earliest time.
+class WorkQueue {
+ public:
+  void add(const ObjectKey& key,
+           std::chrono::steady_clock::time_point due = std::chrono::steady_clock::now());
+  // The next due key, waiting for one; nullopt once shut down.
+  std::optional<ObjectKey> pop();
+  void shutdown();
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<ObjectKey, std::chrono::steady_clock::time_point> due_;
+  bool shutdown_ = false;
+};
+
+struct ControllerOptions {
+  std::chrono::milliseconds active_resync{1000};  // while a job is not finished: polls progress, deadlines
+  std::chrono::milliseconds idle_resync{10000};   // otherwise: catches missed changes
+  std::chrono::milliseconds watch_timeout{500};
+};
+
+class Controller {
+ public:
+  Controller(ObjectStore& store, Reconciler& reconciler, ControllerOptions options = {});
+  ~Controller();
+  Controller(const Controller&) = delete;
+  Controller& operator=(const Controller&) = delete;
+
+  void start();
+  // Lets the reconcile in progress finish, then joins both threads. Agent transfers keep running: the next
+  // controller reattaches to them.
+  void stop();
+
+ private:
+  void watch_loop();
+  void work_loop();
+  bool resync();  // queues every job; true if any is unfinished
+
+  ObjectStore& store_;
+  Reconciler& reconciler_;
+  ControllerOptions options_;
+  WorkQueue queue_;
+  std::atomic<bool> stopping_{false};
+  std::thread watcher_;
+  std::thread worker_;
+};
+
+}  // namespace conduit::controller

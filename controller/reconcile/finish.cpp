@@ -1,0 +1,230 @@
+// Ending an attempt (succeeded, failed, retried, suspended, deleted) and writing what the pass learnt.
+#include <thread>
+
+#include "job_status.h"
+#include "log.h"
+#include "pass.h"
+
+namespace conduit::controller {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string target_state(const TransferInfo::Target& t, std::uint64_t length, bool verify) {
+  if (t.state == "Queued") return "Pending";
+  if (t.state == "Running") return verify && length > 0 && t.bytes_done >= length ? "Verifying" : "Running";
+  if (t.state == "Cancelled") return "Failed";
+  return t.state;  // Succeeded, Failed
+}
+
+bool is_validation_reason(const std::string& r) {
+  return r == reason::kInvalidSpec || r == reason::kUnsupported || r == reason::kNodeNotFound ||
+         r == reason::kRegionNotFound || r == reason::kSourceFileNotFound || r == reason::kSizeMismatch ||
+         r == reason::kRegionAlreadyExists;
+}
+
+std::string seconds_text(std::chrono::milliseconds d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(d.count()) / 1000.0);
+  return text;
+}
+
+}  // namespace
+
+void Reconciler::track(Pass& p, const TransferInfo& t) {
+  const auto& spec = p.spec();
+  const std::uint64_t total = t.bytes_total > 0 ? t.bytes_total : p.run.length * spec.targets.size();
+  p.status["bytesTotal"] = total;
+  p.status["bytesTransferred"] = t.bytes_done;
+  p.status["progress"] = format_progress(t.bytes_done, total);
+  p.status["throughputBytesPerSecond"] = t.finished() ? 0.0 : t.throughput;
+  p.status["throughput"] = t.finished() ? "" : format_throughput(t.throughput);
+  json targets = json::array();
+  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+    json entry{{"node", spec.targets[i].node}, {"region", spec.targets[i].region}};
+    if (i < p.run.transports.size() && !p.run.transports[i].empty()) entry["transport"] = p.run.transports[i];
+    if (i < t.targets.size()) {
+      entry["state"] = target_state(t.targets[i], p.run.length, spec.verify);
+      entry["bytes"] = t.targets[i].bytes_done;
+      if (!t.targets[i].last_error.empty()) entry["lastError"] = t.targets[i].last_error.substr(0, 4096);
+    } else {
+      entry["state"] = t.finished() ? t.state : "Running";
+    }
+    entry["verified"] = spec.verify && t.state == "Succeeded" && t.verified;
+    targets.push_back(std::move(entry));
+  }
+  p.status["targets"] = std::move(targets);
+
+  if (!p.memory.last_progress_log || p.now - *p.memory.last_progress_log >= 1s) {
+    p.memory.last_progress_log = p.now;
+    log::info("progress", {{"job", p.job_name()},
+                           {"state", t.state},
+                           {"progress", format_progress(t.bytes_done, total)},
+                           {"bytes", std::to_string(t.bytes_done)},
+                           {"total", std::to_string(total)},
+                           {"throughput", format_throughput(t.throughput)}});
+  }
+}
+
+void Reconciler::complete(Pass& p, const TransferInfo& t) {
+  // Revoke first: nothing may write into a target while it is saved or used.
+  release(p, /*drop_source=*/false);
+  if (auto error = save_files(p)) {
+    const Step next = retry_or_fail(p.spec(), p.view.retries, error->reason, error->message);
+    if (next.kind == StepKind::Retry) {
+      retry(p, next);
+    } else {
+      fail(p, next.reason, next.message);
+    }
+    p.wait = next.wait;
+    return;
+  }
+  release(p, /*drop_source=*/true);
+  track(p, t);
+  const auto& spec = p.spec();
+  for (auto& entry : p.status["targets"]) entry["state"] = "Succeeded";
+  p.status["phase"] = phase::kSucceeded;
+  p.status["completionTime"] = to_rfc3339(p.now);
+  p.status["bytesTransferred"] = p.status.value("bytesTotal", std::uint64_t{0});
+  p.status["progress"] = "100%";
+  // A finished job keeps the rate the whole transfer ran at: "how fast was it" is the question afterwards.
+  p.status["throughputBytesPerSecond"] = t.throughput;
+  p.status["throughput"] = format_throughput(t.throughput);
+  const std::string message = "moved " + std::to_string(p.run.length) + " bytes to " +
+                              std::to_string(spec.targets.size()) + " target" +
+                              (spec.targets.size() == 1 ? "" : "s") +
+                              (spec.verify ? (t.verified ? ", verified crc32c" : ", NOT verified") : "") +
+                              " at " + format_throughput(t.throughput);
+  set_condition(p.status, "Complete", true, "TransferSucceeded", message, p.now, p.generation);
+  set_condition(p.status, "Running", false, "Completed", "the transfer finished", p.now, p.generation);
+  store_.record_event(p.key, "Normal", "Succeeded", message);
+  log::info("job succeeded", {{"job", p.job_name()}, {"detail", message}});
+}
+
+void Reconciler::fail(Pass& p, const std::string& r, const std::string& message) {
+  release(p, /*drop_source=*/true);
+  p.status["phase"] = phase::kFailed;
+  p.status["completionTime"] = to_rfc3339(p.now);
+  p.status["throughputBytesPerSecond"] = 0;
+  p.status["throughput"] = "";
+  if (is_validation_reason(r)) set_condition(p.status, "Accepted", false, r, message, p.now, p.generation);
+  set_condition(p.status, "Failed", true, r, message, p.now, p.generation);
+  if (find_condition(p.status, "Running")) {
+    set_condition(p.status, "Running", false, r, "the job failed", p.now, p.generation);
+  }
+  if (p.status.contains("targets") && p.status["targets"].is_array()) {
+    for (auto& entry : p.status["targets"]) {
+      if (entry.value("state", "") == "Succeeded") continue;
+      entry["state"] = "Failed";
+      entry["lastError"] = (r + ": " + message).substr(0, 4096);
+    }
+  }
+  store_.record_event(p.key, "Warning", r, message);
+  log::warn("job failed", {{"job", p.job_name()}, {"reason", r}, {"message", message}});
+}
+
+void Reconciler::retry(Pass& p, const Step& step) {
+  release(p, /*drop_source=*/false);
+  const std::uint32_t retries = p.view.retries + 1;
+  const auto delay = step.wait.value_or(backoff_delay(p.view.retries));
+  p.status["retries"] = retries;
+  p.status["throughputBytesPerSecond"] = 0;
+  p.status["throughput"] = "";
+  p.run.not_before = std::chrono::floor<std::chrono::milliseconds>(p.now + delay);
+  const std::string message = "attempt " + std::to_string(p.run.attempt) + " failed (" + step.reason + ": " +
+                              step.message + "); retry " + std::to_string(retries) + " of " +
+                              std::to_string(p.spec().backoff_limit) + " in " + seconds_text(delay);
+  set_condition(p.status, "Running", true, "Retrying", message, p.now, p.generation);
+  if (p.status.contains("targets") && p.status["targets"].is_array()) {
+    for (auto& entry : p.status["targets"])
+      entry["lastError"] = (step.reason + ": " + step.message).substr(0, 4096);
+  }
+  store_.record_event(p.key, "Warning", "Retrying", message);
+  log::warn("attempt failed, retrying", {{"job", p.job_name()},
+                                         {"reason", step.reason},
+                                         {"message", step.message},
+                                         {"retry", std::to_string(retries)},
+                                         {"in", seconds_text(delay)}});
+}
+
+void Reconciler::release(Pass& p, bool drop_source) {
+  if (p.run.transfer) {
+    const bool finished = p.seen.kind == Observation::Kind::Answered && p.seen.transfer.finished();
+    if (!finished) {
+      const auto s = agents_.cancel_transfer(p.run.transfer->node, p.run.transfer->name);
+      if (!s && s.error().code != ErrorCode::NotFound) {
+        log::warn("cancelling the transfer failed", {{"job", p.job_name()}, {"error", s.error().message}});
+      }
+    }
+    p.run.transfer.reset();
+  }
+  for (const auto& g : p.run.grants) {
+    const auto s = agents_.revoke_grant(g.node, g.name);
+    if (!s && s.error().code != ErrorCode::NotFound) {
+      log::warn("revoking a grant failed; it expires by itself",
+                {{"job", p.job_name()}, {"node", g.node}, {"grant", g.name}, {"error", s.error().message}});
+    }
+  }
+  p.run.grants.clear();
+  if (drop_source && p.run.source_temporary && p.run.source) {
+    // A cancelled transfer lets go of its source a moment after the cancel returns: wait a little for it.
+    for (int tries = 0;; ++tries) {
+      const auto s = agents_.delete_region(p.run.source->node, p.run.source->name);
+      if (s || s.error().code == ErrorCode::NotFound) break;
+      if (s.error().code != ErrorCode::Conflict || tries >= 20) {
+        log::warn("deleting the temporary source region failed",
+                  {{"job", p.job_name()}, {"region", p.run.source->name}, {"error", s.error().message}});
+        break;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    p.run.source.reset();
+    p.run.source_temporary = false;
+  }
+}
+
+bool Reconciler::save_run(Pass& p) {
+  if (p.run == p.stored_run) return true;
+  auto r = store_.patch_job_metadata(p.key, {{"annotations", {{kRunAnnotation, p.run.to_annotation()}}}});
+  if (!r) {
+    log::warn("recording the run failed", {{"job", p.job_name()}, {"error", r.error().message}});
+    p.store_error = true;
+    return false;
+  }
+  p.stored_run = p.run;
+  if (r->contains("metadata")) p.job["metadata"] = (*r)["metadata"];
+  return true;
+}
+
+bool Reconciler::flush(Pass& p) {
+  if (p.generation > 0) p.status["observedGeneration"] = p.generation;
+  const bool terminal = is_terminal_phase(p.status.value("phase", ""));
+  // Order matters for restarts: a finished job must be seen finished before its run record is cleared,
+  // while a running job's run record (the transfer it holds) must be stored before status claims it.
+  if (!terminal && !save_run(p)) return false;
+  const json patch = merge_diff(p.stored_status, p.status);
+  if (!patch.empty()) {
+    const bool transition = is_transition(p.stored_status, p.status);
+    const auto since =
+        p.memory.last_status_write ? p.now - *p.memory.last_status_write : std::chrono::hours(1);
+    if (!transition && since < options_.min_status_interval) {
+      // Progress only, and written moments ago: the next poll writes it.
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(options_.min_status_interval - since);
+      p.wait = p.wait ? std::min(*p.wait, left) : left;
+    } else {
+      auto r = store_.patch_job_status(p.key, patch);
+      if (!r) {
+        log::warn("writing status failed", {{"job", p.job_name()}, {"error", r.error().message}});
+        return false;
+      }
+      p.memory.last_status_write = p.now;
+      p.stored_status = p.status;
+    }
+  }
+  if (terminal && !save_run(p)) return false;
+  return true;
+}
+
+}  // namespace conduit::controller

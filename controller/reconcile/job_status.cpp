@@ -1,0 +1,95 @@
+#include "job_status.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace conduit::controller {
+
+using json = nlohmann::json;
+
+bool is_terminal_phase(std::string_view p) { return p == phase::kSucceeded || p == phase::kFailed; }
+
+const json* find_condition(const json& status, const std::string& type) {
+  if (!status.contains("conditions") || !status["conditions"].is_array()) return nullptr;
+  for (const auto& c : status["conditions"]) {
+    if (c.is_object() && c.value("type", "") == type) return &c;
+  }
+  return nullptr;
+}
+
+void set_condition(json& status, const std::string& type, bool value, const std::string& reason,
+                   const std::string& message, TimePoint now, std::int64_t generation) {
+  if (!status.contains("conditions") || !status["conditions"].is_array())
+    status["conditions"] = json::array();
+  const std::string value_text = value ? "True" : "False";
+  // The CRD caps messages; an agent's error text is not ours to trust for length.
+  const std::string text = message.size() > 32768 ? message.substr(0, 32768) : message;
+  for (auto& c : status["conditions"]) {
+    if (!c.is_object() || c.value("type", "") != type) continue;
+    if (c.value("status", "") != value_text) c["lastTransitionTime"] = to_rfc3339(now);
+    c["status"] = value_text;
+    c["reason"] = reason;
+    c["message"] = text;
+    if (generation > 0) c["observedGeneration"] = generation;
+    return;
+  }
+  json c{{"type", type},
+         {"status", value_text},
+         {"reason", reason},
+         {"message", text},
+         {"lastTransitionTime", to_rfc3339(now)}};
+  if (generation > 0) c["observedGeneration"] = generation;
+  status["conditions"].push_back(std::move(c));
+}
+
+std::string format_progress(std::uint64_t done, std::uint64_t total) {
+  if (total == 0) return "0%";
+  if (done >= total) return "100%";
+  const double tenths = std::floor(static_cast<double>(done) * 1000.0 / static_cast<double>(total));
+  char text[16];
+  if (static_cast<std::uint64_t>(tenths) % 10 == 0) {
+    std::snprintf(text, sizeof text, "%.0f%%", tenths / 10);
+  } else {
+    std::snprintf(text, sizeof text, "%.1f%%", tenths / 10);
+  }
+  return text;
+}
+
+std::string format_throughput(double bytes_per_second) {
+  if (!(bytes_per_second > 0)) return "";
+  const char* units[] = {"B/s", "kB/s", "MB/s", "GB/s", "TB/s"};
+  int u = 0;
+  while (bytes_per_second >= 1000 && u < 4) {
+    bytes_per_second /= 1000;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, bytes_per_second >= 100 || u == 0 ? "%.0f %s" : "%.1f %s",
+                bytes_per_second, units[u]);
+  return text;
+}
+
+json merge_diff(const json& from, const json& to) {
+  if (!from.is_object() || !to.is_object()) return to;
+  json patch = json::object();
+  for (const auto& [key, value] : from.items()) {
+    if (!to.contains(key)) patch[key] = nullptr;
+  }
+  for (const auto& [key, value] : to.items()) {
+    if (!from.contains(key)) {
+      patch[key] = value;
+    } else if (from[key] != value) {
+      patch[key] = (from[key].is_object() && value.is_object()) ? merge_diff(from[key], value) : value;
+    }
+  }
+  return patch;
+}
+
+bool is_transition(const json& from, const json& to) {
+  auto field = [](const json& s, const char* key) {
+    return s.is_object() && s.contains(key) ? s[key] : json();
+  };
+  return field(from, "phase") != field(to, "phase") || field(from, "conditions") != field(to, "conditions");
+}
+
+}  // namespace conduit::controller

@@ -1,0 +1,44 @@
+// TransferJob status as the CRD describes it, built up as JSON: metav1.Condition bookkeeping, the printer
+// column strings ("42%", "5.2 GB/s"), and the JSON merge patch that turns the stored status into the new one.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+
+#include "clock.h"
+
+namespace conduit::controller {
+
+namespace phase {
+inline constexpr const char* kPending = "Pending";
+inline constexpr const char* kRunning = "Running";
+inline constexpr const char* kSucceeded = "Succeeded";
+inline constexpr const char* kFailed = "Failed";
+inline constexpr const char* kSuspended = "Suspended";
+}  // namespace phase
+
+bool is_terminal_phase(std::string_view phase);
+
+// Sets condition `type` (Accepted, Running, Complete, Failed, Suspended). lastTransitionTime moves only when
+// the status (True/False) changes, as metav1.Condition requires; reason and message always follow.
+void set_condition(nlohmann::json& status, const std::string& type, bool value, const std::string& reason,
+                   const std::string& message, TimePoint now, std::int64_t generation);
+// The condition of that type, or null.
+const nlohmann::json* find_condition(const nlohmann::json& status, const std::string& type);
+
+// "42%", "99.5%": floored, so a job shows 100% only when every byte is in.
+std::string format_progress(std::uint64_t done, std::uint64_t total);
+// "5.2 GB/s" in decimal units; "" when nothing moves.
+std::string format_throughput(double bytes_per_second);
+
+// RFC 7386 merge patch taking `from` to `to` (objects recurse, removed keys become null, arrays and scalars
+// are replaced whole). An empty object when they are equal.
+nlohmann::json merge_diff(const nlohmann::json& from, const nlohmann::json& to);
+
+// True when phase or conditions differ: a transition users and --once-job wait for, written at once; other
+// differences (bytes, throughput) are progress and may wait for the status rate limit.
+bool is_transition(const nlohmann::json& from, const nlohmann::json& to);
+
+}  // namespace conduit::controller

@@ -1,0 +1,241 @@
+#include "reconciler.h"
+
+#include <thread>
+
+#include "job_status.h"
+#include "log.h"
+#include "pass.h"
+
+namespace conduit::controller {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+
+Reconciler::Reconciler(ObjectStore& store, AgentApi& agents, Clock clock, ReconcilerOptions options)
+    : store_(store), agents_(agents), clock_(std::move(clock)), options_(options) {}
+
+std::string temporary_region_name(const json& job) {
+  const json& meta = job.value("metadata", json::object());
+  const std::string name = meta.value("name", "");
+  const std::string identity = meta.value("namespace", "") + "/" + name + "/" + meta.value("uid", "");
+  std::uint32_t hash = 2166136261u;  // FNV-1a: stable across processes, unlike std::hash
+  for (const char c : identity) hash = (hash ^ static_cast<unsigned char>(c)) * 16777619u;
+  std::string base;
+  for (const char c : name.substr(0, 40)) base += (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : '-';
+  while (!base.empty() && base.back() == '-') base.pop_back();
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "-%08x", hash);
+  return "tj-" + base + suffix;
+}
+
+namespace {
+
+bool has_finalizer(const json& job) {
+  const json& meta = job.value("metadata", json::object());
+  for (const auto& f : meta.value("finalizers", json::array())) {
+    if (f.is_string() && f.get<std::string>() == kFinalizer) return true;
+  }
+  return false;
+}
+
+std::optional<TimePoint> time_field(const json& status, const char* key) {
+  if (!status.contains(key) || !status[key].is_string()) return std::nullopt;
+  return parse_rfc3339(status[key].get<std::string>());
+}
+
+// The status-derived part of the view; refreshed after every step of a pass.
+void refresh_view(JobView& view, const json& job, const json& status) {
+  const json& meta = job.value("metadata", json::object());
+  view.deleting = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+  view.has_finalizer = has_finalizer(job);
+  view.phase = status.value("phase", "");
+  view.start_time = time_field(status, "startTime");
+  view.completion_time = time_field(status, "completionTime");
+  view.retries = status.value("retries", 0U);
+}
+
+}  // namespace
+
+std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key) {
+  auto got = store_.get_job(key);
+  if (!got) {
+    if (got.error().code == ErrorCode::NotFound) {
+      forget(key);
+      return std::nullopt;
+    }
+    log::warn("reading job failed", {{"job", key.ns + "/" + key.name}, {"error", got.error().message}});
+    return 1s;
+  }
+  Pass p(key, std::move(*got), memory_[key], clock_());
+  p.stored_status =
+      p.job.contains("status") && p.job["status"].is_object() ? p.job["status"] : json::object();
+  p.status = p.stored_status;
+  p.stored_run = RunState::from_job(p.job);
+  p.run = p.stored_run;
+  p.generation = p.job.value("metadata", json::object()).value("generation", std::int64_t{0});
+  auto spec = TransferJobSpec::parse(p.job.value("spec", json()));
+  if (spec) {
+    p.view.spec = std::move(*spec);
+  } else {
+    p.view.spec_reason =
+        spec.error().code == ErrorCode::Unsupported ? reason::kUnsupported : reason::kInvalidSpec;
+    p.view.spec_error = spec.error().message;
+  }
+  refresh_view(p.view, p.job, p.status);
+
+  // A few steps may follow one another at once (resume, then start); bounded so a bug cannot spin.
+  for (int i = 0; i < 4; ++i) {
+    const bool look = p.run.transfer && !p.view.deleting && !is_terminal_phase(p.view.phase) && p.view.spec &&
+                      !p.spec().suspend;
+    p.seen = look ? observe(p) : Observation{};
+    const Step step =
+        decide(p.view, p.run, p.seen, p.now, {options_.poll_interval, options_.unreachable_grace});
+    log::debug("step",
+               {{"job", p.job_name()}, {"step", std::string(to_string(step.kind))}, {"phase", p.view.phase}});
+    p.wait = step.wait;
+    const bool again = run_step(p, step);
+    if (p.store_error) return 1s;
+    if (!again) break;
+    refresh_view(p.view, p.job, p.status);
+  }
+  if (p.forget) {
+    forget(key);
+    return std::nullopt;
+  }
+  if (!p.skip_flush && !flush(p)) return 1s;
+  return p.wait;
+}
+
+Observation Reconciler::observe(Pass& p) {
+  Observation o;
+  const NodeRef& t = *p.run.transfer;
+  auto r = agents_.get_transfer(t.node, t.name);
+  if (r) {
+    p.memory.unreachable_since.reset();
+    o.kind = Observation::Kind::Answered;
+    o.transfer = std::move(*r);
+    return o;
+  }
+  if (r.error().code == ErrorCode::NotFound && agents_.url(t.node)) {
+    o.kind = Observation::Kind::Lost;
+    o.error = "the agent on node \"" + t.node + "\" no longer knows transfer " + t.name +
+              " (did it restart?): " + r.error().message;
+    return o;
+  }
+  if (!p.memory.unreachable_since) p.memory.unreachable_since = p.now;
+  o.kind = Observation::Kind::Unreachable;
+  o.error = r.error().message;
+  o.unreachable_for = std::chrono::duration_cast<milliseconds>(p.now - *p.memory.unreachable_since);
+  return o;
+}
+
+bool Reconciler::run_step(Pass& p, const Step& step) {
+  switch (step.kind) {
+    case StepKind::Idle:
+    case StepKind::WaitBackoff:
+    case StepKind::WaitForAgent:
+      return false;
+    case StepKind::AddFinalizer: {
+      json finalizers = p.job["metadata"].value("finalizers", json::array());
+      finalizers.push_back(kFinalizer);
+      auto r = store_.patch_job_metadata(p.key, {{"finalizers", finalizers}});
+      if (!r) {
+        p.store_error = true;
+        return false;
+      }
+      p.job["metadata"] = (*r)["metadata"];
+      return true;
+    }
+    case StepKind::Finalize: {
+      release(p, /*drop_source=*/true);
+      json rest = json::array();
+      for (const auto& f : p.job["metadata"].value("finalizers", json::array())) {
+        if (f != kFinalizer) rest.push_back(f);
+      }
+      auto r = store_.patch_job_metadata(p.key, {{"finalizers", rest.empty() ? json() : rest}});
+      if (!r && r.error().code != ErrorCode::NotFound) {
+        p.store_error = true;
+        return false;
+      }
+      log::info("job deleted: transfer cancelled, grants revoked", {{"job", p.job_name()}});
+      p.skip_flush = true;
+      p.forget = true;
+      return false;
+    }
+    case StepKind::DeleteExpired: {
+      if (!flush(p)) return false;
+      log::info("ttlSecondsAfterFinished passed: deleting the job", {{"job", p.job_name()}});
+      if (const auto s = store_.delete_job(p.key); !s && s.error().code != ErrorCode::NotFound) {
+        p.store_error = true;
+      }
+      p.skip_flush = true;
+      return false;
+    }
+    case StepKind::Fail:
+      fail(p, step.reason, step.message);
+      return true;  // the TTL may be due at once
+    case StepKind::Suspend: {
+      release(p, /*drop_source=*/false);
+      p.status["phase"] = phase::kSuspended;
+      p.status["throughputBytesPerSecond"] = 0;
+      p.status["throughput"] = "";
+      set_condition(p.status, "Suspended", true, "JobSuspended",
+                    "spec.suspend is true; the transfer is stopped", p.now, p.generation);
+      if (find_condition(p.status, "Running")) {
+        set_condition(p.status, "Running", false, "Suspended", "the job is suspended", p.now, p.generation);
+      }
+      store_.record_event(p.key, "Normal", "Suspended", "job suspended");
+      log::info("job suspended", {{"job", p.job_name()}});
+      return false;
+    }
+    case StepKind::Resume:
+      p.status["phase"] = phase::kPending;
+      // As batch/v1 Job: activeDeadlineSeconds counts from the resume, not from the first start.
+      p.status.erase("startTime");
+      set_condition(p.status, "Suspended", false, "JobResumed", "spec.suspend is false again", p.now,
+                    p.generation);
+      store_.record_event(p.key, "Normal", "Resumed", "job resumed");
+      log::info("job resumed", {{"job", p.job_name()}});
+      return true;
+    case StepKind::Fence:
+      log::warn("an earlier start left grants without a transfer: revoking them before starting again",
+                {{"job", p.job_name()}});
+      release(p, /*drop_source=*/false);
+      if (!save_run(p)) return false;
+      return true;
+    case StepKind::StartAttempt: {
+      const auto error = start_attempt(p);
+      if (p.store_error) {
+        release(p, /*drop_source=*/false);
+        save_run(p);
+        p.store_error = true;
+        return false;
+      }
+      if (error) {
+        const Step next = retry_or_fail(p.spec(), p.view.retries, error->reason, error->message);
+        p.wait = next.wait;
+        if (next.kind == StepKind::Retry) {
+          retry(p, next);
+          return false;
+        }
+        fail(p, next.reason, next.message);
+        return true;
+      }
+      p.wait = options_.poll_interval;
+      return false;
+    }
+    case StepKind::Track:
+      if (p.seen.kind == Observation::Kind::Answered) track(p, p.seen.transfer);
+      return false;
+    case StepKind::Complete:
+      complete(p, p.seen.transfer);
+      return is_terminal_phase(p.status.value("phase", ""));
+    case StepKind::Retry:
+      retry(p, step);
+      return false;
+  }
+  return false;
+}
+
+}  // namespace conduit::controller

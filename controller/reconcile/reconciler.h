@@ -1,0 +1,75 @@
+// Carries out the steps decide() picks for one TransferJob: talks to the agents, records what it holds in the
+// run annotation before it matters, and writes status (transitions at once, progress at most every
+// min_status_interval). Restart-safe: everything it needs to pick up a job again is in the object itself.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+
+#include "agent_api.h"
+#include "clock.h"
+#include "step.h"
+#include "store/object_store.h"
+
+namespace conduit::controller {
+
+struct ReconcilerOptions {
+  std::chrono::milliseconds poll_interval{500};        // how often a running transfer is looked at
+  std::chrono::milliseconds min_status_interval{500};  // progress writes: at most 2 per second per job
+  std::chrono::milliseconds unreachable_grace{std::chrono::seconds(10)};
+  // Grants outlive a controller that dies for good by at most this; a transfer longer than it restarts.
+  std::uint32_t grant_ttl_seconds = 86400;
+};
+
+class Reconciler {
+ public:
+  Reconciler(ObjectStore& store, AgentApi& agents, Clock clock = system_clock(),
+             ReconcilerOptions options = {});
+
+  // Moves the job one or more steps along. Returns when to look again without a change (nullopt: only
+  // when it changes). Errors from the store leave the job as it was and ask for a retry.
+  std::optional<std::chrono::milliseconds> reconcile(const ObjectKey& key);
+
+  // Forgets in-memory state of jobs that are gone.
+  void forget(const ObjectKey& key) { memory_.erase(key); }
+
+ private:
+  struct Memory {
+    std::optional<TimePoint> last_status_write;
+    std::optional<TimePoint> unreachable_since;
+    std::optional<TimePoint> last_progress_log;
+  };
+  struct Pass;
+  struct AttemptError {
+    std::string reason;
+    std::string message;
+  };
+
+  bool run_step(Pass& p, const Step& step);  // true: decide again in this pass
+  Observation observe(Pass& p);
+  std::optional<AttemptError> start_attempt(Pass& p);
+  std::optional<AttemptError> prepare_source(Pass& p);
+  std::optional<AttemptError> prepare_targets(Pass& p);
+  std::optional<AttemptError> take_grants(Pass& p);
+  std::optional<AttemptError> save_files(Pass& p);
+  void track(Pass& p, const TransferInfo& t);
+  void complete(Pass& p, const TransferInfo& t);
+  void fail(Pass& p, const std::string& reason, const std::string& message);
+  void retry(Pass& p, const Step& step);
+  void release(Pass& p, bool drop_source);  // cancel the transfer, revoke grants, maybe drop the temp source
+  bool save_run(Pass& p);
+  bool flush(Pass& p);
+
+  ObjectStore& store_;
+  AgentApi& agents_;
+  Clock clock_;
+  ReconcilerOptions options_;
+  std::map<ObjectKey, Memory> memory_;
+};
+
+// The name of the temporary region a file source is loaded into: unique per job, a DNS-1123 label.
+std::string temporary_region_name(const nlohmann::json& job);
+
+}  // namespace conduit::controller

@@ -1,0 +1,80 @@
+#include "run_state.h"
+
+namespace conduit::controller {
+
+using json = nlohmann::json;
+
+namespace {
+
+json ref_json(const NodeRef& r) { return {{"node", r.node}, {"name", r.name}}; }
+
+std::optional<NodeRef> ref_from(const json& j) {
+  if (!j.is_object() || !j.contains("node") || !j.contains("name")) return std::nullopt;
+  return NodeRef{j.value("node", ""), j.value("name", "")};
+}
+
+std::vector<NodeRef> refs_from(const json& j) {
+  std::vector<NodeRef> out;
+  if (!j.is_array()) return out;
+  for (const auto& item : j) {
+    if (auto r = ref_from(item)) out.push_back(*r);
+  }
+  return out;
+}
+
+}  // namespace
+
+RunState RunState::from_job(const json& job) {
+  RunState run;
+  const json* annotations = nullptr;
+  if (job.contains("metadata") && job["metadata"].contains("annotations")) {
+    annotations = &job["metadata"]["annotations"];
+  }
+  if (annotations == nullptr || !annotations->is_object() || !annotations->contains(kRunAnnotation))
+    return run;
+  const json& text = (*annotations)[kRunAnnotation];
+  if (!text.is_string()) return run;
+  const json j = json::parse(text.get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return run;
+  run.attempt = j.value("attempt", 0U);
+  run.source = ref_from(j.value("source", json()));
+  run.source_temporary = j.value("sourceTemporary", false);
+  run.length = j.value("length", std::uint64_t{0});
+  run.created = refs_from(j.value("created", json()));
+  run.grants = refs_from(j.value("grants", json()));
+  run.transfer = ref_from(j.value("transfer", json()));
+  if (j.contains("transports") && j["transports"].is_array()) {
+    for (const auto& t : j["transports"]) run.transports.push_back(t.is_string() ? t.get<std::string>() : "");
+  }
+  if (j.contains("notBefore") && j["notBefore"].is_string())
+    run.not_before = parse_rfc3339(j["notBefore"].get<std::string>());
+  return run;
+}
+
+json RunState::to_json() const {
+  json j{{"attempt", attempt}};
+  if (source) j["source"] = ref_json(*source);
+  if (source_temporary) j["sourceTemporary"] = true;
+  if (length > 0) j["length"] = length;
+  if (!created.empty()) {
+    j["created"] = json::array();
+    for (const auto& r : created) j["created"].push_back(ref_json(r));
+  }
+  if (!grants.empty()) {
+    j["grants"] = json::array();
+    for (const auto& r : grants) j["grants"].push_back(ref_json(r));
+  }
+  if (transfer) j["transfer"] = ref_json(*transfer);
+  if (!transports.empty()) j["transports"] = transports;
+  if (not_before) j["notBefore"] = to_rfc3339(*not_before, /*millis=*/true);
+  return j;
+}
+
+bool RunState::created_region(const std::string& node, const std::string& region) const {
+  for (const auto& r : created) {
+    if (r.node == node && r.name == region) return true;
+  }
+  return false;
+}
+
+}  // namespace conduit::controller

@@ -1,0 +1,46 @@
+// What the controller must remember about a job's current attempt to act exactly once across restarts: the
+// agent transfer it started, the grants it holds, the regions it created. The CRD's status schema has no
+// fields for these (and the apiserver prunes unknown ones), so they live as JSON in the annotation
+// `conduit.dev/run`, written through patch_job_metadata *before* the step they guard takes effect.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "clock.h"
+
+namespace conduit::controller {
+
+inline constexpr const char* kRunAnnotation = "conduit.dev/run";
+inline constexpr const char* kFinalizer = "conduit.dev/cleanup";
+
+struct NodeRef {
+  std::string node;
+  std::string name;  // a grant id, a transfer id or a region name
+  bool operator==(const NodeRef&) const = default;
+};
+
+struct RunState {
+  std::uint32_t attempt = 0;  // attempts started (1-based once the first starts)
+  // The source region of this run; temporary when the job's source is a file the controller loaded.
+  std::optional<NodeRef> source;
+  bool source_temporary = false;
+  std::uint64_t length = 0;             // bytes per target
+  std::vector<NodeRef> created;         // target regions this job created (recorded before creating them)
+  std::vector<NodeRef> grants;          // live grants of the current attempt (recorded as soon as granted)
+  std::optional<NodeRef> transfer;      // the agent transfer of the current attempt
+  std::vector<std::string> transports;  // per target, the transport its grant uses
+  std::optional<TimePoint> not_before;  // backoff: no new attempt before this
+
+  static RunState from_job(const nlohmann::json& job);  // empty when the annotation is absent or unreadable
+  nlohmann::json to_json() const;
+  std::string to_annotation() const { return to_json().dump(); }
+  bool operator==(const RunState&) const = default;
+
+  bool created_region(const std::string& node, const std::string& region) const;
+};
+
+}  // namespace conduit::controller

@@ -1,0 +1,110 @@
+// The TransferJob lifecycle as one decision: from what the job says (spec, status, the run annotation) and
+// what the source agent says about the current transfer, pick the next step. Pure, so every transition is a
+// table row in a unit test; Reconciler carries the steps out.
+//
+//   (new) --AddFinalizer--> Pending --StartAttempt--> Running --Complete--> Succeeded --(ttl)--> deleted
+//                              |                        |  \--Retry (backoff 1 s, 2 s, ... 60 s)--^
+//                              |                        \--Fail (permanent error, BackoffLimitExceeded,
+//                              |                                 DeadlineExceeded) --> Failed --(ttl)-->
+//                              \--Suspend <--> Resume (Suspended)
+//   any phase + deletionTimestamp --Finalize--> finalizer removed
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "agent_api.h"
+#include "clock.h"
+#include "run_state.h"
+#include "transfer_job.h"
+
+namespace conduit::controller {
+
+// What a user reads in the Failed/Running conditions: CamelCase, each one a thing to fix or to wait for.
+namespace reason {
+inline constexpr const char* kInvalidSpec = "InvalidSpec";
+inline constexpr const char* kUnsupported = "Unsupported";
+inline constexpr const char* kNodeNotFound = "NodeNotFound";
+inline constexpr const char* kPeerUnreachable = "PeerUnreachable";
+inline constexpr const char* kRegionNotFound = "RegionNotFound";
+inline constexpr const char* kRegionAlreadyExists = "RegionAlreadyExists";
+inline constexpr const char* kSourceFileNotFound = "SourceFileNotFound";
+inline constexpr const char* kSizeMismatch = "SizeMismatch";
+inline constexpr const char* kInsufficientMemory = "InsufficientMemory";
+inline constexpr const char* kTransportUnavailable = "TransportUnavailable";
+inline constexpr const char* kTransferLost = "TransferLost";
+inline constexpr const char* kSaveFailed = "SaveFailed";
+inline constexpr const char* kAgentError = "AgentError";
+inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
+inline constexpr const char* kBackoffLimitExceeded = "BackoffLimitExceeded";
+}  // namespace reason
+
+// The job as far as the decision needs it.
+struct JobView {
+  bool deleting = false;  // metadata.deletionTimestamp is set
+  bool has_finalizer = false;
+  std::string phase;  // empty for a job never reconciled
+  std::optional<TransferJobSpec> spec;
+  std::string spec_reason;  // InvalidSpec or Unsupported when spec is empty
+  std::string spec_error;
+  std::optional<TimePoint> start_time;
+  std::optional<TimePoint> completion_time;
+  std::uint32_t retries = 0;
+};
+
+// What the source agent said about run.transfer this pass.
+struct Observation {
+  enum class Kind : std::uint8_t { None, Answered, Unreachable, Lost };
+  Kind kind = Kind::None;
+  TransferInfo transfer;                         // Answered
+  std::string error;                             // Unreachable, Lost
+  std::chrono::milliseconds unreachable_for{0};  // how long the agent has not answered
+};
+
+enum class StepKind : std::uint8_t {
+  Idle,           // nothing to do (settled, or waiting for the TTL: see wait)
+  AddFinalizer,   // first sight: make sure deletion waits for cleanup
+  Finalize,       // being deleted: cancel, revoke, drop the finalizer
+  DeleteExpired,  // ttlSecondsAfterFinished has passed
+  Fail,           // cancel, revoke, phase Failed with reason
+  Suspend,        // cancel, revoke, phase Suspended
+  Resume,         // suspend lifted: back to Pending, deadline clock restarts
+  Fence,          // grants recorded but no transfer id (a controller died mid-start): revoke them so a
+                  // transfer that may have started cannot write, then start afresh
+  WaitBackoff,    // a retry is due at run.not_before
+  StartAttempt,   // regions, grants, POST /v1/transfers
+  Track,          // the transfer runs: copy its progress into status
+  WaitForAgent,   // the source agent does not answer; within the grace period
+  Complete,       // the transfer succeeded: revoke, save files, phase Succeeded
+  Retry,          // the attempt failed: clean it up, count it, back off
+};
+
+struct Step {
+  StepKind kind = StepKind::Idle;
+  std::string reason;                             // Fail, Retry
+  std::string message;                            // Fail, Retry
+  std::optional<std::chrono::milliseconds> wait;  // look again after this
+};
+
+struct DecideOptions {
+  std::chrono::milliseconds poll_interval{500};
+  std::chrono::milliseconds unreachable_grace{std::chrono::seconds(10)};
+};
+
+Step decide(const JobView& job, const RunState& run, const Observation& seen, TimePoint now,
+            const DecideOptions& options = {});
+
+// After an attempt failed with `reason`: Fail at once for errors retrying cannot fix, Fail with
+// BackoffLimitExceeded once spec.backoffLimit retries are spent, else Retry.
+Step retry_or_fail(const TransferJobSpec& spec, std::uint32_t retries, const std::string& reason,
+                   const std::string& message);
+bool is_permanent(const std::string& reason);
+
+// 1 s, 2 s, 4 s, ... capped at 60 s, for the retry that follows `retries` earlier ones.
+std::chrono::milliseconds backoff_delay(std::uint32_t retries);
+
+std::string_view to_string(StepKind kind);
+
+}  // namespace conduit::controller

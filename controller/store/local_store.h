@@ -1,0 +1,62 @@
+// ObjectStore over a directory of YAML files, for local mode: every `*.yaml` holding a TransferJob is an
+// object (namespace "default" when unset); status and metadata the controller writes go back into the same
+// file atomically (temporary file + rename), so `cat job.yaml` shows progress. Deleting the file deletes the
+// job: while the job still carries finalizers it stays visible with metadata.deletionTimestamp set until the
+// controller removes them, as an apiserver keeps it.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "object_store.h"
+
+namespace conduit::controller {
+
+class LocalStore : public ObjectStore {
+ public:
+  explicit LocalStore(std::filesystem::path dir,
+                      std::chrono::milliseconds poll_interval = std::chrono::milliseconds(200));
+
+  Result<std::vector<nlohmann::json>> list_jobs() override;
+  Result<nlohmann::json> get_job(const ObjectKey& key) override;
+  Result<nlohmann::json> patch_job_status(const ObjectKey& key, const nlohmann::json& status) override;
+  Result<nlohmann::json> patch_job_metadata(const ObjectKey& key, const nlohmann::json& metadata) override;
+  Status delete_job(const ObjectKey& key) override;
+  Status upsert_node(const std::string& name, const nlohmann::json& spec,
+                     const nlohmann::json& status) override;
+  void record_event(const ObjectKey& key, const std::string& type, const std::string& reason,
+                    const std::string& message) override;
+  std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds timeout) override;
+
+  const std::filesystem::path& dir() const { return dir_; }
+
+ private:
+  struct FileStamp {
+    std::filesystem::file_time_type mtime;
+    std::uintmax_t size = 0;
+    bool operator==(const FileStamp&) const = default;
+  };
+  struct Entry {
+    std::filesystem::path path;
+    nlohmann::json object;
+  };
+
+  // Re-reads the directory: key -> file. Files that are not TransferJobs are skipped (and said so once).
+  void scan_locked();
+  Result<Entry*> find_locked(const ObjectKey& key);
+  Result<nlohmann::json> patch_locked(const ObjectKey& key, const char* field, const nlohmann::json& patch);
+  Status write_locked(const std::filesystem::path& path, const nlohmann::json& object);
+  std::map<std::filesystem::path, FileStamp> stamps_locked() const;
+
+  std::filesystem::path dir_;
+  std::chrono::milliseconds poll_interval_;
+  std::mutex mu_;
+  std::map<ObjectKey, Entry> jobs_;
+  std::map<ObjectKey, nlohmann::json> deleting_;     // file gone, finalizers left
+  std::map<std::filesystem::path, FileStamp> seen_;  // as of the last wait_for_changes (or our own write)
+  std::set<std::filesystem::path> warned_;
+};
+
+}  // namespace conduit::controller

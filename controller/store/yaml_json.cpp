@@ -1,0 +1,158 @@
+#include "yaml_json.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+
+namespace conduit::controller {
+
+using json = nlohmann::json;
+
+namespace {
+
+bool is_null_text(const std::string& s) {
+  return s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL";
+}
+
+std::optional<bool> bool_text(const std::string& s) {
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  return std::nullopt;
+}
+
+// YAML 1.1 booleans yaml-cpp and older tools still read as bools: quote them so nothing misreads ours.
+bool is_yaml11_bool(const std::string& s) {
+  for (const char* word :
+       {"y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off", "OFF"}) {
+    if (s == word) return true;
+  }
+  return false;
+}
+
+std::optional<json> number_text(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  const char* begin = s.data();
+  const char* end = s.data() + s.size();
+  if (s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'o')) {
+    std::uint64_t v = 0;
+    const auto [p, ec] = std::from_chars(begin + 2, end, v, s[1] == 'x' ? 16 : 8);
+    if (ec == std::errc() && p == end) return json(v);
+    return std::nullopt;
+  }
+  const char* digits = (*begin == '-' || *begin == '+') ? begin + 1 : begin;
+  if (digits == end) return std::nullopt;
+  if (*begin != '-') {
+    std::uint64_t v = 0;
+    const auto [p, ec] = std::from_chars(digits, end, v);
+    if (ec == std::errc() && p == end) return json(v);
+  } else {
+    std::int64_t v = 0;
+    const auto [p, ec] = std::from_chars(begin, end, v);
+    if (ec == std::errc() && p == end) return json(v);
+  }
+  if (s == ".inf" || s == "+.inf" || s == ".Inf") return json(INFINITY);
+  if (s == "-.inf" || s == "-.Inf") return json(-INFINITY);
+  // A float needs a digit and nothing but [0-9.eE+-].
+  bool digit = false;
+  for (const char c : s) {
+    if (c >= '0' && c <= '9') {
+      digit = true;
+    } else if (c != '.' && c != 'e' && c != 'E' && c != '+' && c != '-') {
+      return std::nullopt;
+    }
+  }
+  if (!digit) return std::nullopt;
+  double d = 0;
+  const auto [p, ec] = std::from_chars(begin, end, d);
+  if (ec == std::errc() && p == end) return json(d);
+  return std::nullopt;
+}
+
+json scalar(const YAML::Node& node) {
+  const std::string& text = node.Scalar();
+  // yaml-cpp tags plain scalars "?" and quoted or block ones "!": only plain ones carry types.
+  if (node.Tag() != "?") return text;
+  if (is_null_text(text)) return nullptr;
+  if (auto b = bool_text(text)) return *b;
+  if (auto n = number_text(text)) return *n;
+  return text;
+}
+
+void emit(YAML::Emitter& out, const json& value) {
+  switch (value.type()) {
+    case json::value_t::object:
+      out << YAML::BeginMap;
+      for (const auto& [key, item] : value.items()) {
+        out << YAML::Key << key << YAML::Value;
+        emit(out, item);
+      }
+      out << YAML::EndMap;
+      break;
+    case json::value_t::array:
+      out << YAML::BeginSeq;
+      for (const auto& item : value) emit(out, item);
+      out << YAML::EndSeq;
+      break;
+    case json::value_t::string: {
+      const auto& s = value.get_ref<const std::string&>();
+      const bool ambiguous =
+          is_null_text(s) || bool_text(s) || is_yaml11_bool(s) || number_text(s).has_value();
+      if (ambiguous) out << YAML::DoubleQuoted;
+      out << s;
+      break;
+    }
+    case json::value_t::boolean:
+      out << (value.get<bool>() ? "true" : "false");
+      break;
+    case json::value_t::number_integer:
+      out << value.get<std::int64_t>();
+      break;
+    case json::value_t::number_unsigned:
+      out << value.get<std::uint64_t>();
+      break;
+    case json::value_t::number_float:
+      out << value.dump();
+      break;
+    default:
+      out << YAML::Null;
+  }
+}
+
+}  // namespace
+
+json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      json object = json::object();
+      for (const auto& item : node) object[item.first.as<std::string>()] = yaml_to_json(item.second);
+      return object;
+    }
+    case YAML::NodeType::Sequence: {
+      json array = json::array();
+      for (const auto& item : node) array.push_back(yaml_to_json(item));
+      return array;
+    }
+    case YAML::NodeType::Scalar:
+      return scalar(node);
+    default:
+      return nullptr;
+  }
+}
+
+Result<json> parse_yaml(const std::string& text) {
+  try {
+    return yaml_to_json(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorCode::InvalidArgument, e.what());
+  }
+}
+
+std::string to_yaml(const json& value) {
+  YAML::Emitter out;
+  out.SetIndent(2);
+  out.SetSeqFormat(YAML::Block);
+  emit(out, value);
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace conduit::controller

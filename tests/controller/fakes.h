@@ -1,0 +1,251 @@
+// Doubles for the controller's two seams: an in-memory ObjectStore (merge patches as an apiserver applies
+// them, every status write counted) and fake agents whose transfers move only when a test says so.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reconcile/agent_api.h"
+#include "reconcile/clock.h"
+#include "store/object_store.h"
+
+namespace conduit::controller::testing {
+
+using json = nlohmann::json;
+
+class ManualClock {
+ public:
+  TimePoint now() const { return now_; }
+  void advance(std::chrono::milliseconds d) { now_ += d; }
+  Clock clock() {
+    return [this] { return now_; };
+  }
+
+ private:
+  TimePoint now_ = std::chrono::system_clock::from_time_t(1'800'000'000);
+};
+
+class MemoryStore : public ObjectStore {
+ public:
+  explicit MemoryStore(ManualClock& clock) : clock_(clock) {}
+
+  void put(json job) {
+    auto& meta = job["metadata"];
+    if (!meta.contains("namespace")) meta["namespace"] = "default";
+    jobs[{meta["namespace"], meta["name"]}] = std::move(job);
+  }
+  json& job(const std::string& name) { return jobs.at({"default", name}); }
+  bool exists(const std::string& name) const { return jobs.count({"default", name}) > 0; }
+
+  Result<std::vector<json>> list_jobs() override {
+    std::vector<json> out;
+    for (const auto& [k, v] : jobs) out.push_back(v);
+    return out;
+  }
+  Result<json> get_job(const ObjectKey& key) override {
+    auto it = jobs.find(key);
+    if (it == jobs.end()) return make_error(ErrorCode::NotFound, "gone");
+    return it->second;
+  }
+  Result<json> patch_job_status(const ObjectKey& key, const json& status) override {
+    auto it = jobs.find(key);
+    if (it == jobs.end()) return make_error(ErrorCode::NotFound, "gone");
+    if (fail_writes) return make_error(ErrorCode::Io, "store down");
+    if (!it->second.contains("status")) it->second["status"] = json::object();
+    it->second["status"].merge_patch(status);
+    status_writes.push_back(clock_.now());
+    return it->second;
+  }
+  Result<json> patch_job_metadata(const ObjectKey& key, const json& metadata) override {
+    auto it = jobs.find(key);
+    if (it == jobs.end()) return make_error(ErrorCode::NotFound, "gone");
+    if (fail_writes) return make_error(ErrorCode::Io, "store down");
+    it->second["metadata"].merge_patch(metadata);
+    ++metadata_writes;
+    json result = it->second;
+    const auto& meta = it->second["metadata"];
+    // As an apiserver: a deleted object goes once its last finalizer does.
+    if (meta.contains("deletionTimestamp") && (!meta.contains("finalizers") || meta["finalizers"].empty())) {
+      jobs.erase(it);
+    }
+    return result;
+  }
+  Status delete_job(const ObjectKey& key) override {
+    auto it = jobs.find(key);
+    if (it == jobs.end()) return make_error(ErrorCode::NotFound, "gone");
+    auto& meta = it->second["metadata"];
+    if (meta.contains("finalizers") && !meta["finalizers"].empty()) {
+      meta["deletionTimestamp"] = to_rfc3339(clock_.now());
+    } else {
+      jobs.erase(it);
+    }
+    ++deletes;
+    return {};
+  }
+  Status upsert_node(const std::string&, const json&, const json&) override { return {}; }
+  void record_event(const ObjectKey&, const std::string& type, const std::string& reason,
+                    const std::string&) override {
+    events.push_back(type + "/" + reason);
+  }
+  std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds) override { return {}; }
+
+  std::map<ObjectKey, json> jobs;
+  std::vector<TimePoint> status_writes;
+  int metadata_writes = 0;
+  int deletes = 0;
+  bool fail_writes = false;
+  std::vector<std::string> events;
+
+ private:
+  ManualClock& clock_;
+};
+
+class FakeAgents : public AgentApi {
+ public:
+  struct Node {
+    std::map<std::string, RegionInfo> regions;
+    std::set<std::string> files;                // loadable files
+    std::map<std::string, std::string> grants;  // id -> region
+    bool down = false;
+  };
+
+  std::map<std::string, Node> nodes;
+  std::map<std::string, TransferInfo> transfers;  // id -> state, on whichever node started it
+  std::map<std::string, TransferRequest> requests;
+  std::vector<std::string> revoked;
+  std::vector<std::string> cancelled;
+  int starts = 0;
+  int grants_made = 0;
+  std::uint64_t file_bytes = 64 << 20;
+
+  void add_node(const std::string& name) { nodes[name]; }
+  // The transfer started last.
+  TransferInfo& last() { return transfers.at("t-" + std::to_string(starts)); }
+  void progress(std::uint64_t done, double throughput = 1e9) {
+    auto& t = last();
+    t.state = "Running";
+    t.bytes_done = done;
+    t.throughput = throughput;
+    for (auto& target : t.targets) target.bytes_done = done / t.targets.size();
+  }
+  void finish(const std::string& state, const std::string& reason = "", const std::string& message = "") {
+    auto& t = last();
+    t.state = state;
+    t.reason = reason;
+    t.message = message;
+    if (state == "Succeeded") {
+      t.bytes_done = t.bytes_total;
+      t.verified = true;
+    }
+    for (auto& target : t.targets) target.state = state;
+  }
+
+  std::optional<std::string> url(const std::string& node) const override {
+    if (nodes.count(node) == 0) return std::nullopt;
+    return "http://" + node + ":7070";
+  }
+  Result<json> node_info(const std::string& node) override {
+    if (auto e = reach(node)) return *e;
+    return json{{"node", node}};
+  }
+  Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                   const std::string& memory) override {
+    if (auto e = reach(node)) return *e;
+    auto& n = nodes[node];
+    if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
+    return n.regions[name] = RegionInfo{name, bytes, memory};
+  }
+  Result<RegionInfo> get_region(const std::string& node, const std::string& name) override {
+    if (auto e = reach(node)) return *e;
+    auto& n = nodes[node];
+    if (n.regions.count(name) == 0) return make_error(ErrorCode::NotFound, "NotFound: region " + name);
+    return n.regions[name];
+  }
+  Result<RegionInfo> load_file(const std::string& node, const std::string& name,
+                               const std::string& file) override {
+    if (auto e = reach(node)) return *e;
+    auto& n = nodes[node];
+    if (n.files.count(file) == 0) return make_error(ErrorCode::NotFound, "NotFound: file " + file);
+    if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
+    return n.regions[name] = RegionInfo{name, file_bytes, "host"};
+  }
+  Status save_region(const std::string& node, const std::string& name, const std::string& file) override {
+    if (auto e = reach(node)) return *e;
+    if (nodes[node].regions.count(name) == 0) return make_error(ErrorCode::NotFound, "NotFound: region");
+    nodes[node].files.insert(file);
+    saved.push_back(node + ":" + name + "->" + file);
+    return {};
+  }
+  Status delete_region(const std::string& node, const std::string& name) override {
+    if (auto e = reach(node)) return *e;
+    if (nodes[node].regions.erase(name) == 0) return make_error(ErrorCode::NotFound, "NotFound");
+    deleted_regions.push_back(node + ":" + name);
+    return {};
+  }
+  Result<GrantInfo> grant(const std::string& node, const std::string& region, std::uint64_t, std::uint32_t,
+                          const std::string& provider) override {
+    if (auto e = reach(node)) return *e;
+    if (nodes[node].regions.count(region) == 0) return make_error(ErrorCode::NotFound, "NotFound: region");
+    if (!provider.empty() && provider != "tcp")
+      return make_error(ErrorCode::Unavailable, "Unavailable: " + provider);
+    const std::string id = "g-" + std::to_string(++grants_made);
+    nodes[node].grants[id] = region;
+    return GrantInfo{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
+  }
+  Status revoke_grant(const std::string& node, const std::string& id) override {
+    if (auto e = reach(node)) return *e;
+    if (nodes[node].grants.erase(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: grant");
+    revoked.push_back(id);
+    return {};
+  }
+  Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override {
+    if (auto e = reach(node)) return *e;
+    if (nodes[node].regions.count(request.source_region) == 0)
+      return make_error(ErrorCode::NotFound, "NotFound");
+    TransferInfo t;
+    t.id = "t-" + std::to_string(++starts);
+    t.state = "Running";
+    t.bytes_total = request.length * request.targets.size();
+    t.targets.resize(request.targets.size(), {"Running", 0, ""});
+    transfers[t.id] = t;
+    requests[t.id] = request;
+    return t;
+  }
+  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) override {
+    if (auto e = reach(node)) return *e;
+    if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
+    return transfers[id];
+  }
+  Status cancel_transfer(const std::string& node, const std::string& id) override {
+    if (auto e = reach(node)) return *e;
+    if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
+    auto& t = transfers[id];
+    if (!t.finished()) {
+      t.state = "Cancelled";
+      t.reason = "Cancelled";
+    }
+    cancelled.push_back(id);
+    return {};
+  }
+
+  std::vector<std::string> saved;
+  std::vector<std::string> deleted_regions;
+  std::size_t live_grants() const {
+    std::size_t n = 0;
+    for (const auto& [name, node] : nodes) n += node.grants.size();
+    return n;
+  }
+
+ private:
+  std::optional<Error> reach(const std::string& node) {
+    auto it = nodes.find(node);
+    if (it == nodes.end()) return make_error(ErrorCode::NotFound, "no agent on " + node);
+    if (it->second.down)
+      return make_error(ErrorCode::PeerUnreachable, "agent on " + node + " did not answer");
+    return std::nullopt;
+  }
+};
+
+}  // namespace conduit::controller::testing

@@ -1,0 +1,212 @@
+// Local mode for real: two conduit-agent processes on loopback, the conduit-controller binary on a temp
+// directory, and TransferJob YAML files written into it, as a user would. The test reads what the user reads
+// (the job file's status) and checks the bytes through the agents.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <functional>
+#include <thread>
+
+#include "agent_process.h"
+#include "conduit/crc32c.h"
+#include "conduit/pattern.h"
+#include "peer_process.h"
+#include "store/yaml_json.h"
+#include "temp_dir.h"
+
+namespace conduit::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using conduit::testing::AgentOptions;
+using conduit::testing::AgentProcess;
+using conduit::testing::PeerProcess;
+using json = nlohmann::json;
+
+constexpr std::uint64_t MiB = 1 << 20;
+
+AgentOptions agent_options() {
+  AgentOptions o;
+  o.binary = CONDUIT_AGENT_BIN;
+  o.provider = "tcp";
+  o.extra_args = {"--log-level", "warn"};
+  return o;
+}
+
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return done();
+}
+
+class LocalMode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(a.started() && b.started());
+    std::ofstream(jobs.path() / "token") << a.token() << "\n";
+    std::filesystem::create_directories(jobs.path() / "jobs");
+  }
+
+  std::unique_ptr<PeerProcess> start_controller(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv{CONDUIT_CONTROLLER_BIN,
+                                  "--local-dir",
+                                  (jobs.path() / "jobs").string(),
+                                  "--agents",
+                                  "node-a=" + a.url() + ",node-b=" + b.url(),
+                                  "--agent-token-file",
+                                  (jobs.path() / "token").string(),
+                                  "--log-level",
+                                  "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<PeerProcess>(argv);
+  }
+
+  // Seeded bytes as a file in node-a's data directory.
+  std::vector<std::byte> source_file(const std::string& name, std::uint64_t bytes, std::uint64_t seed) {
+    std::vector<std::byte> data(bytes);
+    fill_pattern(data, seed);
+    std::ofstream(a.data_dir() / name, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    return data;
+  }
+
+  void apply(const std::string& name, const std::string& yaml) {
+    // Written aside and renamed in, as an editor saves: the controller never reads half a file.
+    const auto tmp = jobs.path() / (name + ".tmp");
+    std::ofstream(tmp) << yaml;
+    std::filesystem::rename(tmp, jobs.path() / "jobs" / (name + ".yaml"));
+  }
+
+  json read_job(const std::string& name) {
+    std::ifstream in(jobs.path() / "jobs" / (name + ".yaml"));
+    if (!in) return json();
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto parsed = parse_yaml(text);
+    return parsed.ok() ? *parsed : json();
+  }
+
+  // The job's status as the file says now; an empty object before the controller wrote one.
+  json status(const std::string& name) {
+    const json job = read_job(name);
+    return job.is_object() && job.contains("status") && job["status"].is_object() ? job["status"]
+                                                                                  : json::object();
+  }
+  std::string phase(const std::string& name) { return status(name).value("phase", ""); }
+
+  json condition(const std::string& name, const std::string& type) {
+    for (const auto& c : status(name).value("conditions", json::array())) {
+      if (c.value("type", "") == type) return c;
+    }
+    return json();
+  }
+
+  std::uint32_t region_crc(AgentProcess& agent, const std::string& region, std::uint64_t bytes) {
+    auto sums = agent.get("/v1/regions/" + region + "/checksum?slice=" + std::to_string(bytes));
+    EXPECT_EQ(sums.status, 200) << sums.body.dump();
+    return sums.status == 200 ? sums.body["crc32c"][0].get<std::uint32_t>() : 0;
+  }
+
+  static std::string job_yaml(const std::string& name, const std::string& target_node, std::uint64_t bytes,
+                              const std::string& extra_spec = "") {
+    return "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " + name +
+           "\nspec:\n  source: {node: node-a, file: " + name +
+           ".bin}\n  targets:\n    - node: " + target_node + "\n      region: " + name +
+           "\n      create: {bytes: " + std::to_string(bytes) + "}\n  verify: crc32c\n" + extra_spec;
+  }
+
+  AgentProcess a{agent_options()};
+  AgentProcess b{agent_options()};
+  conduit::testing::TempDir jobs{"conduit-local-mode"};
+};
+
+TEST_F(LocalMode, JobMovesSixtyFourMiBVerifiedAndAMissingNodeFailsReadably) {
+  const auto source = source_file("weights.bin", 64 * MiB, 11);
+  auto controller = start_controller();
+  apply("weights", job_yaml("weights", "node-b", 64 * MiB));
+  apply("lost", job_yaml("lost", "node-z", 64 * MiB));
+
+  ASSERT_TRUE(wait_until([&] { return phase("weights") == "Succeeded"; }, 60s))
+      << read_job("weights").dump(2);
+  const json done = status("weights");
+  EXPECT_EQ(done["bytesTransferred"], 64 * MiB);
+  EXPECT_EQ(done["bytesTotal"], 64 * MiB);
+  EXPECT_EQ(done["progress"], "100%");
+  EXPECT_EQ(done["targets"][0]["verified"], true);
+  EXPECT_EQ(done["targets"][0]["transport"], "tcp");
+  EXPECT_EQ(condition("weights", "Complete")["status"], "True");
+  EXPECT_EQ(region_crc(b, "weights", 64 * MiB), crc32c(source));
+  // Nothing is left open or loaded: no grants on the target, no temporary region on the source.
+  EXPECT_TRUE(b.get("/v1/grants").body["items"].empty()) << b.get("/v1/grants").body.dump();
+  EXPECT_TRUE(a.get("/v1/regions").body["items"].empty()) << a.get("/v1/regions").body.dump();
+
+  ASSERT_TRUE(wait_until([&] { return phase("lost") == "Failed"; }, 30s)) << read_job("lost").dump(2);
+  EXPECT_EQ(condition("lost", "Failed")["reason"], "NodeNotFound");
+  EXPECT_NE(condition("lost", "Failed")["message"].get<std::string>().find("\"node-z\""), std::string::npos);
+
+  ::kill(controller->pid(), SIGTERM);
+  EXPECT_EQ(controller->wait(), 0) << "SIGTERM stops the controller cleanly";
+}
+
+TEST_F(LocalMode, OnceJobExitsWithTheOutcomeAndSavesTheTargetFile) {
+  const auto source = source_file("ckpt.bin", 16 * MiB, 5);
+  // The target also saves its region to a file on node-b once the bytes are in.
+  std::string yaml = job_yaml("ckpt", "node-b", 16 * MiB);
+  yaml.insert(yaml.find("  verify"), "      file: restored/ckpt.bin\n");
+  apply("ckpt", yaml);
+  auto controller = start_controller({"--once-job", "ckpt"});
+  const auto line = controller->read_line(60s);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_NE(line->find("Succeeded"), std::string::npos) << *line;
+  EXPECT_EQ(controller->wait(), 0);
+  std::ifstream saved(b.data_dir() / "restored" / "ckpt.bin", std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(bytes.size(), 16 * MiB);
+  EXPECT_EQ(crc32c(std::as_bytes(std::span(bytes))), crc32c(source));
+
+  apply("bad", job_yaml("bad", "node-b", 16 * MiB, "  chunkBytes: 1024\n"));
+  auto second = start_controller({"--once-job", "bad"});
+  const auto failed = second->read_line(30s);
+  ASSERT_TRUE(failed.has_value());
+  EXPECT_NE(failed->find("InvalidSpec"), std::string::npos) << *failed;
+  EXPECT_EQ(second->wait(), 1);
+}
+
+TEST_F(LocalMode, ANewControllerFinishesTheTransferItDidNotStartExactlyOnce) {
+  source_file("slow.bin", 64 * MiB, 3);
+  // 16 MiB/s: four seconds, time to kill the controller half way.
+  apply("slow", job_yaml("slow", "node-b", 64 * MiB, "  maxBytesPerSecond: 16777216\n"));
+  auto first = start_controller();
+  ASSERT_TRUE(wait_until([&] { return status("slow").value("bytesTransferred", 0) > 0; }, 30s))
+      << read_job("slow").dump(2);
+  first->kill(SIGKILL);
+  auto second = start_controller();
+  ASSERT_TRUE(wait_until([&] { return phase("slow") == "Succeeded"; }, 60s)) << read_job("slow").dump(2);
+  const json transfers = a.get("/v1/transfers").body["items"];
+  EXPECT_EQ(transfers.size(), 1U) << transfers.dump(2);
+  EXPECT_EQ(status("slow").value("retries", 0), 0);
+}
+
+TEST_F(LocalMode, RemovingTheJobFileCancelsTheTransferAndRevokesTheGrant) {
+  source_file("gone.bin", 64 * MiB, 9);
+  apply("gone", job_yaml("gone", "node-b", 64 * MiB, "  maxBytesPerSecond: 8388608\n"));
+  auto controller = start_controller();
+  ASSERT_TRUE(wait_until([&] { return phase("gone") == "Running"; }, 30s)) << read_job("gone").dump(2);
+  ASSERT_TRUE(wait_until([&] { return !b.get("/v1/grants").body["items"].empty(); }, 10s));
+  std::filesystem::remove(jobs.path() / "jobs" / "gone.yaml");
+  ASSERT_TRUE(wait_until([&] { return b.get("/v1/grants").body["items"].empty(); }, 20s))
+      << b.get("/v1/grants").body.dump();
+  const json transfers = a.get("/v1/transfers").body["items"];
+  ASSERT_EQ(transfers.size(), 1U);
+  EXPECT_TRUE(
+      wait_until([&] { return a.get("/v1/transfers").body["items"][0]["state"] == "Cancelled"; }, 10s))
+      << a.get("/v1/transfers").body.dump();
+  EXPECT_TRUE(wait_until([&] { return a.get("/v1/regions").body["items"].empty(); }, 10s))
+      << "the loaded source is released";
+}
+
+}  // namespace
+}  // namespace conduit::controller

@@ -1,0 +1,455 @@
+// The TransferJob state machine against an in-memory store and fake agents: each test is a user's story
+// (a job runs, fails and retries, is suspended, deleted, outlives its controller) told one reconcile at a
+// time on a manual clock.
+#include "reconcile/reconciler.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "fakes.h"
+#include "reconcile/controller.h"
+#include "reconcile/job_status.h"
+#include "reconcile/run_state.h"
+
+namespace conduit::controller {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeAgents;
+using testing::ManualClock;
+using testing::MemoryStore;
+using json = nlohmann::json;
+
+constexpr std::uint64_t MiB = 1 << 20;
+
+json job(const std::string& name, json spec_overrides = json::object()) {
+  json spec{{"source", {{"node", "node-a"}, {"file", "weights.bin"}}},
+            {"targets", {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}};
+  spec.merge_patch(spec_overrides);
+  return {{"apiVersion", "conduit.dev/v1alpha1"},
+          {"kind", "TransferJob"},
+          {"metadata", {{"name", name}, {"uid", "uid-" + name}, {"generation", 1}}},
+          {"spec", spec}};
+}
+
+class ReconcilerTest : public ::testing::Test {
+ protected:
+  ReconcilerTest() : store(clock), reconciler(store, agents, clock.clock()) {
+    agents.add_node("node-a");
+    agents.add_node("node-b");
+    agents.add_node("node-c");
+    agents.nodes["node-a"].files.insert("weights.bin");
+  }
+
+  std::optional<std::chrono::milliseconds> reconcile(const std::string& name, Reconciler* r = nullptr) {
+    return (r != nullptr ? r : &reconciler)->reconcile({"default", name});
+  }
+  json status(const std::string& name) { return store.job(name).value("status", json::object()); }
+  std::string phase(const std::string& name) { return status(name).value("phase", ""); }
+  json condition(const std::string& name, const std::string& type) {
+    const json s = status(name);
+    const json* c = find_condition(s, type);
+    return c != nullptr ? *c : json();
+  }
+  // Reconciles until the job's transfer runs (finalizer, regions, grants, start).
+  void start(const std::string& name) {
+    for (int i = 0; i < 3 && agents.starts == 0; ++i) reconcile(name);
+    ASSERT_EQ(phase(name), "Running") << store.job(name).dump(2);
+  }
+
+  ManualClock clock;
+  MemoryStore store;
+  FakeAgents agents;
+  Reconciler reconciler;
+};
+
+TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
+  store.put(job("ckpt", {{"targets",
+                          {{{"node", "node-b"},
+                            {"region", "weights"},
+                            {"create", {{"bytes", 64 * MiB}}},
+                            {"file", "restored.bin"}}}}}));
+  start("ckpt");
+  const json meta = store.job("ckpt")["metadata"];
+  EXPECT_EQ(meta["finalizers"], json::array({"conduit.dev/cleanup"}));
+  EXPECT_EQ(agents.starts, 1);
+  EXPECT_EQ(agents.live_grants(), 1U);
+  const auto& request = agents.requests.at("t-1");
+  EXPECT_EQ(request.length, 64 * MiB);
+  EXPECT_TRUE(request.verify);
+  EXPECT_EQ(request.targets.at(0).url, "http://node-b:7070");
+  EXPECT_EQ(request.source_region, temporary_region_name(store.job("ckpt")));
+  EXPECT_EQ(status("ckpt").value("startTime", ""), to_rfc3339(clock.now()));
+  EXPECT_EQ(condition("ckpt", "Running")["reason"], "TransferStarted");
+
+  clock.advance(1s);
+  agents.progress(32 * MiB, 2.5e9);
+  reconcile("ckpt");
+  EXPECT_EQ(status("ckpt")["progress"], "50%");
+  EXPECT_EQ(status("ckpt")["throughput"], "2.5 GB/s");
+  EXPECT_EQ(status("ckpt")["bytesTransferred"], 32 * MiB);
+  EXPECT_EQ(status("ckpt")["targets"][0]["state"], "Running");
+  EXPECT_EQ(status("ckpt")["targets"][0]["transport"], "tcp");
+
+  clock.advance(1s);
+  agents.finish("Succeeded");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+  EXPECT_EQ(condition("ckpt", "Complete")["status"], "True");
+  EXPECT_EQ(condition("ckpt", "Running")["status"], "False");
+  EXPECT_EQ(status("ckpt")["progress"], "100%");
+  EXPECT_EQ(status("ckpt")["targets"][0]["verified"], true);
+  EXPECT_EQ(status("ckpt")["completionTime"], to_rfc3339(clock.now()));
+  EXPECT_EQ(agents.live_grants(), 0U);
+  EXPECT_EQ(agents.saved, std::vector<std::string>{"node-b:weights->restored.bin"});
+  // The loaded copy of the file is gone; the target region stays (it is what the job was for).
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U);
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 1U);
+  EXPECT_FALSE(RunState::from_job(store.job("ckpt")).transfer);
+
+  // Settled: another look changes nothing.
+  const auto writes = store.status_writes.size();
+  clock.advance(5s);
+  EXPECT_EQ(reconcile("ckpt"), std::nullopt);
+  EXPECT_EQ(store.status_writes.size(), writes);
+}
+
+TEST_F(ReconcilerTest, FailedAttemptRetriesWithBackoffAndAFreshGrant) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  agents.finish("Failed", "Stalled", "no progress for 30 s");
+  const auto wait = reconcile("ckpt");
+  EXPECT_EQ(wait, 1000ms);
+  EXPECT_EQ(status("ckpt")["retries"], 1);
+  EXPECT_EQ(condition("ckpt", "Running")["reason"], "Retrying");
+  EXPECT_NE(condition("ckpt", "Running")["message"].get<std::string>().find("Stalled"), std::string::npos);
+  EXPECT_EQ(agents.revoked, std::vector<std::string>{"g-1"});
+  EXPECT_EQ(agents.live_grants(), 0U);
+
+  clock.advance(500ms);
+  reconcile("ckpt");
+  EXPECT_EQ(agents.starts, 1) << "no new attempt before the backoff ends";
+
+  clock.advance(600ms);
+  reconcile("ckpt");
+  EXPECT_EQ(agents.starts, 2);
+  EXPECT_EQ(agents.nodes["node-b"].grants.count("g-2"), 1U);
+  EXPECT_EQ(agents.requests.at("t-2").targets.at(0).key["grant"], "g-2");
+  // The loaded source is reused, the created target adopted: no reload, no RegionAlreadyExists.
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 1U);
+
+  agents.finish("Succeeded");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+  EXPECT_EQ(status("ckpt")["retries"], 1);
+}
+
+TEST_F(ReconcilerTest, BackoffLimitExceededFailsTheJob) {
+  store.put(job("ckpt", {{"backoffLimit", 1}}));
+  start("ckpt");
+  agents.finish("Failed", "PeerUnreachable", "target went away");
+  reconcile("ckpt");
+  clock.advance(1s);
+  reconcile("ckpt");
+  ASSERT_EQ(agents.starts, 2);
+  agents.finish("Failed", "ChecksumMismatch", "slice 3 differs");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Failed");
+  EXPECT_EQ(condition("ckpt", "Failed")["reason"], "BackoffLimitExceeded");
+  const std::string message = condition("ckpt", "Failed")["message"];
+  EXPECT_NE(message.find("ChecksumMismatch: slice 3 differs"), std::string::npos) << message;
+  EXPECT_EQ(agents.live_grants(), 0U);
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U) << "the loaded source is released";
+  clock.advance(10s);
+  reconcile("ckpt");
+  EXPECT_EQ(agents.starts, 2);
+}
+
+TEST_F(ReconcilerTest, DeadlineCancelsAndFails) {
+  store.put(job("ckpt", {{"activeDeadlineSeconds", 5}}));
+  start("ckpt");
+  EXPECT_EQ(agents.requests.at("t-1").deadline_seconds, 5U);
+  clock.advance(3s);
+  agents.progress(MiB);
+  EXPECT_LE(*reconcile("ckpt"), 2000ms);
+  clock.advance(2s);
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Failed");
+  EXPECT_EQ(condition("ckpt", "Failed")["reason"], "DeadlineExceeded");
+  EXPECT_EQ(agents.cancelled, std::vector<std::string>{"t-1"});
+  EXPECT_EQ(agents.live_grants(), 0U);
+}
+
+TEST_F(ReconcilerTest, SuspendCancelsAndResumeStartsAgain) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  store.job("ckpt")["spec"]["suspend"] = true;
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Suspended");
+  EXPECT_EQ(condition("ckpt", "Suspended")["status"], "True");
+  EXPECT_EQ(agents.cancelled, std::vector<std::string>{"t-1"});
+  EXPECT_EQ(agents.live_grants(), 0U);
+  clock.advance(10s);
+  EXPECT_EQ(reconcile("ckpt"), std::nullopt);
+  EXPECT_EQ(agents.starts, 1);
+
+  store.job("ckpt")["spec"]["suspend"] = false;
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Running");
+  EXPECT_EQ(condition("ckpt", "Suspended")["status"], "False");
+  EXPECT_EQ(agents.starts, 2);
+  EXPECT_EQ(status("ckpt").value("retries", 0), 0) << "a suspension is not a failure";
+  agents.finish("Succeeded");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+}
+
+TEST_F(ReconcilerTest, JobCreatedSuspendedNeverStarts) {
+  store.put(job("ckpt", {{"suspend", true}}));
+  reconcile("ckpt");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Suspended");
+  EXPECT_EQ(agents.starts, 0);
+}
+
+TEST_F(ReconcilerTest, DeletionCancelsRevokesAndDropsTheFinalizer) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  ASSERT_EQ(store.delete_job({"default", "ckpt"}).ok(), true);
+  ASSERT_TRUE(store.exists("ckpt")) << "the finalizer holds it";
+  reconcile("ckpt");
+  EXPECT_EQ(agents.cancelled, std::vector<std::string>{"t-1"});
+  EXPECT_EQ(agents.live_grants(), 0U);
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U);
+  EXPECT_FALSE(store.exists("ckpt")) << "finalizer removed, object gone";
+}
+
+TEST_F(ReconcilerTest, NewControllerReattachesInsteadOfStartingAgain) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  agents.progress(10 * MiB);
+  {
+    Reconciler restarted(store, agents, clock.clock());
+    clock.advance(2s);
+    reconcile("ckpt", &restarted);
+    EXPECT_EQ(agents.starts, 1);
+    EXPECT_EQ(status("ckpt")["bytesTransferred"], 10 * MiB);
+    agents.finish("Succeeded");
+    reconcile("ckpt", &restarted);
+  }
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+  EXPECT_EQ(agents.starts, 1);
+  EXPECT_EQ(agents.live_grants(), 0U);
+}
+
+TEST_F(ReconcilerTest, ControllerDyingBetweenGrantAndStartFencesTheGrantFirst) {
+  store.put(job("ckpt"));
+  reconcile("ckpt");  // finalizer and the whole start
+  ASSERT_EQ(agents.starts, 1);
+  // As if the controller died after recording the grant but before recording the transfer it started.
+  RunState run = RunState::from_job(store.job("ckpt"));
+  run.transfer.reset();
+  store.job("ckpt")["metadata"]["annotations"][kRunAnnotation] = run.to_annotation();
+  Reconciler restarted(store, agents, clock.clock());
+  reconcile("ckpt", &restarted);
+  EXPECT_EQ(agents.revoked, std::vector<std::string>{"g-1"}) << "the orphan can no longer write";
+  EXPECT_EQ(agents.starts, 2);
+  EXPECT_EQ(RunState::from_job(store.job("ckpt")).transfer->name, "t-2");
+}
+
+TEST_F(ReconcilerTest, ProgressWritesAreBoundedToTwoPerSecond) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  const auto before = store.status_writes.size();
+  for (int i = 1; i <= 100; ++i) {  // 10 s of polls every 100 ms, progress changing each time
+    clock.advance(100ms);
+    agents.progress(static_cast<std::uint64_t>(i) * 256 * 1024);
+    reconcile("ckpt");
+  }
+  const auto writes = store.status_writes.size() - before;
+  EXPECT_LE(writes, 20U);
+  EXPECT_GE(writes, 15U) << "progress still flows";
+  for (std::size_t i = before + 1; i < store.status_writes.size(); ++i) {
+    EXPECT_GE(store.status_writes[i] - store.status_writes[i - 1], 500ms);
+  }
+  // A transition is written at once, however recent the last progress write.
+  agents.finish("Succeeded");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+}
+
+TEST_F(ReconcilerTest, AgentSilentPastTheGraceRetries) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  agents.nodes["node-a"].down = true;
+  reconcile("ckpt");
+  clock.advance(5s);
+  reconcile("ckpt");
+  EXPECT_EQ(status("ckpt").value("retries", 0), 0) << "a short silence is waited out";
+  clock.advance(6s);
+  reconcile("ckpt");
+  EXPECT_EQ(status("ckpt").value("retries", 0), 1);
+  EXPECT_NE(condition("ckpt", "Running")["message"].get<std::string>().find("PeerUnreachable"),
+            std::string::npos);
+}
+
+TEST_F(ReconcilerTest, ErrorsRetryingCannotFixFailAtOnceWithTheirReason) {
+  struct Case {
+    const char* name;
+    json spec;
+    const char* reason;
+    const char* words;
+  };
+  agents.nodes["node-b"].regions["small"] = RegionInfo{"small", MiB, "host"};
+  agents.nodes["node-b"].regions["taken"] = RegionInfo{"taken", 64 * MiB, "host"};
+  const std::vector<Case> cases = {
+      {"missing-node", {{"targets", {{{"node", "node-z"}, {"region", "r"}}}}}, "NodeNotFound", "node-z"},
+      {"missing-region",
+       {{"source", {{"node", "node-a"}, {"file", nullptr}, {"region", "nope"}}}},
+       "RegionNotFound",
+       "nope"},
+      {"missing-file",
+       {{"source", {{"node", "node-a"}, {"file", "missing.bin"}}}},
+       "SourceFileNotFound",
+       "missing.bin"},
+      {"too-small", {{"targets", {{{"node", "node-b"}, {"region", "small"}}}}}, "SizeMismatch", "fewer"},
+      {"create-small",
+       {{"targets", {{{"node", "node-b"}, {"region", "x"}, {"create", {{"bytes", MiB}}}}}}},
+       "SizeMismatch",
+       "create.bytes"},
+      {"taken",
+       {{"targets", {{{"node", "node-b"}, {"region", "taken"}, {"create", {{"bytes", 64 * MiB}}}}}}},
+       "RegionAlreadyExists",
+       "already exists"},
+      {"bad-spec", {{"chunkBytes", 1024}}, "InvalidSpec", "spec.chunkBytes"},
+      {"chain",
+       {{"strategy", "Chain"},
+        {"targets",
+         {{{"node", "node-b"}, {"region", "c1"}, {"create", {{"bytes", 64 * MiB}}}},
+          {{"node", "node-c"}, {"region", "c2"}, {"create", {{"bytes", 64 * MiB}}}}}}},
+       "Unsupported",
+       "Chain"},
+      {"efa", {{"transport", {{"type", "efa"}}}}, "TransportUnavailable", "allowFallback"},
+  };
+  for (const auto& c : cases) {
+    store.put(job(c.name, c.spec));
+    reconcile(c.name);
+    reconcile(c.name);
+    EXPECT_EQ(phase(c.name), "Failed") << c.name;
+    EXPECT_EQ(condition(c.name, "Failed")["reason"], c.reason) << c.name;
+    const std::string message = condition(c.name, "Failed").value("message", "");
+    EXPECT_NE(message.find(c.words), std::string::npos) << c.name << ": " << message;
+  }
+  EXPECT_EQ(agents.starts, 0);
+  EXPECT_EQ(agents.live_grants(), 0U);
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("taken"), 1U)
+      << "a region the job did not create is left alone";
+}
+
+TEST_F(ReconcilerTest, TransportFallbackWhenAllowed) {
+  store.put(job("ckpt", {{"transport", {{"type", "efa"}, {"allowFallback", true}}}}));
+  start("ckpt");
+  EXPECT_EQ(status("ckpt")["targets"][0]["transport"], "tcp");
+}
+
+TEST_F(ReconcilerTest, FanoutIsOneTransferToEveryTarget) {
+  store.put(job("fan", {{"strategy", "Fanout"},
+                        {"targets",
+                         {{{"node", "node-b"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}},
+                          {{"node", "node-c"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("fan");
+  EXPECT_EQ(agents.starts, 1);
+  EXPECT_EQ(agents.requests.at("t-1").targets.size(), 2U);
+  EXPECT_EQ(status("fan")["bytesTotal"], 128 * MiB);
+  agents.finish("Succeeded");
+  reconcile("fan");
+  EXPECT_EQ(phase("fan"), "Succeeded");
+  EXPECT_EQ(agents.live_grants(), 0U);
+}
+
+TEST_F(ReconcilerTest, TtlDeletesTheFinishedJob) {
+  store.put(job("ckpt", {{"ttlSecondsAfterFinished", 30}}));
+  start("ckpt");
+  agents.finish("Succeeded");
+  const auto wait = reconcile("ckpt");
+  ASSERT_EQ(phase("ckpt"), "Succeeded");
+  EXPECT_EQ(wait, 30000ms);
+  clock.advance(29s);
+  reconcile("ckpt");
+  EXPECT_TRUE(store.exists("ckpt"));
+  clock.advance(1s);
+  reconcile("ckpt");  // deletes: the finalizer holds it for one more pass
+  reconcile("ckpt");
+  EXPECT_FALSE(store.exists("ckpt"));
+}
+
+TEST_F(ReconcilerTest, StoreOutageChangesNothingOnTheAgents) {
+  store.put(job("ckpt"));
+  reconcile("ckpt");  // finalizer + start
+  ASSERT_EQ(agents.starts, 1);
+  store.put(job("other"));
+  store.fail_writes = true;
+  EXPECT_EQ(reconcile("other"), 1000ms);
+  EXPECT_EQ(agents.starts, 1);
+  store.fail_writes = false;
+}
+
+// decide() alone: the rows of the table that the stories above do not reach.
+TEST(Decide, Table) {
+  const TimePoint now = std::chrono::system_clock::from_time_t(1'800'000'000);
+  JobView view;
+  view.has_finalizer = true;
+  view.phase = "Running";
+  view.spec = *TransferJobSpec::parse(
+      {{"source", {{"node", "a"}, {"region", "r"}}}, {"targets", {{{"node", "b"}, {"region", "r"}}}}});
+  RunState run;
+  Observation seen;
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::StartAttempt);
+  run.not_before = now + 2s;
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::WaitBackoff);
+  EXPECT_EQ(decide(view, run, seen, now).wait, 2000ms);
+  run.grants.push_back({"b", "g-1"});
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::Fence);
+  run.transfer = NodeRef{"a", "t-1"};
+  seen.kind = Observation::Kind::Lost;
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::Retry);
+  EXPECT_EQ(decide(view, run, seen, now).reason, "TransferLost");
+  view.deleting = true;
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::Finalize);
+  view.has_finalizer = false;
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::Idle);
+  view.deleting = false;
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::AddFinalizer);
+}
+
+TEST(Decide, BackoffDoublesAndCapsAtAMinute) {
+  EXPECT_EQ(backoff_delay(0), 1000ms);
+  EXPECT_EQ(backoff_delay(1), 2000ms);
+  EXPECT_EQ(backoff_delay(2), 4000ms);
+  EXPECT_EQ(backoff_delay(5), 32000ms);
+  EXPECT_EQ(backoff_delay(6), 60000ms);
+  EXPECT_EQ(backoff_delay(20), 60000ms);
+}
+
+TEST(WorkQueue, KeepsEachKeyOnceAtItsEarliestTime) {
+  WorkQueue queue;
+  const auto now = std::chrono::steady_clock::now();
+  queue.add({"default", "late"}, now + 50ms);
+  queue.add({"default", "soon"}, now + 200ms);
+  queue.add({"default", "soon"}, now);        // earlier wins
+  queue.add({"default", "late"}, now + 10s);  // later loses
+  EXPECT_EQ(queue.size(), 2U);
+  EXPECT_EQ(queue.pop()->name, "soon");
+  EXPECT_EQ(queue.pop()->name, "late");
+  EXPECT_GE(std::chrono::steady_clock::now(), now + 50ms);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(50ms);
+    queue.shutdown();
+  });
+  EXPECT_FALSE(queue.pop().has_value()) << "shutdown wakes a waiting worker";
+  stopper.join();
+}
+
+}  // namespace
+}  // namespace conduit::controller

@@ -1,0 +1,228 @@
+// The pieces under the reconciler: the spec as the CRD defines it (defaults, and the checks an apiserver
+// would make), status strings, RFC 3339, YAML <-> JSON, and the directory store local mode runs on.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "reconcile/clock.h"
+#include "reconcile/job_status.h"
+#include "reconcile/transfer_job.h"
+#include "store/local_store.h"
+#include "store/yaml_json.h"
+#include "temp_dir.h"
+
+namespace conduit::controller {
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+json minimal() {
+  return {{"source", {{"node", "node-a"}, {"region", "weights"}}},
+          {"targets", {{{"node", "node-b"}, {"region", "weights"}}}}};
+}
+
+TEST(TransferJobSpec, DefaultsAreTheCrds) {
+  auto spec = TransferJobSpec::parse(minimal());
+  ASSERT_TRUE(spec.ok()) << spec.error().message;
+  EXPECT_EQ(spec->strategy, Strategy::PointToPoint);
+  EXPECT_EQ(spec->transport, TransportType::Auto);
+  EXPECT_FALSE(spec->allow_fallback);
+  EXPECT_EQ(spec->chunk_bytes, 1u << 20);
+  EXPECT_EQ(spec->window, 16U);
+  EXPECT_TRUE(spec->verify);
+  EXPECT_EQ(spec->backoff_limit, 3U);
+  EXPECT_FALSE(spec->active_deadline_seconds);
+  EXPECT_FALSE(spec->ttl_seconds_after_finished);
+  EXPECT_FALSE(spec->suspend);
+  EXPECT_EQ(spec->max_bytes_per_second, 0U);
+}
+
+TEST(TransferJobSpec, RejectsWhatTheCrdRejectsWithItsMessages) {
+  struct Case {
+    json patch;
+    const char* message;
+  };
+  const std::vector<Case> cases = {
+      {{{"chunkBytes", 1024}}, "spec.chunkBytes: 1024 is below the minimum 4096"},
+      {{{"window", 0}}, "spec.window: 0 is below the minimum 1"},
+      {{{"backoffLimit", 21}}, "spec.backoffLimit: 21 is above the maximum 20"},
+      {{{"verify", "md5"}}, "spec.verify: \"md5\" is not one of none, crc32c"},
+      {{{"chunkbytes", 4096}}, "spec.chunkbytes: unknown field"},
+      {{{"targets", {{{"node", "node-b"}, {"region", "Weights"}}}}}, "is not a valid region name"},
+      {{{"source", {{"node", "node-a"}, {"region", "w"}, {"file", "w.bin"}}}},
+       "exactly one of region or file"},
+      {{{"source", {{"node", "node-a"}, {"region", nullptr}, {"file", "../etc/passwd"}}}}, "without '..'"},
+      {{{"targets", {{{"node", "node-b"}, {"region", "a"}}, {{"node", "node-c"}, {"region", "b"}}}}},
+       "strategy PointToPoint needs exactly one target"},
+      {{{"strategy", "Fanout"}}, "strategy Fanout needs at least 2 targets"},
+      {{{"targets", {{{"node", "node-a"}, {"region", "weights"}}}}}, "may not be the source region itself"},
+      {{{"strategy", "Fanout"},
+        {"targets", {{{"node", "node-b"}, {"region", "a"}}, {{"node", "node-b"}, {"region", "a"}}}}},
+       "targets must be unique by node and region"},
+      {{{"transport", {{"type", "shm"}}}},
+       "transport shm needs source.node and every target on the source's node"},
+      {{{"targets", {{{"node", "node-b"}, {"region", "a"}, {"create", {{"bytes", 1}, {"memory", "gpu"}}}}}}},
+       "must be \"host\" or \"cuda:N\""},
+      {{{"suspend", "yes"}}, "spec.suspend: must be true or false"},
+  };
+  for (const auto& c : cases) {
+    json spec = minimal();
+    spec.merge_patch(c.patch);
+    auto parsed = TransferJobSpec::parse(spec);
+    ASSERT_FALSE(parsed.ok()) << c.patch.dump();
+    EXPECT_EQ(parsed.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(parsed.error().message.find(c.message), std::string::npos)
+        << c.patch.dump() << " -> " << parsed.error().message;
+  }
+  json pod = minimal();
+  pod["source"] = {{"podSelector", {{"matchLabels", {{"app", "trainer"}}}}}, {"region", "w"}};
+  EXPECT_EQ(TransferJobSpec::parse(pod).error().code, ErrorCode::Unsupported);
+}
+
+TEST(TransferJobSpec, Names) {
+  EXPECT_TRUE(is_dns1123_label("node-a1"));
+  EXPECT_FALSE(is_dns1123_label("-a"));
+  EXPECT_FALSE(is_dns1123_label(std::string(64, 'a')));
+  EXPECT_TRUE(is_dns1123_subdomain("ip-10-0-0-1.ec2.internal"));
+  EXPECT_FALSE(is_dns1123_subdomain("a..b"));
+  EXPECT_TRUE(is_relative_path_inside("ckpt/step-1.bin"));
+  EXPECT_TRUE(is_relative_path_inside("a..b/c"));
+  EXPECT_FALSE(is_relative_path_inside("/etc/passwd"));
+  EXPECT_FALSE(is_relative_path_inside("a/../../b"));
+}
+
+TEST(JobStatus, PrinterColumnStrings) {
+  EXPECT_EQ(format_progress(0, 100), "0%");
+  EXPECT_EQ(format_progress(42, 100), "42%");
+  EXPECT_EQ(format_progress(995, 1000), "99.5%");
+  EXPECT_EQ(format_progress(9999, 10000), "99.9%") << "never 100% before the last byte";
+  EXPECT_EQ(format_progress(100, 100), "100%");
+  EXPECT_EQ(format_throughput(0), "");
+  EXPECT_EQ(format_throughput(5.2e9), "5.2 GB/s");
+  EXPECT_EQ(format_throughput(950e6), "950 MB/s");
+  EXPECT_EQ(format_throughput(12), "12 B/s");
+}
+
+TEST(JobStatus, ConditionTransitionTimeMovesOnlyWithStatus) {
+  const TimePoint t0 = std::chrono::system_clock::from_time_t(1'800'000'000);
+  json status = json::object();
+  set_condition(status, "Running", true, "TransferStarted", "a", t0, 1);
+  set_condition(status, "Running", true, "Retrying", "b", t0 + 5s, 1);
+  EXPECT_EQ((*find_condition(status, "Running"))["lastTransitionTime"], to_rfc3339(t0));
+  EXPECT_EQ((*find_condition(status, "Running"))["reason"], "Retrying");
+  set_condition(status, "Running", false, "Completed", "c", t0 + 9s, 1);
+  EXPECT_EQ((*find_condition(status, "Running"))["lastTransitionTime"], to_rfc3339(t0 + 9s));
+}
+
+TEST(JobStatus, MergeDiffTakesOneToTheOther) {
+  const json from{{"phase", "Running"},
+                  {"startTime", "x"},
+                  {"targets", {{{"bytes", 1}}}},
+                  {"nested", {{"a", 1}, {"b", 2}}}};
+  const json to{{"phase", "Running"}, {"targets", {{{"bytes", 2}}}}, {"nested", {{"a", 1}, {"c", 3}}}};
+  const json patch = merge_diff(from, to);
+  json applied = from;
+  applied.merge_patch(patch);
+  EXPECT_EQ(applied, to);
+  EXPECT_FALSE(patch.contains("phase"));
+  EXPECT_TRUE(merge_diff(to, to).empty());
+}
+
+TEST(Clock, Rfc3339RoundTrips) {
+  const TimePoint t = std::chrono::system_clock::from_time_t(1'800'000'000) + 250ms;
+  EXPECT_EQ(to_rfc3339(t), "2027-01-15T08:00:00Z");
+  EXPECT_EQ(to_rfc3339(t, true), "2027-01-15T08:00:00.250Z");
+  EXPECT_EQ(parse_rfc3339(to_rfc3339(t, true)), t);
+  EXPECT_EQ(parse_rfc3339("2027-01-15T09:00:00+01:00"),
+            std::chrono::system_clock::from_time_t(1'800'000'000));
+  EXPECT_FALSE(parse_rfc3339("yesterday"));
+  EXPECT_FALSE(parse_rfc3339("2027-01-15T08:00:00"));
+}
+
+TEST(YamlJson, TypesSurviveARoundTrip) {
+  const json value{
+      {"bytes", 268435456},  {"neg", -3},           {"ratio", 0.5},          {"on", true},
+      {"text", "node-a"},    {"looksTrue", "True"}, {"looksNumber", "0123"}, {"yes", "yes"},
+      {"empty", ""},         {"nothing", nullptr},  {"pct", "42%"},          {"list", {1, "two", false}},
+      {"json", "{\"a\":1}"}, {"multi", "a\nb"}};
+  auto back = parse_yaml(to_yaml(value));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, value) << to_yaml(value);
+  auto typed = parse_yaml("a: '12'\nb: 12\nc: ~\nd: 0x10\ne: 1e3\nf: False\n");
+  ASSERT_TRUE(typed.ok());
+  EXPECT_EQ((*typed)["a"], "12");
+  EXPECT_EQ((*typed)["b"], 12);
+  EXPECT_TRUE((*typed)["c"].is_null());
+  EXPECT_EQ((*typed)["d"], 16);
+  EXPECT_EQ((*typed)["e"], 1000.0);
+  EXPECT_EQ((*typed)["f"], false);
+  EXPECT_FALSE(parse_yaml("a: [1, 2").ok());
+}
+
+class LocalStoreTest : public ::testing::Test {
+ protected:
+  void write_job(const std::string& file, const std::string& name) {
+    dir.write(file,
+              "# keep me\napiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " + name +
+                  "\nspec:\n  source: {node: a, region: r}\n  targets: [{node: b, region: r}]\n");
+  }
+  testing::TempDir dir{"conduit-local-store"};
+};
+
+TEST_F(LocalStoreTest, ListsJobsAndWritesStatusBackIntoTheFile) {
+  write_job("job.yaml", "ckpt");
+  dir.write("notes.yaml", "just: notes\n");
+  dir.write("broken.yaml", "a: [\n");
+  LocalStore store(dir.path(), 20ms);
+  auto jobs = store.list_jobs();
+  ASSERT_TRUE(jobs.ok());
+  ASSERT_EQ(jobs->size(), 1U);
+  EXPECT_EQ((*jobs)[0]["metadata"]["namespace"], "default");
+
+  // The first look reports every job; our own writes are not changes.
+  EXPECT_EQ(store.wait_for_changes(100ms), (std::vector<ObjectKey>{{"default", "ckpt"}}));
+  ASSERT_TRUE(store.patch_job_status({"default", "ckpt"}, {{"phase", "Running"}, {"progress", "42%"}}).ok());
+  ASSERT_TRUE(store.patch_job_metadata({"default", "ckpt"}, {{"finalizers", {"conduit.dev/cleanup"}}}).ok());
+  EXPECT_TRUE(store.wait_for_changes(300ms).empty());
+  std::ifstream in(dir.path() / "job.yaml");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.rfind("# keep me\n", 0), 0U) << text;
+  EXPECT_NE(text.find("progress: 42%"), std::string::npos) << text;
+  EXPECT_EQ((*store.get_job({"default", "ckpt"}))["status"]["phase"], "Running");
+
+  // A person edits the file: that is a change.
+  std::string edited = text;
+  edited.replace(edited.find("spec:\n"), 6, "spec:\n  suspend: true\n");
+  dir.write("job.yaml", edited);
+  EXPECT_EQ(store.wait_for_changes(1s), (std::vector<ObjectKey>{{"default", "ckpt"}}));
+  EXPECT_EQ((*store.get_job({"default", "ckpt"}))["spec"]["suspend"], true);
+}
+
+TEST_F(LocalStoreTest, RemovingTheFileDeletesThroughTheFinalizer) {
+  write_job("job.yaml", "ckpt");
+  LocalStore store(dir.path(), 20ms);
+  ASSERT_TRUE(store.patch_job_metadata({"default", "ckpt"}, {{"finalizers", {"conduit.dev/cleanup"}}}).ok());
+  store.wait_for_changes(50ms);
+  std::filesystem::remove(dir.path() / "job.yaml");
+  EXPECT_EQ(store.wait_for_changes(1s), (std::vector<ObjectKey>{{"default", "ckpt"}}));
+  auto job = store.get_job({"default", "ckpt"});
+  ASSERT_TRUE(job.ok());
+  EXPECT_TRUE((*job)["metadata"].contains("deletionTimestamp"));
+  ASSERT_TRUE(store.patch_job_metadata({"default", "ckpt"}, {{"finalizers", nullptr}}).ok());
+  EXPECT_EQ(store.get_job({"default", "ckpt"}).error().code, ErrorCode::NotFound);
+}
+
+TEST_F(LocalStoreTest, DeleteJobRemovesTheFileAndNodesGoToTheirOwnFolder) {
+  write_job("job.yaml", "ckpt");
+  LocalStore store(dir.path(), 20ms);
+  ASSERT_TRUE(store.delete_job({"default", "ckpt"}).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "job.yaml"));
+  EXPECT_EQ(store.get_job({"default", "ckpt"}).error().code, ErrorCode::NotFound);
+  ASSERT_TRUE(store.upsert_node("node-a", {{"nodeName", "node-a"}}, {{"agentVersion", "0.1.0"}}).ok());
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "fabricnodes" / "node-a.yaml"));
+  EXPECT_TRUE(store.list_jobs()->empty());
+}
+
+}  // namespace
+}  // namespace conduit::controller
