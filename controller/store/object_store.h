@@ -4,11 +4,10 @@
 #pragma once
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "conduit/result.h"
 
@@ -35,7 +34,8 @@ class ObjectStore {
   virtual Status delete_job(const ObjectKey& key) = 0;  // ttlSecondsAfterFinished
 
   // FabricNodes (cluster-scoped): created when missing, status replaced.
-  virtual Status upsert_node(const std::string& name, const nlohmann::json& spec, const nlohmann::json& status) = 0;
+  virtual Status upsert_node(const std::string& name, const nlohmann::json& spec,
+                             const nlohmann::json& status) = 0;
 
   // A user-visible event on a job (kubectl describe); best effort.
   virtual void record_event(const ObjectKey& key, const std::string& type, const std::string& reason,
