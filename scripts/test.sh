@@ -7,12 +7,14 @@ scripts/install-deps.sh
 scripts/check-format.sh
 
 jobs=$(nproc)
+echo "== a real kube-apiserver + etcd + kubectl for the Kubernetes tests (built once from Go modules, cached outside the repo)"
+scripts/kube-tools.sh
+
 echo "== release build"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 (cd build && ctest --output-on-failure -j1 --timeout 600)
 
-echo "== Kubernetes end to end: a real kube-apiserver + etcd (built once from Go modules, cached outside the repo)"
-scripts/kube-tools.sh
+echo "== Kubernetes end to end with real kubectl"
 tests/e2e/kube_smoke.sh
 tests/e2e/crd_test.sh
 

@@ -73,7 +73,8 @@ Result<std::string> TokenSource::token() {
     if (have_token_) return token_;
     return make_error(ErrorCode::InvalidArgument, "token file " + path_ + " is empty");
   }
-  if (have_token_ && fresh != token_) log(LogLevel::Info, "token file " + path_ + " changed: using the new token");
+  if (have_token_ && fresh != token_)
+    log(LogLevel::Info, "token file " + path_ + " changed: using the new token");
   token_ = std::move(fresh);
   stamp_ = now;
   have_token_ = true;

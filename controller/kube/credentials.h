@@ -26,7 +26,7 @@ class TokenSource {
   // file by renaming a symlink; a request in between must not go out unauthenticated).
   Result<std::string> token();
   const std::string& path() const { return path_; }  // empty for a fixed token
-  int reads() const;                                   // how often the file was read (tests)
+  int reads() const;                                 // how often the file was read (tests)
 
  private:
   struct Stamp {

@@ -14,8 +14,8 @@ namespace conduit::controller::kube {
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
 struct ServerAddress {
-  std::string scheme;     // "https" or "http"
-  std::string host;       // without brackets for IPv6
+  std::string scheme;  // "https" or "http"
+  std::string host;    // without brackets for IPv6
   int port = 0;
   std::string base_path;  // "" or "/prefix" (a server behind a path-routing proxy), no trailing slash
 };
@@ -29,8 +29,8 @@ struct KubeConfig {
   bool insecure_skip_tls_verify = false;
   std::string client_cert_file;  // PEM client certificate and key (mutual TLS); both or neither
   std::string client_key_file;
-  std::shared_ptr<TokenSource> token;  // null: no bearer token
-  std::string ns = "default";          // the context's (or the service account's) namespace
+  std::shared_ptr<TokenSource> token;   // null: no bearer token
+  std::string ns = "default";           // the context's (or the service account's) namespace
   std::shared_ptr<PrivateFiles> files;  // owns the copies of *-data fields the paths above point into
 };
 

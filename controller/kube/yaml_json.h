@@ -3,11 +3,11 @@
 // ones stay strings.
 #pragma once
 
-#include <string>
-#include <vector>
+#include <yaml-cpp/yaml.h>
 
 #include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
+#include <string>
+#include <vector>
 
 #include "conduit/result.h"
 

@@ -1,0 +1,31 @@
+// ListWatchSource over the API server: LIST and WATCH of one resource in one namespace (or all).
+#pragma once
+
+#include <string>
+
+#include "client.h"
+#include "resource.h"
+#include "watch_source.h"
+
+namespace conduit::controller::kube {
+
+class KubeListWatch : public ListWatchSource {
+ public:
+  // `ns` empty: all namespaces (or a cluster-scoped resource). `timeout_seconds` 0: a random 5–10 minutes per
+  // stream, as client-go does, so that many watchers do not reconnect in step.
+  KubeListWatch(KubeClient& client, Resource resource, std::string ns, std::string label_selector = {},
+                int timeout_seconds = 0);
+
+  Result<ListResult> list() override;
+  WatchEnd watch(const std::string& resource_version, const std::function<bool(const WatchEvent&)>& on_event,
+                 std::stop_token stop) override;
+
+ private:
+  KubeClient& client_;
+  Resource resource_;
+  std::string ns_;
+  std::string label_selector_;
+  int timeout_seconds_;
+};
+
+}  // namespace conduit::controller::kube

@@ -1,0 +1,74 @@
+// ObjectStore over a Kubernetes API server: TransferJobs come from LIST+WATCH caches (one Watcher per
+// watched namespace, or one for all), writes go to the API server as merge patches, FabricNodes are
+// upserted, Events recorded best effort.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "client.h"
+#include "controller/store/object_store.h"
+#include "event_recorder.h"
+#include "kube_list_watch.h"
+#include "watcher.h"
+
+namespace conduit::controller::kube {
+
+struct KubeStoreOptions {
+  std::vector<std::string> namespaces;  // TransferJobs of these; none, or one "", means all namespaces
+  std::string component = "conduit-controller";  // Event source
+  std::string instance;                          // Event reportingInstance (the pod name); empty: hostname
+  int watch_timeout_seconds = 0;                 // per stream; 0: 5–10 minutes at random
+  WatcherOptions watcher;
+};
+
+class KubeObjectStore : public ObjectStore {
+ public:
+  KubeObjectStore(KubeClient& client, KubeStoreOptions options);
+  ~KubeObjectStore() override;  // stops the watchers
+
+  // Starts LIST+WATCH; until the first LIST lands, reads go to the API server directly.
+  void start();
+  void stop();
+  bool wait_synced(std::chrono::milliseconds timeout);
+
+  Result<std::vector<nlohmann::json>> list_jobs() override;
+  // From the cache; a key the cache lacks is asked of the API server, so NotFound is the server's word.
+  Result<nlohmann::json> get_job(const ObjectKey& key) override;
+  Result<nlohmann::json> patch_job_status(const ObjectKey& key, const nlohmann::json& status) override;
+  Result<nlohmann::json> patch_job_metadata(const ObjectKey& key, const nlohmann::json& metadata) override;
+  Status delete_job(const ObjectKey& key) override;  // a job already gone counts as deleted
+  Status upsert_node(const std::string& name, const nlohmann::json& spec,
+                     const nlohmann::json& status) override;
+  void record_event(const ObjectKey& key, const std::string& type, const std::string& reason,
+                    const std::string& message) override;
+  std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds timeout) override;
+
+ private:
+  struct NamespaceWatch {
+    std::string ns;  // "" for all namespaces
+    std::unique_ptr<KubeListWatch> source;
+    std::unique_ptr<Watcher> watcher;
+  };
+  Watcher* watcher_for(const std::string& ns);
+  std::optional<nlohmann::json> cached(const ObjectKey& key);
+  Result<nlohmann::json> patch_job(const ObjectKey& key, const std::string& subresource,
+                                   const nlohmann::json& patch);
+  void on_change(const std::vector<ObjectKey>& keys);
+
+  KubeClient& client_;
+  KubeStoreOptions options_;
+  std::vector<NamespaceWatch> watches_;
+  EventRecorder events_;
+
+  std::mutex changes_mutex_;
+  std::condition_variable changes_cv_;
+  std::set<ObjectKey> pending_;
+};
+
+}  // namespace conduit::controller::kube

@@ -1,0 +1,54 @@
+// The vocabulary of LIST + WATCH, and the narrow interface the Watcher drives: the API server implements it
+// (KubeListWatch), tests implement it with scripted events, no network.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "conduit/result.h"
+
+namespace conduit::controller::kube {
+
+struct WatchEvent {
+  enum class Type { Added, Modified, Deleted, Bookmark, Error };
+  Type type = Type::Added;
+  nlohmann::json object;  // the object; a Status for ERROR; only metadata.resourceVersion for BOOKMARK
+};
+
+// One line of a watch stream ({"type": ..., "object": ...}); nullopt when it is not one.
+std::optional<WatchEvent> parse_watch_event(std::string_view line);
+
+// How a watch stream ended.
+struct WatchEnd {
+  enum class Kind {
+    Closed,     // the server ended the stream (its timeout): re-watch from the last resourceVersion
+    Stopped,    // the stop token fired, or the consumer asked to stop
+    HttpError,  // the server refused the watch with a status (410 Gone: the resourceVersion is too old)
+    Transport,  // connection, TLS or read failure, or a line that is not an event
+  };
+  Kind kind = Kind::Closed;
+  int http_status = 0;
+  std::string message;
+};
+
+struct ListResult {
+  std::vector<nlohmann::json> items;
+  std::string resource_version;  // of the snapshot: where the watch starts
+};
+
+class ListWatchSource {
+ public:
+  virtual ~ListWatchSource() = default;
+  virtual Result<ListResult> list() = 0;
+  // Events after `resource_version`, each passed to `on_event` as it arrives, until the stream ends;
+  // `on_event` returning false ends it (Stopped). `stop` ends it promptly from another thread.
+  virtual WatchEnd watch(const std::string& resource_version,
+                         const std::function<bool(const WatchEvent&)>& on_event, std::stop_token stop) = 0;
+};
+
+}  // namespace conduit::controller::kube
