@@ -13,7 +13,7 @@
 
 #include "api_requests.h"
 #include "inventory.h"
-#include "log.h"
+#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 
 namespace conduit::agent {

@@ -21,7 +21,7 @@
 #include "grants.h"
 #include "import_socket.h"
 #include "inventory.h"
-#include "log.h"
+#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
 #include "transfers.h"
@@ -239,7 +239,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
 
 int main(int argc, char** argv, char** envp) {
   namespace agent = conduit::agent;
-  namespace log = conduit::agent::log;
+  namespace log = conduit::log;
   // Blocked before any thread exists, so every thread inherits the mask and only sigwait() sees them.
   sigset_t signals;
   sigemptyset(&signals);

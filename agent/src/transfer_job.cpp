@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "conduit/crc32c.h"
-#include "log.h"
+#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 
 namespace conduit::agent {

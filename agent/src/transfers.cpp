@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <system_error>
 
-#include "log.h"
+#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 #include "transfer_job.h"
 

@@ -14,7 +14,7 @@
 #include "conduit/size.h"
 #include "fabric.h"
 #include "inventory.h"
-#include "log.h"
+#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
 #include "temp_dir.h"

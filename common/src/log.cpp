@@ -1,4 +1,4 @@
-#include "log.h"
+#include "conduit/log.h"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
-namespace conduit::agent::log {
+namespace conduit::log {
 
 namespace {
 
@@ -142,4 +142,4 @@ void write(Level level, std::string_view message, const Fields& fields) {
   }
 }
 
-}  // namespace conduit::agent::log
+}  // namespace conduit::log

@@ -1,4 +1,5 @@
-// Structured one-line logs on stderr: logfmt (`ts=... level=info msg="..." transfer=t-3`) or JSON.
+// Structured one-line logs on stderr: logfmt (`ts=... level=info msg="..." transfer=t-3`) or JSON. Shared by
+// the agent and the controller (and anything else that runs as a daemon), so both log alike.
 #pragma once
 
 #include <chrono>
@@ -7,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace conduit::agent::log {
+namespace conduit::log {
 
 enum class Level { Debug, Info, Warn, Error };
 
@@ -26,4 +27,4 @@ inline void info(std::string_view m, const Fields& f = {}) { write(Level::Info, 
 inline void warn(std::string_view m, const Fields& f = {}) { write(Level::Warn, m, f); }
 inline void error(std::string_view m, const Fields& f = {}) { write(Level::Error, m, f); }
 
-}  // namespace conduit::agent::log
+}  // namespace conduit::log
