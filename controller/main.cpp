@@ -1,14 +1,18 @@
 // conduit-controller: reconciles TransferJobs into agent transfers. Local mode (--local-dir) keeps the
-// objects in a directory of YAML files and finds agents from --agents; Kubernetes mode is not built yet.
+// objects in a directory of YAML files; Kubernetes mode (without --local-dir) keeps them in the API server.
+// Local mode finds agents from --agents; Kubernetes mode also from the agent Service's EndpointSlices.
 // SIGTERM/SIGINT stop it cleanly; running agent transfers carry on and the next controller reattaches.
 #include <signal.h>
 
 #include <boost/program_options.hpp>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
-#include "log.h"
+#include "conduit/log.h"
+#include "discovery.h"
+#include "kube_mode.h"
 #include "reconcile/agent_api.h"
 #include "reconcile/controller.h"
 #include "reconcile/job_status.h"
@@ -49,37 +53,6 @@ bool parse_agents(const std::vector<std::string>& values, AgentDirectory& out, s
   return true;
 }
 
-// FabricNodes for the local agents, so `ls fabricnodes/` shows what the controller can reach.
-void discover(AgentApi& agents, const AgentDirectory& directory, ObjectStore& store) {
-  for (const auto& node : directory.nodes()) {
-    const json spec{{"nodeName", node}, {"agentEndpoint", directory.url(node).value_or("")}};
-    json status{{"lastSeen", to_rfc3339(std::chrono::system_clock::now())}};
-    auto info = agents.node_info(node);
-    json condition{{"type", "Reachable"},
-                   {"status", info ? "True" : "False"},
-                   {"reason", info ? "AgentAnswered" : "AgentUnreachable"},
-                   {"message", info ? "GET /v1/node answered" : info.error().message}};
-    if (info) {
-      status["agentVersion"] = info->value("version", "");
-      std::string summary;
-      json transports = json::array();
-      for (const auto& f : info->value("fabric", json::array())) {
-        const std::string name = transport_name(f.value("provider", ""));
-        transports.push_back(name);
-        summary += (summary.empty() ? "" : ",") + name;
-      }
-      status["transports"] = transports;
-      status["transportSummary"] = summary;
-      status["memory"] = {{"capBytes", info->value("memory", json::object()).value("cap", 0)},
-                          {"usedBytes", info->value("memory", json::object()).value("used", 0)}};
-    }
-    status["conditions"] = json::array({condition});
-    if (auto s = store.upsert_node(node, spec, status); !s) {
-      log::warn("writing the FabricNode failed", {{"node", node}, {"error", s.error().message}});
-    }
-  }
-}
-
 // --once-job: 0 when the job Succeeded, 1 when it Failed (or vanished once seen), nullopt while it runs.
 std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& seen) {
   auto job = store.get_job(key);
@@ -110,29 +83,44 @@ std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& s
 }
 
 int run(int argc, char** argv) {
-  std::string local_dir, token_file, once_job, log_level, kubeconfig, ns, agent_service, metrics_listen;
-  std::vector<std::string> agents_flags;
+  std::string local_dir, token_file, once_job, log_level, kubeconfig, agent_service, agent_service_ns,
+      lease_ns, lease_name, metrics_listen;
+  std::vector<std::string> agents_flags, namespaces;
   bool leader_elect = false;
+  double lease_duration = 15, renew_deadline = 10, retry_period = 2;
   po::options_description desc("conduit-controller: reconciles TransferJobs into conduit-agent transfers",
                                110);
   desc.add_options()("help,h", "show this help")(
       "local-dir", po::value(&local_dir)->value_name("DIR"),
       "local mode: TransferJobs are the *.yaml files in DIR; status is written back into them")(
       "agents", po::value(&agents_flags)->value_name("NODE=URL,..."),
-      "local mode: the agents, e.g. node-a=http://127.0.0.1:7070,node-b=http://127.0.0.1:7071")(
+      "the agents, e.g. node-a=http://127.0.0.1:7070,node-b=http://127.0.0.1:7071")(
       "agent-token-file", po::value(&token_file)->value_name("FILE"),
       "bearer token for the agents (re-read when it changes)")(
       "once-job", po::value(&once_job)->value_name("[NS/]NAME"),
-      "exit when this job finishes: 0 Succeeded, 1 Failed")(
+      "local mode: exit when this job finishes: 0 Succeeded, 1 Failed")(
       "log-level", po::value(&log_level)->default_value("info"), "debug, info, warn or error")(
-      "kubeconfig", po::value(&kubeconfig)->value_name("FILE"), "Kubernetes mode (not built yet)")(
-      "namespace", po::value(&ns)->value_name("NS"), "Kubernetes mode: namespace to watch (not built yet)")(
+      "kubeconfig", po::value(&kubeconfig)->value_name("FILE"),
+      "Kubernetes mode: kubeconfig (default: $KUBECONFIG, in-cluster, ~/.kube/config)")(
+      "namespace", po::value(&namespaces)->value_name("NS"),
+      "Kubernetes mode: namespace to watch, repeatable; none or \"\" means all")(
       "agent-service", po::value(&agent_service)->value_name("NAME"),
-      "Kubernetes mode: the agents' Service (not built yet)")(
+      "Kubernetes mode: the agents' Service; its EndpointSlices list the agents")(
+      "agent-service-namespace", po::value(&agent_service_ns)->value_name("NS"),
+      "the agents' Service namespace (default: the kubeconfig's)")(
       "leader-elect", po::bool_switch(&leader_elect),
-      "Kubernetes mode: Lease leader election (not built yet)")(
-      "metrics-listen", po::value(&metrics_listen)->value_name("ADDR"),
-      "metrics and health address (not built yet)");
+      "Kubernetes mode: only the holder of a coordination.k8s.io Lease reconciles")(
+      "leader-election-namespace", po::value(&lease_ns)->value_name("NS"),
+      "the Lease's namespace (default: the kubeconfig's)")(
+      "lease-name", po::value(&lease_name)->default_value("conduit-controller"), "the Lease's name")(
+      "lease-duration", po::value(&lease_duration)->default_value(15)->value_name("SECONDS"),
+      "how long a Lease not renewed stays taken")(
+      "renew-deadline", po::value(&renew_deadline)->default_value(10)->value_name("SECONDS"),
+      "a leader that could not renew this long steps down")(
+      "retry-period", po::value(&retry_period)->default_value(2)->value_name("SECONDS"),
+      "how often candidates try and leaders renew")("metrics-listen",
+                                                    po::value(&metrics_listen)->value_name("HOST:PORT"),
+                                                    "Kubernetes mode: serve /healthz, /readyz and /metrics");
   po::variables_map vm;
   try {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -151,11 +139,57 @@ int run(int argc, char** argv) {
     std::cerr << "conduit-controller: --log-level: want debug, info, warn or error\n";
     return kUsageError;
   }
-  log::set_level(level);
-  if (!kubeconfig.empty() || !ns.empty() || !agent_service.empty() || leader_elect ||
-      !metrics_listen.empty() || local_dir.empty()) {
-    std::cerr << "conduit-controller: Kubernetes mode is not built yet; run local mode with --local-dir DIR "
-                 "--agents NODE=URL,...\n";
+  log::configure(level, /*json=*/false);
+  if (!token_file.empty() && !std::filesystem::is_regular_file(token_file)) {
+    std::cerr << "conduit-controller: --agent-token-file " << token_file << " cannot be read\n";
+    return kUsageError;
+  }
+  std::string error;
+  // Signals go to the main thread only, which waits for them: the worker and watcher never see them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  if (local_dir.empty()) {
+    if (agents_flags.empty() && agent_service.empty()) {
+      std::cerr
+          << "conduit-controller: Kubernetes mode needs --agent-service NAME or --agents NODE=URL,...\n";
+      return kUsageError;
+    }
+    if (!once_job.empty()) {
+      std::cerr << "conduit-controller: --once-job is for local mode (use kubectl wait)\n";
+      return kUsageError;
+    }
+    if (lease_duration <= 0 || renew_deadline <= 0 || retry_period <= 0 || renew_deadline >= lease_duration ||
+        retry_period >= renew_deadline) {
+      std::cerr << "conduit-controller: want 0 < --retry-period < --renew-deadline < --lease-duration\n";
+      return kUsageError;
+    }
+    KubeModeOptions options;
+    if (!parse_agents(agents_flags, options.agents, error)) {
+      std::cerr << "conduit-controller: " << error << "\n";
+      return kUsageError;
+    }
+    const auto ms = [](double seconds) { return std::chrono::milliseconds(std::llround(seconds * 1000)); };
+    options.kubeconfig = kubeconfig;
+    options.namespaces = namespaces;
+    options.agent_token_file = token_file;
+    options.agent_service = agent_service;
+    options.agent_service_namespace = agent_service_ns;
+    options.leader_elect = leader_elect;
+    options.lease_namespace = lease_ns;
+    options.lease_name = lease_name;
+    options.lease_duration = ms(lease_duration);
+    options.renew_deadline = ms(renew_deadline);
+    options.retry_period = ms(retry_period);
+    options.metrics_listen = metrics_listen;
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    return run_kube_mode(options, signals);
+  }
+  if (!kubeconfig.empty() || !namespaces.empty() || !agent_service.empty() || leader_elect ||
+      !metrics_listen.empty()) {
+    std::cerr << "conduit-controller: --kubeconfig, --namespace, --agent-service, --leader-elect and "
+                 "--metrics-listen are for Kubernetes mode, not with --local-dir\n";
     return kUsageError;
   }
   if (!std::filesystem::is_directory(local_dir)) {
@@ -163,13 +197,8 @@ int run(int argc, char** argv) {
     return kUsageError;
   }
   AgentDirectory directory;
-  std::string error;
   if (!parse_agents(agents_flags, directory, error)) {
     std::cerr << "conduit-controller: " << error << "\n";
-    return kUsageError;
-  }
-  if (!token_file.empty() && !std::filesystem::is_regular_file(token_file)) {
-    std::cerr << "conduit-controller: --agent-token-file " << token_file << " cannot be read\n";
     return kUsageError;
   }
   std::optional<ObjectKey> once;
@@ -179,11 +208,6 @@ int run(int argc, char** argv) {
                                       : ObjectKey{once_job.substr(0, slash), once_job.substr(slash + 1)};
   }
 
-  // Signals go to the main thread only, which waits for them: the worker and watcher never see them.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   HttpAgentOptions agent_options;
@@ -194,7 +218,8 @@ int run(int argc, char** argv) {
   Controller controller(store, reconciler);
   log::info("conduit-controller started",
             {{"mode", "local"}, {"dir", local_dir}, {"agents", std::to_string(directory.nodes().size())}});
-  discover(agents, directory, store);
+  NodeDiscovery discovery;
+  discovery.run(agents, directory, store);
   controller.start();
 
   int exit_code = 0;
@@ -215,7 +240,7 @@ int run(int argc, char** argv) {
       }
     }
     if (std::chrono::steady_clock::now() >= next_discovery) {
-      discover(agents, directory, store);
+      discovery.run(agents, directory, store);
       next_discovery = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     }
   }

@@ -3,8 +3,8 @@
 // annotation as soon as it exists (regions before they are created), so a restart can find and release it.
 #include <set>
 
+#include "conduit/log.h"
 #include "job_status.h"
-#include "log.h"
 #include "pass.h"
 
 namespace conduit::controller {

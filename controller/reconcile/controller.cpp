@@ -1,7 +1,7 @@
 #include "controller.h"
 
+#include "conduit/log.h"
 #include "job_status.h"
-#include "log.h"
 
 namespace conduit::controller {
 
@@ -98,12 +98,18 @@ void Controller::watch_loop() {
 void Controller::work_loop() {
   while (auto key = queue_.pop()) {
     std::optional<std::chrono::milliseconds> again;
+    const auto started = Steady::now();
+    const char* error = nullptr;
     try {
       again = reconciler_.reconcile(*key);
     } catch (const std::exception& e) {
       // A malformed object must not take the controller down; it is looked at again later.
       log::error("reconcile failed", {{"job", key->ns + "/" + key->name}, {"error", e.what()}});
       again = std::chrono::seconds(5);
+      error = "exception";
+    }
+    if (options_.on_reconciled) {
+      options_.on_reconciled(std::chrono::duration<double>(Steady::now() - started).count(), error);
     }
     if (again && !stopping_) queue_.add(*key, Steady::now() + *again);
   }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,9 @@ struct ControllerOptions {
   std::chrono::milliseconds active_resync{1000};  // while a job is not finished: polls progress, deadlines
   std::chrono::milliseconds idle_resync{10000};   // otherwise: catches missed changes
   std::chrono::milliseconds watch_timeout{500};
+  // Called on the worker after each reconcile with its duration, and "exception" when it threw (nullptr
+  // otherwise); for metrics. Must not block.
+  std::function<void(double seconds, const char* error)> on_reconciled;
 };
 
 class Controller {
@@ -50,6 +54,8 @@ class Controller {
   // Lets the reconcile in progress finish, then joins both threads. Agent transfers keep running: the next
   // controller reattaches to them.
   void stop();
+
+  std::size_t queue_depth() const { return queue_.size(); }
 
  private:
   void watch_loop();

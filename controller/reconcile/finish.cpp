@@ -1,8 +1,8 @@
 // Ending an attempt (succeeded, failed, retried, suspended, deleted) and writing what the pass learnt.
 #include <thread>
 
+#include "conduit/log.h"
 #include "job_status.h"
-#include "log.h"
 #include "pass.h"
 
 namespace conduit::controller {

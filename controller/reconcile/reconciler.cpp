@@ -2,8 +2,8 @@
 
 #include <thread>
 
+#include "conduit/log.h"
 #include "job_status.h"
-#include "log.h"
 #include "pass.h"
 
 namespace conduit::controller {

@@ -7,7 +7,7 @@
 #include <sstream>
 #include <thread>
 
-#include "log.h"
+#include "conduit/log.h"
 #include "reconcile/clock.h"
 #include "yaml_json.h"
 

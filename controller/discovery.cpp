@@ -1,0 +1,134 @@
+#include "discovery.h"
+
+#include "conduit/log.h"
+#include "reconcile/job_status.h"
+#include "reconcile/transfer_job.h"
+
+namespace conduit::controller {
+namespace {
+
+using json = nlohmann::json;
+
+// A metav1.Condition; lastTransitionTime moves only when the status does.
+json condition(const json& previous, const std::string& type, const std::string& status,
+               const std::string& reason, const std::string& message, const std::string& now) {
+  std::string since = now;
+  for (const auto& c : previous.value("conditions", json::array())) {
+    if (c.value("type", "") == type && c.value("status", "") == status) {
+      since = c.value("lastTransitionTime", now);
+    }
+  }
+  return {{"type", type},
+          {"status", status},
+          {"lastTransitionTime", since},
+          {"reason", reason},
+          {"message", message}};
+}
+
+// The agent's readiness check `name` ("rdma", "gpu") as {ok, message}; absent: not ok, "not reported".
+std::pair<bool, std::string> agent_check(const json& info, const std::string& name) {
+  for (const auto& c : info.value("checks", json::array())) {
+    if (c.value("name", "") == name) return {c.value("ok", false), c.value("message", "")};
+  }
+  return {false, "the agent reported no " + name + " check"};
+}
+
+}  // namespace
+
+std::map<std::string, std::string> agents_from_endpoint_slices(const std::vector<json>& slices) {
+  std::map<std::string, std::string> found;
+  for (const auto& slice : slices) {
+    int port = 0;
+    for (const auto& p : slice.value("ports", json::array())) {
+      if (port == 0 || p.value("name", "") == "http") port = p.value("port", 0);
+    }
+    if (port <= 0) continue;
+    for (const auto& e : slice.value("endpoints", json::array())) {
+      // Absent means ready, as the EndpointSlice API says.
+      if (!e.value("conditions", json::object()).value("ready", true)) continue;
+      const auto addresses = e.value("addresses", json::array());
+      if (!addresses.is_array() || addresses.empty() || !addresses[0].is_string()) continue;
+      std::string node = e.value("nodeName", "");
+      if (node.empty()) node = e.value("targetRef", json::object()).value("name", "");
+      if (node.empty()) node = e.value("hostname", "");
+      if (!is_dns1123_subdomain(node)) continue;
+      const std::string address = addresses[0].get<std::string>();
+      const std::string host = address.find(':') != std::string::npos ? "[" + address + "]" : address;
+      found[node] = "http://" + host + ":" + std::to_string(port);
+    }
+  }
+  return found;
+}
+
+std::pair<int, int> NodeDiscovery::reachable_counts() const {
+  std::pair<int, int> counts{0, 0};
+  for (const auto& [node, status] : last_) {
+    bool reachable = false;
+    for (const auto& c : status.value("conditions", json::array())) {
+      if (c.value("type", "") == "Reachable") reachable = c.value("status", "") == "True";
+    }
+    ++(reachable ? counts.first : counts.second);
+  }
+  return counts;
+}
+
+void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, ObjectStore& store) {
+  const std::string now = to_rfc3339(std::chrono::system_clock::now());
+  for (const auto& node : directory.nodes()) {
+    const json spec{{"nodeName", node}, {"agentEndpoint", directory.url(node).value_or("")}};
+    const json previous = last_.count(node) > 0 ? last_[node] : json::object();
+    json status = previous;
+    auto info = agents.node_info(node);
+    json conditions = json::array();
+    if (info) {
+      conditions.push_back(
+          condition(previous, "Reachable", "True", "AgentAnswered", "GET /v1/node answered", now));
+      const auto [rdma_ok, rdma_message] = agent_check(*info, "rdma");
+      conditions.push_back(condition(previous, "RDMAReady", rdma_ok ? "True" : "False",
+                                     rdma_ok ? "RDMAUsable" : "NoRDMA", rdma_message, now));
+      const auto [gpu_ok, gpu_message] = agent_check(*info, "gpu");
+      conditions.push_back(condition(previous, "GPUReady", gpu_ok ? "True" : "False",
+                                     gpu_ok ? "GPUsUsable" : "NoGPU", gpu_message, now));
+      status["agentVersion"] = info->value("version", "");
+      std::string summary;
+      json transports = json::array();
+      for (const auto& f : info->value("fabric", json::array())) {
+        // The short name a TransferJob's spec.transport.type uses, whatever the agent calls it.
+        json t = f;
+        t["name"] = transport_name(f.value("provider", ""));
+        summary += (summary.empty() ? "" : ",") + t["name"].get<std::string>();
+        transports.push_back(std::move(t));
+      }
+      status["transports"] = transports;
+      status["transportSummary"] = summary;
+      const json topology = info->value("topology", json());
+      const json nics = topology.is_object() ? topology.value("nics", json::array()) : json::array();
+      const json gpus = topology.is_object() ? topology.value("gpus", json::array()) : json::array();
+      status["nics"] = nics;
+      status["gpus"] = gpus;
+      status["nicCount"] = nics.size();
+      status["gpuCount"] = gpus.size();
+      if (topology.is_object()) status["topology"] = topology;
+      const json memory = info->value("memory", json::object());
+      status["memory"] = {{"capBytes", memory.value("cap", std::uint64_t{0})},
+                          {"usedBytes", memory.value("used", std::uint64_t{0})}};
+      status["lastSeen"] = now;
+    } else {
+      // What the node last reported stays; only reachability changes, and readiness becomes unknown.
+      conditions.push_back(
+          condition(previous, "Reachable", "False", "AgentUnreachable", info.error().message, now));
+      for (const char* type : {"RDMAReady", "GPUReady"}) {
+        conditions.push_back(
+            condition(previous, type, "Unknown", "AgentUnreachable", "the agent does not answer", now));
+      }
+    }
+    status["conditions"] = conditions;
+    if (auto s = store.upsert_node(node, spec, status); !s) {
+      log::warn("writing the FabricNode failed", {{"node", node}, {"error", s.error().message}});
+      continue;
+    }
+    last_[node] = std::move(status);
+  }
+}
+
+}  // namespace conduit::controller

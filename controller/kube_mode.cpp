@@ -1,0 +1,372 @@
+#include "kube_mode.h"
+
+#include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include <atomic>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "conduit/log.h"
+#include "controller/kube/client.h"
+#include "controller/kube/kube_config.h"
+#include "controller/kube/kube_list_watch.h"
+#include "controller/kube/kube_store.h"
+#include "controller/kube/leader_election.h"
+#include "controller/kube/watcher.h"
+#include "discovery.h"
+#include "reconcile/controller.h"
+#include "reconcile/reconciler.h"
+
+namespace conduit::controller {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kUsageError = 2;
+constexpr std::chrono::seconds kSyncTimeout{60};
+// With the agent client's 2 s connect timeout, a dead agent shows Reachable=False within ~7 s.
+constexpr std::chrono::seconds kDiscoveryPeriod{5};
+
+// The reconciling half of the controller, started when we may act (always, or while we lead) and stopped
+// when we may not. A fresh Reconciler per term: its in-memory state must not outlive a term in which another
+// replica may have moved the jobs on.
+class Acting {
+ public:
+  Acting(ObjectStore& store, AgentApi& agents, ControllerOptions options)
+      : store_(store), agents_(agents), options_(std::move(options)) {}
+  ~Acting() { stop(); }
+
+  void start() {
+    std::lock_guard lock(mu_);
+    if (controller_) return;
+    reconciler_ = std::make_unique<Reconciler>(store_, agents_);
+    controller_ = std::make_unique<Controller>(store_, *reconciler_, options_);
+    controller_->start();
+    active_ = true;
+    log::info("reconciling started");
+  }
+  // Returns once the reconcile in progress has finished: nothing writes for us after this.
+  void stop() {
+    std::lock_guard lock(mu_);
+    if (!controller_) return;
+    active_ = false;
+    controller_->stop();
+    controller_.reset();
+    reconciler_.reset();
+    log::info("reconciling stopped");
+  }
+  bool active() const { return active_; }
+  std::size_t queue_depth() {
+    std::lock_guard lock(mu_);
+    return controller_ ? controller_->queue_depth() : 0;
+  }
+
+ private:
+  ObjectStore& store_;
+  AgentApi& agents_;
+  ControllerOptions options_;
+  std::mutex mu_;
+  std::unique_ptr<Reconciler> reconciler_;
+  std::unique_ptr<Controller> controller_;
+  std::atomic<bool> active_{false};
+};
+
+// The agents from the EndpointSlices of the agent Service, kept in `directory` next to the static --agents
+// ones (a discovered node overrides a static one of the same name; when it goes, the static one is back).
+class SliceDiscovery {
+ public:
+  SliceDiscovery(kube::KubeClient& client, const std::string& ns, const std::string& service,
+                 const AgentDirectory& fixed, AgentDirectory& directory)
+      : fixed_(fixed),
+        directory_(directory),
+        source_(client, kube::Resource{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true}, ns,
+                "kubernetes.io/service-name=" + service),
+        watcher_(source_, [this](const std::vector<ObjectKey>&) { rebuild(); }) {}
+  ~SliceDiscovery() { watcher_.stop(); }
+
+  void start() { watcher_.start(); }
+  bool wait_synced(std::chrono::milliseconds timeout) { return watcher_.wait_synced(timeout); }
+
+ private:
+  void rebuild() {
+    std::map<std::string, std::string> found;
+    try {
+      found = agents_from_endpoint_slices(watcher_.objects());
+    } catch (const std::exception& e) {
+      // The API server validates slices, so this is not expected; never let it end the watch thread.
+      log::warn("reading the agent EndpointSlices failed", {{"error", e.what()}});
+      return;
+    }
+    std::lock_guard lock(mu_);
+    for (const auto& node : discovered_) {
+      if (found.count(node) > 0) continue;
+      if (auto url = fixed_.url(node)) {
+        directory_.set(node, *url);
+      } else {
+        directory_.remove(node);
+      }
+      log::info("agent gone from the EndpointSlices", {{"node", node}});
+    }
+    for (const auto& [node, url] : found) {
+      if (directory_.url(node) != url) log::info("agent discovered", {{"node", node}, {"url", url}});
+      directory_.set(node, url);
+    }
+    discovered_.clear();
+    for (const auto& [node, url] : found) discovered_.insert(node);
+  }
+
+  const AgentDirectory& fixed_;
+  AgentDirectory& directory_;
+  kube::KubeListWatch source_;
+  kube::Watcher watcher_;
+  std::mutex mu_;
+  std::set<std::string> discovered_;
+};
+
+// /healthz (the process answers), /readyz (the caches synced) and /metrics, on a thread of its own.
+class MetricsServer {
+ public:
+  MetricsServer(const std::atomic<bool>& ready, Acting& acting, ObjectStore& store)
+      : ready_(ready),
+        acting_(acting),
+        store_(store),
+        registry_(std::make_shared<prometheus::Registry>()),
+        is_leader_(prometheus::BuildGauge()
+                       .Name("conduit_controller_is_leader")
+                       .Help("Whether this replica reconciles: it leads, or runs without leader election")
+                       .Register(*registry_)
+                       .Add({})),
+        jobs_(prometheus::BuildGauge()
+                  .Name("conduit_controller_transferjobs")
+                  .Help("TransferJobs seen by this replica, by status.phase")
+                  .Register(*registry_)),
+        queue_depth_(prometheus::BuildGauge()
+                         .Name("conduit_controller_queue_depth")
+                         .Help("TransferJobs waiting in the work queue (0 while not reconciling)")
+                         .Register(*registry_)
+                         .Add({})),
+        nodes_(prometheus::BuildGauge()
+                   .Name("conduit_controller_fabricnodes")
+                   .Help("FabricNodes by whether their agent answered at the last look")
+                   .Register(*registry_)),
+        duration_(prometheus::BuildHistogram()
+                      .Name("conduit_controller_reconcile_duration_seconds")
+                      .Help("Time one reconcile of one TransferJob took")
+                      .Register(*registry_)
+                      .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
+                                                                       5, 30})),
+        errors_(prometheus::BuildCounter()
+                    .Name("conduit_controller_reconcile_errors_total")
+                    .Help("Reconciles that failed, by reason")
+                    .Register(*registry_)) {
+    errors_.Add({{"reason", "exception"}});
+    server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("ok\n", "text/plain");
+    });
+    server_.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+      res.status = ready_ ? 200 : 503;
+      res.set_content(ready_ ? "ok\n" : "caches not synced\n", "text/plain");
+    });
+    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(scrape(), "text/plain; version=0.0.4");
+    });
+  }
+  ~MetricsServer() { stop(); }
+
+  bool listen(const std::string& address, std::string& error) {
+    const auto colon = address.rfind(':');
+    int port = -1;
+    if (colon != std::string::npos && colon > 0) {
+      try {
+        port = std::stoi(address.substr(colon + 1));
+      } catch (const std::exception&) {
+        port = -1;
+      }
+    }
+    if (port <= 0 || port > 65535) {
+      error = "--metrics-listen: want HOST:PORT, got \"" + address + "\"";
+      return false;
+    }
+    if (!server_.bind_to_port(address.substr(0, colon), port)) {
+      error = "--metrics-listen: cannot listen on " + address;
+      return false;
+    }
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    return true;
+  }
+  void stop() {
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  // From the controller's worker thread (prometheus-cpp metrics are thread-safe).
+  void reconciled(double seconds, const char* error) {
+    duration_.Observe(seconds);
+    if (error != nullptr) errors_.Add({{"reason", error}}).Increment();
+  }
+  void set_nodes(int reachable, int unreachable) {
+    nodes_.Add({{"reachable", "true"}}).Set(reachable);
+    nodes_.Add({{"reachable", "false"}}).Set(unreachable);
+  }
+
+ private:
+  // Phases are counted at scrape time from the store's cache: no bookkeeping to drift from the truth.
+  std::string scrape() {
+    std::lock_guard lock(mu_);
+    is_leader_.Set(acting_.active() ? 1 : 0);
+    queue_depth_.Set(static_cast<double>(acting_.queue_depth()));
+    std::map<std::string, int> counts{{"Pending", 0}, {"Running", 0}, {"Succeeded", 0}, {"Failed", 0}};
+    if (auto jobs = store_.list_jobs()) {
+      for (const auto& job : *jobs) {
+        const std::string phase = job.value("status", json::object()).value("phase", "Pending");
+        ++counts[phase.empty() ? "Pending" : phase];
+      }
+    }
+    for (const auto& [phase, n] : counts) jobs_.Add({{"phase", phase}}).Set(n);
+    return prometheus::TextSerializer().Serialize(registry_->Collect());
+  }
+
+  const std::atomic<bool>& ready_;
+  Acting& acting_;
+  ObjectStore& store_;
+  std::mutex mu_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Gauge& is_leader_;
+  prometheus::Family<prometheus::Gauge>& jobs_;
+  prometheus::Gauge& queue_depth_;
+  prometheus::Family<prometheus::Gauge>& nodes_;
+  prometheus::Histogram& duration_;
+  prometheus::Family<prometheus::Counter>& errors_;
+  httplib::Server server_;
+  std::thread thread_;
+};
+
+}  // namespace
+
+int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
+  auto config = kube::load_default_config(options.kubeconfig);
+  if (!config) {
+    std::cerr << "conduit-controller: Kubernetes config: " << config.error().message << "\n";
+    return kUsageError;
+  }
+  kube::KubeClient client(*config);
+  kube::KubeStoreOptions store_options;
+  store_options.namespaces = options.namespaces;
+  kube::KubeObjectStore store(client, store_options);
+
+  // The directory the agent client reads: the static agents, then whatever the EndpointSlices add.
+  AgentDirectory directory;
+  for (const auto& node : options.agents.nodes()) directory.set(node, options.agents.url(node).value_or(""));
+  std::unique_ptr<SliceDiscovery> slices;
+  if (!options.agent_service.empty()) {
+    const std::string ns =
+        options.agent_service_namespace.empty() ? config->ns : options.agent_service_namespace;
+    slices = std::make_unique<SliceDiscovery>(client, ns, options.agent_service, options.agents, directory);
+  }
+  HttpAgentOptions agent_options;
+  agent_options.token_file = options.agent_token_file;
+  HttpAgentApi agents(directory, agent_options);
+  // Reconciles report into the metrics through this pointer; the one path out after the controller starts
+  // stops it explicitly before the metrics go away.
+  std::atomic<bool> ready{false};
+  MetricsServer* metrics_sink = nullptr;
+  ControllerOptions controller_options;
+  controller_options.on_reconciled = [&metrics_sink](double seconds, const char* error) {
+    if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
+  };
+  Acting acting(store, agents, controller_options);
+  MetricsServer metrics(ready, acting, store);
+  metrics_sink = &metrics;
+  if (!options.metrics_listen.empty()) {
+    std::string error;
+    if (!metrics.listen(options.metrics_listen, error)) {
+      std::cerr << "conduit-controller: " << error << "\n";
+      return kUsageError;
+    }
+  }
+
+  log::info("conduit-controller started", {{"mode", "kubernetes"},
+                                           {"server", config->server},
+                                           {"agents", std::to_string(options.agents.nodes().size())},
+                                           {"agentService", options.agent_service},
+                                           {"leaderElect", options.leader_elect ? "true" : "false"}});
+  store.start();
+  if (slices) slices->start();
+  // Waits in short steps so SIGTERM during a slow first LIST still stops us promptly.
+  const auto sync_deadline = std::chrono::steady_clock::now() + kSyncTimeout;
+  bool synced = false;
+  while (!synced && std::chrono::steady_clock::now() < sync_deadline) {
+    synced = store.wait_synced(std::chrono::milliseconds(200)) &&
+             (!slices || slices->wait_synced(std::chrono::milliseconds(200)));
+    const timespec now{0, 0};
+    if (const int sig = sigtimedwait(&signals, nullptr, &now); sig == SIGTERM || sig == SIGINT) {
+      log::info("stopping before the caches synced");
+      slices.reset();
+      store.stop();
+      return 0;
+    }
+  }
+  if (!synced) {
+    std::cerr << "conduit-controller: the TransferJob caches did not sync within " << kSyncTimeout.count()
+              << " s (is the TransferJob CRD installed, and may we list it and EndpointSlices?)\n";
+    slices.reset();
+    store.stop();
+    return 1;
+  }
+  ready = true;
+
+  std::unique_ptr<kube::LeaderElector> elector;
+  if (options.leader_elect) {
+    kube::LeaderElectionConfig election;
+    election.lease_namespace = options.lease_namespace;
+    election.lease_name = options.lease_name;
+    election.lease_duration = options.lease_duration;
+    election.renew_deadline = options.renew_deadline;
+    election.retry_period = options.retry_period;
+    election.on_started_leading = [&acting] { acting.start(); };
+    // Returns only when the last reconcile has finished, so the next leader never races our writes.
+    election.on_stopped_leading = [&acting] { acting.stop(); };
+    elector = std::make_unique<kube::LeaderElector>(*config, election);
+    log::info("waiting for leadership", {{"lease", options.lease_name}, {"identity", elector->identity()}});
+    elector->start();
+  } else {
+    acting.start();
+  }
+
+  NodeDiscovery discovery;
+  auto next_discovery = std::chrono::steady_clock::now();
+  while (true) {
+    const timespec tick{0, 200'000'000};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGTERM || sig == SIGINT) {
+      log::info("stopping", {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"}});
+      break;
+    }
+    // Only the replica that reconciles writes FabricNodes: two writers would only fight over lastSeen.
+    if (acting.active() && std::chrono::steady_clock::now() >= next_discovery) {
+      discovery.run(agents, directory, store);
+      const auto [reachable, unreachable] = discovery.reachable_counts();
+      metrics.set_nodes(reachable, unreachable);
+      next_discovery = std::chrono::steady_clock::now() + kDiscoveryPeriod;
+    }
+  }
+  // Stop reconciling before the Lease is released, then the watches; the endpoint goes last.
+  if (elector) elector->stop(/*release=*/true);
+  acting.stop();
+  slices.reset();
+  store.stop();
+  metrics.stop();
+  log::info("conduit-controller stopped");
+  return 0;
+}
+
+}  // namespace conduit::controller

@@ -1,0 +1,53 @@
+// EndpointSlices of the agent Service -> the agent directory. (The API server refuses loopback addresses in
+// EndpointSlices, so the end-to-end tests, which keep to 127.0.0.1, give the agents with --agents instead.)
+#include "discovery.h"
+
+#include <gtest/gtest.h>
+
+namespace conduit::controller {
+namespace {
+
+using json = nlohmann::json;
+
+json slice(const json& ports, const json& endpoints) {
+  return {{"apiVersion", "discovery.k8s.io/v1"},
+          {"kind", "EndpointSlice"},
+          {"metadata", {{"name", "conduit-agent-x"}, {"namespace", "conduit"}}},
+          {"addressType", "IPv4"},
+          {"ports", ports},
+          {"endpoints", endpoints}};
+}
+
+TEST(EndpointSlices, ReadyEndpointsMapByNodeNameTargetRefOrHostname) {
+  const json ports = json::array({{{"name", "metrics"}, {"port", 9090}}, {{"name", "http"}, {"port", 7070}}});
+  const auto agents = agents_from_endpoint_slices({
+      slice(ports,
+            json::array({
+                {{"addresses", {"10.0.0.5"}}, {"nodeName", "node-a"}, {"conditions", {{"ready", true}}}},
+                {{"addresses", {"10.0.0.6"}}, {"targetRef", {{"kind", "Pod"}, {"name", "agent-b"}}}},
+                {{"addresses", {"10.0.0.7"}}, {"hostname", "node-c"}},
+                {{"addresses", {"10.0.0.8"}}, {"nodeName", "node-d"}, {"conditions", {{"ready", false}}}},
+                {{"addresses", json::array()}, {"nodeName", "node-e"}},
+                {{"addresses", {"10.0.0.9"}}},
+            })),
+      slice(json::array({{{"port", 7071}}}),
+            json::array({{{"addresses", {"fd00::1"}}, {"nodeName", "node-f"}}})),
+      slice(json::array(), json::array({{{"addresses", {"10.0.0.10"}}, {"nodeName", "node-g"}}})),
+  });
+  const std::map<std::string, std::string> want{{"node-a", "http://10.0.0.5:7070"},
+                                                {"agent-b", "http://10.0.0.6:7070"},
+                                                {"node-c", "http://10.0.0.7:7070"},
+                                                {"node-f", "http://[fd00::1]:7071"}};
+  EXPECT_EQ(agents, want);
+}
+
+TEST(EndpointSlices, MalformedSlicesAreIgnoredNotFatal) {
+  EXPECT_TRUE(
+      agents_from_endpoint_slices(
+          {json::object(), slice(json::array({{{"port", 7070}}}),
+                                 json::array({{{"nodeName", "Not_A_Node"}, {"addresses", {"10.0.0.1"}}}}))})
+          .empty());
+}
+
+}  // namespace
+}  // namespace conduit::controller
