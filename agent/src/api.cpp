@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "api_requests.h"
-#include "inventory.h"
 #include "conduit/log.h"
+#include "inventory.h"
 #include "metrics/agent_metrics.h"
 
 namespace conduit::agent {

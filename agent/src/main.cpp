@@ -16,12 +16,12 @@
 
 #include "agent_client.h"
 #include "api.h"
+#include "conduit/log.h"
 #include "config.h"
 #include "fabric.h"
 #include "grants.h"
 #include "import_socket.h"
 #include "inventory.h"
-#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
 #include "transfers.h"

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "conduit/log.h"
 #include "conduit/size.h"
 #include "fabric.h"
 #include "inventory.h"
-#include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
 #include "temp_dir.h"
