@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "conduit/http_error.h"
 #include "conduit/size.h"
 
 namespace {
@@ -78,23 +79,6 @@ std::string gb_per_s(double bytes_per_second) {
   return text;
 }
 
-std::string describe(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return "could not connect";
-    case httplib::Error::ConnectionTimeout:
-      return "connection timed out";
-    case httplib::Error::Read:
-      return "the connection closed before an answer came";
-    case httplib::Error::SSLConnection:
-      return "TLS handshake failed";
-    case httplib::Error::SSLServerVerification:
-      return "the server's certificate is not trusted";
-    default:
-      return httplib::to_string(error);
-  }
-}
-
 struct Globals {
   std::string agent;
   std::string token;
@@ -125,7 +109,9 @@ class Agent {
 
  private:
   json check(const httplib::Result& result, const std::string& what) {
-    if (!result) throw Exit{1, "cannot reach agent " + url_ + " (" + what + "): " + describe(result.error())};
+    if (!result)
+      throw Exit{1, "cannot reach agent " + url_ + " (" + what +
+                        "): " + conduit::describe_http_error(result.error())};
     json body = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
     if (result->status < 400) return body.is_discarded() ? json::object() : body;
     if (body.is_object() && body.contains("error") && body["error"].is_object()) {

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "conduit/http_error.h"
+
 namespace conduit::agent {
 
 namespace {
@@ -73,7 +75,7 @@ Result<std::vector<std::uint32_t>> AgentClient::checksum(const std::string& url,
   auto response = client.Get(path, headers);
   if (!response) {
     return make_error(ErrorCode::PeerUnreachable,
-                      "agent at " + url + " did not answer: " + httplib::to_string(response.error()));
+                      "agent at " + url + " did not answer: " + describe_http_error(response.error()));
   }
   if (response->status != 200) return http_error(url, *response);
   return parse_checksums(url, response->body);

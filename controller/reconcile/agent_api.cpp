@@ -5,6 +5,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "conduit/http_error.h"
+
 namespace conduit::controller {
 
 using json = nlohmann::json;
@@ -100,23 +102,6 @@ std::string HttpAgentApi::token() {
   return token_;
 }
 
-namespace {
-
-std::string describe(httplib::Error error) {
-  switch (error) {
-    case httplib::Error::Connection:
-      return "could not connect";
-    case httplib::Error::ConnectionTimeout:
-      return "connection timed out";
-    case httplib::Error::Read:
-      return "no answer in time (read failed or timed out)";
-    default:
-      return httplib::to_string(error);
-  }
-}
-
-}  // namespace
-
 Result<json> HttpAgentApi::call(const std::string& node, Method method, const std::string& path,
                                 const json* body, std::chrono::milliseconds read_timeout) {
   const auto url = directory_.url(node);
@@ -145,7 +130,7 @@ Result<json> HttpAgentApi::call(const std::string& node, Method method, const st
   if (!result) {
     return make_error(ErrorCode::PeerUnreachable, "agent on node \"" + node + "\" (" + *url +
                                                       ") did not answer " + verb + path + ": " +
-                                                      describe(result.error()));
+                                                      describe_http_error(result.error()));
   }
   json answer = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
   if (result->status < 400) return answer.is_discarded() ? json::object() : answer;
