@@ -99,13 +99,14 @@ TEST_P(AgentToAgent, FileRoundTripsThroughTwoAgentsVerified) {
 INSTANTIATE_TEST_SUITE_P(Providers, AgentToAgent, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return info.param; });
 
-// Slow on purpose: capped at 64 MiB/s.
-json slow_transfer(AgentProcess& a, AgentProcess& b, std::uint64_t size) {
+// Slow on purpose: capped at 64 MiB/s. `extra` adds request fields (a deadline).
+json slow_transfer(AgentProcess& a, AgentProcess& b, std::uint64_t size, const json& extra = json::object()) {
   load_seeded(a, "big", size, 3);
   EXPECT_EQ(b.post("/v1/regions", {{"name", "sink"}, {"bytes", size}, {"memory", "host"}}).status, 201);
   const json g = grant(b, "sink", size);
   auto body = transfer_body("big", g, b, "sink", 4096, 1, "none");
   body["maxBytesPerSecond"] = 64 * MiB;  // 8 s for 512 MiB, however fast the machine is
+  body.update(extra);
   auto started = a.post("/v1/transfers", body);
   EXPECT_EQ(started.status, 202) << started.body.dump();
   return started.body;
@@ -130,15 +131,9 @@ TEST(Agent, DeadlineFailsTheTransfer) {
   AgentProcess a(agent_options("tcp"));
   AgentProcess b(agent_options("tcp"));
   ASSERT_TRUE(a.started() && b.started());
-  load_seeded(a, "big", 512 * MiB, 3);
-  ASSERT_EQ(b.post("/v1/regions", {{"name", "sink"}, {"bytes", 512 * MiB}, {"memory", "host"}}).status, 201);
-  const json g = grant(b, "sink", 512 * MiB);
-  json body = transfer_body("big", g, b, "sink", 4096, 1, "none");
-  body["deadlineSeconds"] = 1;
-  body["maxBytesPerSecond"] = 64 * MiB;
-  auto started = a.post("/v1/transfers", body);
-  ASSERT_EQ(started.status, 202) << started.body.dump();
-  const json done = a.wait_transfer(started.body["id"], 20s);
+  const json started = slow_transfer(a, b, 512 * MiB, {{"deadlineSeconds", 1}});
+  ASSERT_TRUE(started.contains("id")) << started.dump();
+  const json done = a.wait_transfer(started["id"], 20s);
   EXPECT_EQ(done["state"], "Failed") << done.dump();
   EXPECT_EQ(done["reason"], "DeadlineExceeded") << done.dump();
 }
