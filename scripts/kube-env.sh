@@ -93,8 +93,9 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM HUP
 started=1
 
-# A free TCP port on 127.0.0.1 that none of the ports already picked uses. Racy by nature (as envtest's):
-# a process that loses the race exits and the start fails, stopping the rest.
+# free_port: sets $port to a free TCP port on 127.0.0.1 that none of the ports already picked uses (not in
+# a $(...) subshell, so $picked remembers it). Racy by nature (as envtest's): a process that loses the race
+# exits, and its start is retried below on fresh ports.
 picked=" "
 free_port() {
   local p
@@ -103,16 +104,12 @@ free_port() {
     case "$picked" in *" $p "*) continue ;; esac
     if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       picked+="$p "
-      echo "$p"
+      port="$p"
       return 0
     fi
   done
   die "no free port found"
 }
-etcd_port="$(free_port)"
-etcd_peer_port="$(free_port)"
-api_port="$(free_port)"
-
 # Keys and the static token: made once per DIR, kept across restarts.
 mkdir -p "$dir/certs" "$dir/etcd"
 chmod 700 "$dir/certs" "$dir/etcd"
@@ -132,65 +129,87 @@ alive() { kill -0 "$(cat "$dir/$1.pid")" 2>/dev/null; }
 died() { die "$1 exited during start; last lines of $dir/$1.log:"$'\n'"$(tail -n 15 "$dir/$1.log")"; }
 
 # ---- etcd
-etcd_url="http://127.0.0.1:$etcd_port"
-etcd_args=(
-  --name default
-  --data-dir "$dir/etcd"
-  --listen-client-urls "$etcd_url"
-  --advertise-client-urls "$etcd_url"
-  --listen-peer-urls "http://127.0.0.1:$etcd_peer_port"
-  --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port"
-  --initial-cluster "default=http://127.0.0.1:$etcd_peer_port"
-  --initial-cluster-state new
-)
-# Tests need no durability: etcd >= 3.5 can skip fsync, as envtest does.
-if "$ETCD" --help 2>&1 | grep -q -- '--unsafe-no-fsync'; then
-  etcd_args+=(--unsafe-no-fsync)
-fi
-"$ETCD" "${etcd_args[@]}" < /dev/null > "$dir/etcd.log" 2>&1 &
-echo $! > "$dir/etcd.pid"
-
-ok=0
-for _ in $(seq 300); do
-  alive etcd || died etcd
-  if curl -sf --max-time 2 "$etcd_url/health" 2>/dev/null | grep -q '"health":"true"'; then ok=1; break; fi
-  sleep 0.1
+# Ports are picked free but can be taken before etcd binds them (other test environments start at the same
+# time): a start that dies on "address already in use" is retried on fresh ports, up to 3 times.
+in_use() { grep -q 'address already in use' "$dir/$1.log" 2>/dev/null; }
+start_etcd() {
+  free_port; etcd_port=$port
+  free_port; etcd_peer_port=$port
+  etcd_url="http://127.0.0.1:$etcd_port"
+  local etcd_args=(
+    --name default
+    --data-dir "$dir/etcd"
+    --listen-client-urls "$etcd_url"
+    --advertise-client-urls "$etcd_url"
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port"
+    --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port"
+    --initial-cluster "default=http://127.0.0.1:$etcd_peer_port"
+    --initial-cluster-state new
+  )
+  # Tests need no durability: etcd >= 3.5 can skip fsync, as envtest does.
+  if "$ETCD" --help 2>&1 | grep -q -- '--unsafe-no-fsync'; then
+    etcd_args+=(--unsafe-no-fsync)
+  fi
+  "$ETCD" "${etcd_args[@]}" < /dev/null > "$dir/etcd.log" 2>&1 &
+  echo $! > "$dir/etcd.pid"
+  for _ in $(seq 300); do
+    alive etcd || return 1
+    if curl -sf --max-time 2 "$etcd_url/health" 2>/dev/null | grep -q '"health":"true"'; then return 0; fi
+    sleep 0.1
+  done
+  die "etcd not healthy at $etcd_url after 30 s (log: $dir/etcd.log)"
+}
+etcd_fresh=0
+[ -n "$(ls -A "$dir/etcd")" ] || etcd_fresh=1
+for attempt in 1 2 3; do
+  start_etcd && break
+  in_use etcd && [ "$attempt" -lt 3 ] || died etcd
+  log "etcd lost its port to another process: retrying on fresh ports"
+  wait "$(cat "$dir/etcd.pid")" 2>/dev/null || true
+  # A first start may have recorded the lost peer URL in its new data dir.
+  [ "$etcd_fresh" -eq 0 ] || find "$dir/etcd" -mindepth 1 -delete
 done
-[ "$ok" -eq 1 ] || die "etcd not healthy at $etcd_url after 30 s (log: $dir/etcd.log)"
 
 # ---- kube-apiserver
-api_url="https://127.0.0.1:$api_port"
-api_args=(
-  --etcd-servers="$etcd_url"
-  --cert-dir="$dir/certs"
-  --secure-port="$api_port"
-  --bind-address=127.0.0.1
-  --advertise-address=127.0.0.1
-  --service-cluster-ip-range=10.0.0.0/24
-  --allow-privileged=true
-  --authorization-mode=RBAC
-  --disable-admission-plugins=ServiceAccount
-  --service-account-issuer=https://kubernetes.default.svc
-  --service-account-key-file="$dir/sa.pub"
-  --service-account-signing-key-file="$dir/sa.key"
-  --token-auth-file="$dir/tokens.csv"
-  # The default reconciler would publish 127.0.0.1 as the "kubernetes" Service's endpoint, which validation
-  # rejects (loopback), logging an error every 10 s. Nothing here needs that endpoint.
-  --endpoint-reconciler-type=none
-)
-"$KUBE_APISERVER" "${api_args[@]}" < /dev/null > "$dir/kube-apiserver.log" 2>&1 &
-echo $! > "$dir/kube-apiserver.pid"
+start_apiserver() {
+  free_port; api_port=$port
+  api_url="https://127.0.0.1:$api_port"
+  local api_args=(
+    --etcd-servers="$etcd_url"
+    --cert-dir="$dir/certs"
+    --secure-port="$api_port"
+    --bind-address=127.0.0.1
+    --advertise-address=127.0.0.1
+    --service-cluster-ip-range=10.0.0.0/24
+    --allow-privileged=true
+    --authorization-mode=RBAC
+    --disable-admission-plugins=ServiceAccount
+    --service-account-issuer=https://kubernetes.default.svc
+    --service-account-key-file="$dir/sa.pub"
+    --service-account-signing-key-file="$dir/sa.key"
+    --token-auth-file="$dir/tokens.csv"
+    # The default reconciler would publish 127.0.0.1 as the "kubernetes" Service's endpoint, which validation
+    # rejects (loopback), logging an error every 10 s. Nothing here needs that endpoint.
+    --endpoint-reconciler-type=none
+  )
+  "$KUBE_APISERVER" "${api_args[@]}" < /dev/null > "$dir/kube-apiserver.log" 2>&1 &
+  echo $! > "$dir/kube-apiserver.pid"
 
-ok=0
-for _ in $(seq 1200); do
-  alive kube-apiserver || died kube-apiserver
-  if [ "$(curl -sk --max-time 2 -H "Authorization: Bearer $token" "$api_url/readyz" 2>/dev/null)" = ok ]; then
-    ok=1
-    break
-  fi
-  sleep 0.1
+  for _ in $(seq 1200); do
+    alive kube-apiserver || return 1
+    if [ "$(curl -sk --max-time 2 -H "Authorization: Bearer $token" "$api_url/readyz" 2>/dev/null)" = ok ]; then
+      return 0
+    fi
+    sleep 0.1
+  done
+  die "kube-apiserver not ready at $api_url/readyz after 120 s (log: $dir/kube-apiserver.log)"
+}
+for attempt in 1 2 3; do
+  start_apiserver && break
+  in_use kube-apiserver && [ "$attempt" -lt 3 ] || died kube-apiserver
+  log "kube-apiserver lost its port to another process: retrying on a fresh port"
+  wait "$(cat "$dir/kube-apiserver.pid")" 2>/dev/null || true
 done
-[ "$ok" -eq 1 ] || die "kube-apiserver not ready at $api_url/readyz after 120 s (log: $dir/kube-apiserver.log)"
 
 # The apiserver's self-signed serving certificate file holds the serving cert and the CA that signed it.
 ca="$dir/certs/apiserver.crt"
