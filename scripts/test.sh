@@ -17,6 +17,7 @@ scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 echo "== Kubernetes end to end with real kubectl"
 tests/e2e/kube_smoke.sh
 tests/e2e/crd_test.sh
+tests/e2e/cluster_test.sh build
 
 echo "== ASan + UBSan build"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
