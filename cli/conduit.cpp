@@ -93,6 +93,7 @@ class Agent {
     if (!client_.is_valid()) usage("bad agent URL \"" + url_ + "\" (want http://HOST:PORT)");
     if (!g.token.empty()) client_.set_bearer_token_auth(g.token);
     if (!g.ca_cert.empty()) client_.set_ca_cert_path(g.ca_cert);
+    client_.set_tcp_nodelay(true);  // a POST body must not wait out a delayed ACK of its headers
     client_.set_connection_timeout(std::chrono::seconds(5));
     // Creating, loading and saving a region of many GiB takes a while.
     client_.set_read_timeout(std::chrono::minutes(10));

@@ -100,6 +100,9 @@ Result<std::unique_ptr<httplib::ClientImpl>> KubeClient::connect(std::chrono::mi
   c->set_read_timeout(read_timeout);
   c->set_write_timeout(options_.request_timeout);
   c->set_keep_alive(true);
+  // Headers and body are separate writes: without TCP_NODELAY every PATCH/POST waits ~40 ms for a delayed
+  // ACK.
+  c->set_tcp_nodelay(true);
   return c;
 }
 

@@ -1,5 +1,7 @@
 #include "controller.h"
 
+#include <algorithm>
+
 #include "conduit/log.h"
 #include "job_status.h"
 
@@ -21,6 +23,7 @@ std::optional<ObjectKey> WorkQueue::pop() {
   while (!shutdown_) {
     auto first = due_.end();
     for (auto it = due_.begin(); it != due_.end(); ++it) {
+      if (held_.contains(it->first)) continue;
       if (first == due_.end() || it->second < first->second) first = it;
     }
     if (first == due_.end()) {
@@ -30,11 +33,21 @@ std::optional<ObjectKey> WorkQueue::pop() {
     if (first->second <= Steady::now()) {
       ObjectKey key = first->first;
       due_.erase(first);
+      held_.insert(key);
       return key;
     }
     cv_.wait_until(lock, first->second);
   }
   return std::nullopt;
+}
+
+void WorkQueue::done(const ObjectKey& key) {
+  {
+    std::lock_guard lock(mu_);
+    held_.erase(key);
+  }
+  // The key may have been added while held: another worker can take it now.
+  cv_.notify_all();
 }
 
 void WorkQueue::shutdown() {
@@ -58,14 +71,18 @@ Controller::~Controller() { stop(); }
 void Controller::start() {
   stopping_ = false;
   watcher_ = std::thread([this] { watch_loop(); });
-  worker_ = std::thread([this] { work_loop(); });
+  for (unsigned i = 0; i < std::max(1U, options_.workers); ++i)
+    workers_.emplace_back([this] { work_loop(); });
 }
 
 void Controller::stop() {
   stopping_ = true;
   queue_.shutdown();
   if (watcher_.joinable()) watcher_.join();
-  if (worker_.joinable()) worker_.join();
+  for (auto& w : workers_) {
+    if (w.joinable()) w.join();
+  }
+  workers_.clear();
 }
 
 bool Controller::resync() {
@@ -112,6 +129,7 @@ void Controller::work_loop() {
       options_.on_reconciled(std::chrono::duration<double>(Steady::now() - started).count(), error);
     }
     if (again && !stopping_) queue_.add(*key, Steady::now() + *again);
+    queue_.done(*key);
   }
 }
 

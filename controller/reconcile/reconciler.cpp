@@ -67,7 +67,7 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key) {
     log::warn("reading job failed", {{"job", key.ns + "/" + key.name}, {"error", got.error().message}});
     return 1s;
   }
-  Pass p(key, std::move(*got), memory_[key], clock_());
+  Pass p(key, std::move(*got), memory_for(key), clock_());
   p.stored_status =
       p.job.contains("status") && p.job["status"].is_object() ? p.job["status"] : json::object();
   p.status = p.stored_status;
@@ -222,7 +222,8 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         fail(p, next.reason, next.message);
         return true;
       }
-      p.wait = options_.poll_interval;
+      // No rate to go by yet: a short first look, so a small job's end is seen soon (next_look).
+      p.wait = std::min(options_.poll_interval, 100ms);
       return false;
     }
     case StepKind::Track:

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include "agent_api.h"
@@ -33,7 +34,10 @@ class Reconciler {
   std::optional<std::chrono::milliseconds> reconcile(const ObjectKey& key);
 
   // Forgets in-memory state of jobs that are gone.
-  void forget(const ObjectKey& key) { memory_.erase(key); }
+  void forget(const ObjectKey& key) {
+    std::lock_guard lock(memory_mu_);
+    memory_.erase(key);
+  }
 
  private:
   struct Memory {
@@ -66,6 +70,13 @@ class Reconciler {
   AgentApi& agents_;
   Clock clock_;
   ReconcilerOptions options_;
+  // Workers reconcile different jobs at once (never one job twice at once): the map is shared, each entry is
+  // used by the one worker holding its job. std::map keeps entries in place while others are added.
+  Memory& memory_for(const ObjectKey& key) {
+    std::lock_guard lock(memory_mu_);
+    return memory_[key];
+  }
+  std::mutex memory_mu_;
   std::map<ObjectKey, Memory> memory_;
 };
 

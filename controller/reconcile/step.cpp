@@ -76,6 +76,21 @@ milliseconds until(TimePoint when, TimePoint now) {
   return std::max(0ms, std::chrono::ceil<milliseconds>(when - now));
 }
 
+}  // namespace
+
+milliseconds next_look(const TransferInfo& t, milliseconds poll_interval) {
+  if (t.state != "Running" || t.bytes_total == 0) return poll_interval;
+  // Every byte moved: the agent verifies, which takes about as long as reading the region once.
+  if (t.bytes_done >= t.bytes_total) return std::min(poll_interval, 100ms);
+  // Just started, no rate yet.
+  if (t.throughput <= 0) return std::min(poll_interval, 100ms);
+  const double left_s = static_cast<double>(t.bytes_total - t.bytes_done) / t.throughput;
+  const auto left = milliseconds(static_cast<std::int64_t>(std::min(left_s, 3600.0) * 1000.0));
+  return std::clamp(left, std::min(poll_interval, 50ms), poll_interval);
+}
+
+namespace {
+
 // The transfer of the current attempt, as its agent reports it.
 Step follow_transfer(const JobView& job, const TransferJobSpec& spec, const Observation& seen,
                      const DecideOptions& options) {
@@ -87,7 +102,7 @@ Step follow_transfer(const JobView& job, const TransferJobSpec& spec, const Obse
         const std::string r = t.reason.empty() ? reason::kAgentError : t.reason;
         return retry_or_fail(spec, job.retries, r, t.message.empty() ? "transfer " + t.state : t.message);
       }
-      return {StepKind::Track, "", "", options.poll_interval};
+      return {StepKind::Track, "", "", next_look(t, options.poll_interval)};
     }
     case Observation::Kind::Lost:
       return retry_or_fail(spec, job.retries, reason::kTransferLost, seen.error);

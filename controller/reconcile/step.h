@@ -102,6 +102,11 @@ Step retry_or_fail(const TransferJobSpec& spec, std::uint32_t retries, const std
                    const std::string& message);
 bool is_permanent(const std::string& reason);
 
+// When to look at a running transfer again: at poll_interval, or sooner when it should finish before then
+// (from its rate and what is left; not below 50 ms), so Succeeded reaches status soon after the agent is
+// done.
+std::chrono::milliseconds next_look(const TransferInfo& t, std::chrono::milliseconds poll_interval);
+
 // 1 s, 2 s, 4 s, ... capped at 60 s, for the retry that follows `retries` earlier ones.
 std::chrono::milliseconds backoff_delay(std::uint32_t retries);
 

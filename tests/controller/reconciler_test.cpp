@@ -423,6 +423,29 @@ TEST(Decide, Table) {
   EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::AddFinalizer);
 }
 
+TEST(Decide, RunningTransfersAreLookedAtWhenTheyShouldFinish) {
+  using std::chrono::milliseconds;
+  const milliseconds poll{500};
+  TransferInfo t;
+  t.state = "Running";
+  t.bytes_total = 1000;
+  t.bytes_done = 500;
+  t.throughput = 2000;  // 250 ms left
+  EXPECT_EQ(next_look(t, poll), milliseconds(250));
+  t.throughput = 100;  // 5 s left: no later than the poll interval
+  EXPECT_EQ(next_look(t, poll), poll);
+  t.throughput = 1e9;  // done in a microsecond: not sooner than 50 ms
+  EXPECT_EQ(next_look(t, poll), milliseconds(50));
+  t.throughput = 0;  // no rate yet
+  EXPECT_EQ(next_look(t, poll), milliseconds(100));
+  t.bytes_done = 1000;  // verifying
+  t.throughput = 2000;
+  EXPECT_EQ(next_look(t, poll), milliseconds(100));
+  t.state = "Queued";  // waiting behind other transfers on the agent: no estimate
+  EXPECT_EQ(next_look(t, poll), poll);
+  EXPECT_EQ(next_look(t, milliseconds(20)), milliseconds(20)) << "a shorter poll interval always wins";
+}
+
 TEST(Decide, BackoffDoublesAndCapsAtAMinute) {
   EXPECT_EQ(backoff_delay(0), 1000ms);
   EXPECT_EQ(backoff_delay(1), 2000ms);
@@ -449,6 +472,24 @@ TEST(WorkQueue, KeepsEachKeyOnceAtItsEarliestTime) {
   });
   EXPECT_FALSE(queue.pop().has_value()) << "shutdown wakes a waiting worker";
   stopper.join();
+}
+
+TEST(WorkQueue, AKeyHeldByOneWorkerIsNotHandedToAnother) {
+  WorkQueue queue;
+  queue.add({"default", "a"});
+  const auto held = queue.pop();
+  ASSERT_TRUE(held.has_value());
+  queue.add({"default", "a"});  // changed while a worker reconciles it
+  queue.add({"default", "b"});
+  EXPECT_EQ(queue.pop()->name, "b") << "a is held: the next worker gets b";
+  std::optional<ObjectKey> second;
+  std::thread worker([&] { second = queue.pop(); });
+  std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(second.has_value()) << "a must wait until the first worker is done with it";
+  queue.done(*held);
+  worker.join();
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->name, "a") << "the change made while it was held is not lost";
 }
 
 }  // namespace
