@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes tools the end-to-end tests run against: kube-apiserver and kubectl from the upstream
-# k8s.io/kubernetes Go module at a pinned release, and etcd (Debian's, or built from its Go module). Nothing
-# is downloaded but Go modules from the module proxy. Everything (binaries, GOMODCACHE, GOCACHE, the throwaway
-# build module) lives in a cache outside the repo, keyed by the version:
+# k8s.io/kubernetes Go module at a pinned release, etcd (Debian's, or built from its Go module), and helm 3
+# from the helm.sh/helm/v3 Go module. Nothing is downloaded but Go modules from the module proxy. Everything
+# (binaries, GOMODCACHE, GOCACHE, the throwaway build module) lives in a cache outside the repo, keyed by the
+# version:
 #   ${CONDUIT_KUBE_CACHE:-$HOME/.cache/conduit-kube}/<kube version>/bin/{kube-apiserver,kubectl,etcd}
+#   ${CONDUIT_KUBE_CACHE:-$HOME/.cache/conduit-kube}/helm-<helm version>/bin/helm
 # Idempotent: a binary that is already there is not built again. Prints the paths at the end.
 #
-#   scripts/kube-tools.sh           build what is missing, print KUBE_APISERVER=..., KUBECTL=..., ETCD=...
+#   scripts/kube-tools.sh           build what is missing, print KUBE_APISERVER=..., KUBECTL=..., ETCD=...,
+#                                   HELM=...
 #   scripts/kube-tools.sh --print   print the paths only; exit 1 if a binary is missing
 #
 # etcd: Debian's etcd-server (/usr/bin/etcd) when it is installed and new enough, else built from
 # go.etcd.io/etcd/server/v3 into the same cache. CONDUIT_ETCD_SOURCE=go always builds it (debian: never).
 #
-# Environment: CONDUIT_KUBE_CACHE (cache root), CONDUIT_KUBE_VERSION, CONDUIT_ETCD_VERSION (override the pins),
+# Environment: CONDUIT_KUBE_CACHE (cache root), CONDUIT_KUBE_VERSION, CONDUIT_ETCD_VERSION,
+# CONDUIT_HELM_VERSION (override the pins),
 # CONDUIT_ETCD_SOURCE (auto|debian|go), GO (the go binary), CONDUIT_KUBE_JOBS (go build -p, default 2).
 set -euo pipefail
 
@@ -24,6 +28,10 @@ set -euo pipefail
 KUBE_VERSION="${CONDUIT_KUBE_VERSION:-v1.34.2}"
 ETCD_VERSION="${CONDUIT_ETCD_VERSION:-v3.6.16}"
 ETCD_SOURCE="${CONDUIT_ETCD_SOURCE:-auto}"
+# helm v3.19.5 is built against k8s.io/client-go v0.34.2, the same minor as the apiserver above (Helm's own
+# version-skew policy), and needs go >= 1.24.0. Its go.mod has no replace lines, so `go build` of its
+# cmd/helm package from a throwaway module that requires it builds exactly the release.
+HELM_VERSION="${CONDUIT_HELM_VERSION:-v3.19.5}"
 DEBIAN_ETCD=/usr/bin/etcd
 JOBS="${CONDUIT_KUBE_JOBS:-2}"
 
@@ -38,6 +46,8 @@ BIN="$CACHE/bin"
 APISERVER="$BIN/kube-apiserver"
 KUBECTL="$BIN/kubectl"
 ETCD="$BIN/etcd"
+HELM_CACHE="$CACHE_ROOT/helm-$HELM_VERSION"
+HELM="$HELM_CACHE/bin/helm"
 
 # debian_etcd_ok: /usr/bin/etcd runs and is 3.4.22+ or 3.5.6+ (3.6+ too).
 debian_etcd_ok() {
@@ -63,18 +73,19 @@ print_paths() {
   echo "KUBE_APISERVER=$APISERVER"
   echo "KUBECTL=$KUBECTL"
   echo "ETCD=$ETCD"
+  echo "HELM=$HELM"
 }
 
 if [ "${1:-}" = "--print" ]; then
   print_paths
-  [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ]
+  [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ] && [ -x "$HELM" ]
   exit
 fi
 
 log() { echo "kube-tools: $*" >&2; }
 
-if [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ]; then
-  log "cached in $BIN"
+if [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ] && [ -x "$HELM" ]; then
+  log "cached in $BIN and $HELM_CACHE/bin"
   print_paths
   exit 0
 fi
@@ -182,11 +193,52 @@ EOF
   log "built etcd in $(( $(date +%s) - t )) s"
 }
 
+# ---- helm -------------------------------------------------------------------------------------------------
+# In a subshell with its own cache folder (keyed by the helm version), so a kube pin change does not rebuild
+# helm and vice versa.
+build_helm() (
+  mod="$HELM_CACHE/build-helm"
+  export GOMODCACHE="$HELM_CACHE/gomodcache"
+  export GOCACHE="$HELM_CACHE/gocache"
+  export GOPATH="$HELM_CACHE/gopath"
+  mkdir -p "$mod" "$HELM_CACHE/bin" "$GOMODCACHE" "$GOCACHE"
+  cat > "$mod/go.mod" <<EOF
+// Throwaway module: builds helm $HELM_VERSION.
+module conduit.dev/helm-tools
+
+go 1.24.0
+
+require helm.sh/helm/v3 $HELM_VERSION
+EOF
+  : > "$mod/go.sum"
+  log "resolving helm.sh/helm/v3@$HELM_VERSION"
+  (cd "$mod" && "$GO" get "helm.sh/helm/v3/cmd/helm@$HELM_VERSION" >/dev/null)
+
+  # The stamps helm's Makefile puts in: the release version, and the Kubernetes version its client-go module
+  # stands for (v0.34.2 -> 1.34), which `helm template` and `helm lint` take as the default
+  # .Capabilities.KubeVersion and for deprecation checks (unstamped they say v1.20).
+  cgo="$(cd "$mod" && "$GO" list -m -f '{{.Version}}' k8s.io/client-go)"   # v0.34.2
+  major="$(( $(printf '%s' "${cgo#v}" | cut -d. -f1) + 1 ))"
+  minor="$(printf '%s' "$cgo" | cut -d. -f2)"
+  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  ldflags+=" -X helm.sh/helm/v3/internal/version.gitTreeState=clean"
+  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do
+    ldflags+=" -X $pkg.k8sVersionMajor=$major -X $pkg.k8sVersionMinor=$minor"
+  done
+
+  t=$(date +%s)
+  log "building helm $HELM_VERSION (client-go $cgo, go build -p $JOBS)"
+  (cd "$mod" && "$GO" build -p "$JOBS" -trimpath -ldflags "$ldflags" -o "$HELM.tmp" helm.sh/helm/v3/cmd/helm)
+  mv "$HELM.tmp" "$HELM"
+  log "built helm in $(( $(date +%s) - t )) s"
+)
+
 if [ ! -x "$APISERVER" ] || [ ! -x "$KUBECTL" ]; then build_kube; fi
 if [ ! -x "$ETCD" ]; then
   if [ "$ETCD_SOURCE" = debian ]; then log "no $DEBIAN_ETCD: apt-get install etcd-server"; exit 1; fi
   build_etcd
 fi
+if [ ! -x "$HELM" ]; then build_helm; fi
 
 log "done in $(( $(date +%s) - start_all )) s"
 print_paths

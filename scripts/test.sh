@@ -19,6 +19,10 @@ tests/e2e/kube_smoke.sh
 tests/e2e/crd_test.sh
 tests/e2e/cluster_test.sh build
 
+echo "== Helm chart (real helm, real apiserver) and the images' runtime libraries"
+tests/e2e/helm_test.sh
+tests/e2e/image_libs_test.sh build
+
 echo "== ASan + UBSan build"
 scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DCONDUIT_SANITIZE=ON
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
