@@ -1,19 +1,11 @@
 #include "kube_mode.h"
 
-#include <httplib.h>
-#include <prometheus/counter.h>
-#include <prometheus/gauge.h>
-#include <prometheus/histogram.h>
-#include <prometheus/registry.h>
-#include <prometheus/text_serializer.h>
-
 #include <atomic>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <thread>
 
 #include "conduit/log.h"
 #include "controller/kube/client.h"
@@ -23,13 +15,12 @@
 #include "controller/kube/leader_election.h"
 #include "controller/kube/watcher.h"
 #include "discovery.h"
+#include "metrics_server.h"
 #include "reconcile/controller.h"
 #include "reconcile/reconciler.h"
 
 namespace conduit::controller {
 namespace {
-
-using json = nlohmann::json;
 
 constexpr int kUsageError = 2;
 constexpr std::chrono::seconds kSyncTimeout{60};
@@ -132,124 +123,6 @@ class SliceDiscovery {
   std::set<std::string> discovered_;
 };
 
-// /healthz (the process answers), /readyz (the caches synced) and /metrics, on a thread of its own.
-class MetricsServer {
- public:
-  MetricsServer(const std::atomic<bool>& ready, Acting& acting, ObjectStore& store)
-      : ready_(ready),
-        acting_(acting),
-        store_(store),
-        registry_(std::make_shared<prometheus::Registry>()),
-        is_leader_(prometheus::BuildGauge()
-                       .Name("conduit_controller_is_leader")
-                       .Help("Whether this replica reconciles: it leads, or runs without leader election")
-                       .Register(*registry_)
-                       .Add({})),
-        jobs_(prometheus::BuildGauge()
-                  .Name("conduit_controller_transferjobs")
-                  .Help("TransferJobs seen by this replica, by status.phase")
-                  .Register(*registry_)),
-        queue_depth_(prometheus::BuildGauge()
-                         .Name("conduit_controller_queue_depth")
-                         .Help("TransferJobs waiting in the work queue (0 while not reconciling)")
-                         .Register(*registry_)
-                         .Add({})),
-        nodes_(prometheus::BuildGauge()
-                   .Name("conduit_controller_fabricnodes")
-                   .Help("FabricNodes by whether their agent answered at the last look")
-                   .Register(*registry_)),
-        duration_(prometheus::BuildHistogram()
-                      .Name("conduit_controller_reconcile_duration_seconds")
-                      .Help("Time one reconcile of one TransferJob took")
-                      .Register(*registry_)
-                      .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
-                                                                       5, 30})),
-        errors_(prometheus::BuildCounter()
-                    .Name("conduit_controller_reconcile_errors_total")
-                    .Help("Reconciles that failed, by reason")
-                    .Register(*registry_)) {
-    errors_.Add({{"reason", "exception"}});
-    server_.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content("ok\n", "text/plain");
-    });
-    server_.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-      res.status = ready_ ? 200 : 503;
-      res.set_content(ready_ ? "ok\n" : "caches not synced\n", "text/plain");
-    });
-    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(scrape(), "text/plain; version=0.0.4");
-    });
-  }
-  ~MetricsServer() { stop(); }
-
-  bool listen(const std::string& address, std::string& error) {
-    const auto colon = address.rfind(':');
-    int port = -1;
-    if (colon != std::string::npos && colon > 0) {
-      try {
-        port = std::stoi(address.substr(colon + 1));
-      } catch (const std::exception&) {
-        port = -1;
-      }
-    }
-    if (port <= 0 || port > 65535) {
-      error = "--metrics-listen: want HOST:PORT, got \"" + address + "\"";
-      return false;
-    }
-    if (!server_.bind_to_port(address.substr(0, colon), port)) {
-      error = "--metrics-listen: cannot listen on " + address;
-      return false;
-    }
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    return true;
-  }
-  void stop() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  // From the controller's worker thread (prometheus-cpp metrics are thread-safe).
-  void reconciled(double seconds, const char* error) {
-    duration_.Observe(seconds);
-    if (error != nullptr) errors_.Add({{"reason", error}}).Increment();
-  }
-  void set_nodes(int reachable, int unreachable) {
-    nodes_.Add({{"reachable", "true"}}).Set(reachable);
-    nodes_.Add({{"reachable", "false"}}).Set(unreachable);
-  }
-
- private:
-  // Phases are counted at scrape time from the store's cache: no bookkeeping to drift from the truth.
-  std::string scrape() {
-    std::lock_guard lock(mu_);
-    is_leader_.Set(acting_.active() ? 1 : 0);
-    queue_depth_.Set(static_cast<double>(acting_.queue_depth()));
-    std::map<std::string, int> counts{{"Pending", 0}, {"Running", 0}, {"Succeeded", 0}, {"Failed", 0}};
-    if (auto jobs = store_.list_jobs()) {
-      for (const auto& job : *jobs) {
-        const std::string phase = job.value("status", json::object()).value("phase", "Pending");
-        ++counts[phase.empty() ? "Pending" : phase];
-      }
-    }
-    for (const auto& [phase, n] : counts) jobs_.Add({{"phase", phase}}).Set(n);
-    return prometheus::TextSerializer().Serialize(registry_->Collect());
-  }
-
-  const std::atomic<bool>& ready_;
-  Acting& acting_;
-  ObjectStore& store_;
-  std::mutex mu_;
-  std::shared_ptr<prometheus::Registry> registry_;
-  prometheus::Gauge& is_leader_;
-  prometheus::Family<prometheus::Gauge>& jobs_;
-  prometheus::Gauge& queue_depth_;
-  prometheus::Family<prometheus::Gauge>& nodes_;
-  prometheus::Histogram& duration_;
-  prometheus::Family<prometheus::Counter>& errors_;
-  httplib::Server server_;
-  std::thread thread_;
-};
-
 }  // namespace
 
 int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
@@ -284,7 +157,8 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
   };
   Acting acting(store, agents, controller_options);
-  MetricsServer metrics(ready, acting, store);
+  MetricsServer metrics(
+      ready, [&acting] { return acting.active(); }, [&acting] { return acting.queue_depth(); }, store);
   metrics_sink = &metrics;
   if (!options.metrics_listen.empty()) {
     std::string error;

@@ -4,15 +4,18 @@
 // SIGTERM/SIGINT stop it cleanly; running agent transfers carry on and the next controller reattaches.
 #include <signal.h>
 
+#include <atomic>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 
 #include "conduit/log.h"
 #include "discovery.h"
 #include "kube_mode.h"
+#include "metrics_server.h"
 #include "reconcile/agent_api.h"
 #include "reconcile/controller.h"
 #include "reconcile/job_status.h"
@@ -120,7 +123,7 @@ int run(int argc, char** argv) {
       "retry-period", po::value(&retry_period)->default_value(2)->value_name("SECONDS"),
       "how often candidates try and leaders renew")("metrics-listen",
                                                     po::value(&metrics_listen)->value_name("HOST:PORT"),
-                                                    "Kubernetes mode: serve /healthz, /readyz and /metrics");
+                                                    "serve /healthz, /readyz and /metrics (both modes)");
   po::variables_map vm;
   try {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -186,10 +189,9 @@ int run(int argc, char** argv) {
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     return run_kube_mode(options, signals);
   }
-  if (!kubeconfig.empty() || !namespaces.empty() || !agent_service.empty() || leader_elect ||
-      !metrics_listen.empty()) {
-    std::cerr << "conduit-controller: --kubeconfig, --namespace, --agent-service, --leader-elect and "
-                 "--metrics-listen are for Kubernetes mode, not with --local-dir\n";
+  if (!kubeconfig.empty() || !namespaces.empty() || !agent_service.empty() || leader_elect) {
+    std::cerr << "conduit-controller: --kubeconfig, --namespace, --agent-service and --leader-elect are for "
+                 "Kubernetes mode, not with --local-dir\n";
     return kUsageError;
   }
   if (!std::filesystem::is_directory(local_dir)) {
@@ -215,11 +217,34 @@ int run(int argc, char** argv) {
   HttpAgentApi agents(directory, agent_options);
   LocalStore store(local_dir);
   Reconciler reconciler(store, agents);
-  Controller controller(store, reconciler);
+  // Reconciles report into the metrics when they are served; the controller stops before they go away.
+  std::unique_ptr<MetricsServer> metrics;
+  ControllerOptions controller_options;
+  controller_options.on_reconciled = [&metrics](double seconds, const char* error) {
+    if (metrics) metrics->reconciled(seconds, error);
+  };
+  Controller controller(store, reconciler, controller_options);
+  // Local mode has no caches to sync and no leader election: ready, and reconciling, from the start.
+  const std::atomic<bool> ready{true};
+  if (!metrics_listen.empty()) {
+    metrics = std::make_unique<MetricsServer>(
+        ready, [] { return true; }, [&controller] { return controller.queue_depth(); }, store);
+    if (!metrics->listen(metrics_listen, error)) {
+      std::cerr << "conduit-controller: " << error << "\n";
+      return kUsageError;
+    }
+  }
   log::info("conduit-controller started",
             {{"mode", "local"}, {"dir", local_dir}, {"agents", std::to_string(directory.nodes().size())}});
   NodeDiscovery discovery;
-  discovery.run(agents, directory, store);
+  const auto discover = [&] {
+    discovery.run(agents, directory, store);
+    if (metrics) {
+      const auto [reachable, unreachable] = discovery.reachable_counts();
+      metrics->set_nodes(reachable, unreachable);
+    }
+  };
+  discover();
   controller.start();
 
   int exit_code = 0;
@@ -240,11 +265,12 @@ int run(int argc, char** argv) {
       }
     }
     if (std::chrono::steady_clock::now() >= next_discovery) {
-      discovery.run(agents, directory, store);
+      discover();
       next_discovery = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     }
   }
   controller.stop();
+  if (metrics) metrics->stop();
   log::info("conduit-controller stopped");
   return exit_code;
 }

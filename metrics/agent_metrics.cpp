@@ -48,6 +48,10 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
       transfers_(counter(*registry_, "conduit_agent_transfers_total", "Transfers finished, by result.")),
       duration_(histogram(*registry_, "conduit_agent_transfer_duration_seconds",
                           "Time from a transfer's start to its end.", exponential_buckets(0.01, 600, 13))),
+      segment_(histogram(*registry_, "conduit_agent_segment_duration_seconds",
+                         "Time to move one segment (a batch of slices kept in flight, the unit of retry) to "
+                         "its target, from submit to the last completion.",
+                         exponential_buckets(0.001, 60, 13))),
       slice_retries_(counter(*registry_, "conduit_agent_slice_retries_total",
                              "Slices or segments sent again after a failure.")
                          .Add({})),
@@ -71,6 +75,11 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
       .Set(1);
 }
 
+void AgentMetrics::add_transport(const std::string& transport) {
+  for (const char* direction : {"write", "read"})
+    bytes_.Add({{"transport", transport}, {"direction", direction}});
+}
+
 void AgentMetrics::add_bytes(const std::string& transport, const std::string& direction, double bytes) {
   bytes_.Add({{"transport", transport}, {"direction", direction}}).Increment(bytes);
 }
@@ -79,6 +88,8 @@ void AgentMetrics::transfer_finished(const std::string& result, double seconds) 
   transfers_.Add({{"result", result}}).Increment();
   duration_.Observe(seconds);
 }
+
+void AgentMetrics::observe_segment(double seconds) { segment_.Observe(seconds); }
 
 void AgentMetrics::slice_retried(double n) { slice_retries_.Increment(n); }
 

@@ -17,10 +17,15 @@ class AgentMetrics {
  public:
   AgentMetrics(const std::string& version, const std::string& node);
 
+  // A transport the agent opened: its byte counters start at 0 in both directions, so dashboards list it
+  // and rate() works before its first transfer.
+  void add_transport(const std::string& transport);
   // transport: provider name ("tcp;ofi_rxm"); direction: "write" | "read"
   void add_bytes(const std::string& transport, const std::string& direction, double bytes);
   // result: "succeeded" | "failed" | "cancelled"
   void transfer_finished(const std::string& result, double seconds);
+  // One segment (a batch of slices kept in flight, the unit of retry) reached its target in `seconds`.
+  void observe_segment(double seconds);
   void slice_retried(double n = 1);
   void staged_fallback(double n = 1);
   void set_active_transfers(double n);
@@ -37,6 +42,7 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>& bytes_;
   prometheus::Family<prometheus::Counter>& transfers_;
   prometheus::Histogram& duration_;
+  prometheus::Histogram& segment_;
   prometheus::Counter& slice_retries_;
   prometheus::Counter& staged_fallback_;
   prometheus::Gauge& active_;

@@ -17,6 +17,7 @@ packages=(
   clang-format
   iperf3 wrk curl
   procps iproute2 openssl etcd-server
+  prometheus jq
 )
 
 missing=()

@@ -19,6 +19,10 @@ tests/e2e/kube_smoke.sh
 tests/e2e/crd_test.sh
 tests/e2e/cluster_test.sh build
 
+echo "== metrics docs, dashboards and alerts against a real Prometheus"
+scripts/check-observability.sh build
+tests/e2e/prometheus_test.sh build
+
 echo "== Helm chart (real helm, real apiserver) and the images' runtime libraries"
 tests/e2e/helm_test.sh
 tests/e2e/image_libs_test.sh build

@@ -158,6 +158,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
   GrantTable grants(fabric);
   AgentClient peers(token);
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
+  for (const auto& transport : fabric.transports()) metrics.add_transport(transport->capabilities().provider);
   TransferOptions options;
   options.stall_timeout = config.stall_timeout;
   TransferManager transfers(fabric, regions, peers, &metrics, options);
@@ -182,6 +183,11 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   });
   install_routes(server, state);
+  // An access log at debug level: with it, a slow control path shows which call it waited on.
+  server.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    log::debug("request",
+               {{"method", req.method}, {"path", req.path}, {"status", std::to_string(res.status)}});
+  });
 
   const auto [host, port] = split_listen(config.listen);
   const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);

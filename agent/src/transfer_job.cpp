@@ -152,10 +152,14 @@ std::optional<Failure> TransferManager::Transfer::move(TransferManager& m, Trans
   const BatchOptions options{request.chunk_bytes, request.window};
   for (std::uint32_t attempt = 0;; ++attempt) {
     std::optional<Error> error;
+    const auto submitted = SteadyClock::now();
     auto id = transport.submit(ops, options);
     if (id) {
       if (auto f = watch(m, transport, *id, progress, error)) return f;
-      if (!error) return std::nullopt;
+      if (!error) {
+        if (m.metrics_ != nullptr) m.metrics_->observe_segment(job::seconds(SteadyClock::now() - submitted));
+        return std::nullopt;
+      }
     } else {
       error = id.error();
     }
