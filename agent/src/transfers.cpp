@@ -131,14 +131,21 @@ void TransferManager::run(const std::shared_ptr<Transfer>& t) {
     if (park) parked_.push_back(t);
     running = --running_;
     exited_.push_back(std::this_thread::get_id());
-    // Drop the oldest finished transfers beyond the history; running ones always stay.
+    // Drop the oldest finished transfers beyond the history (see TransferOptions); running ones always stay.
     std::vector<std::pair<std::uint64_t, std::string>> done;
     for (const auto& [id, other] : transfers_) {
       if (other->ended.load()) done.emplace_back(other->seq, id);
     }
     if (done.size() > options_.history) {
       std::sort(done.begin(), done.end());
-      for (std::size_t i = 0; i < done.size() - options_.history; ++i) transfers_.erase(done[i].second);
+      const auto old_before = std::chrono::system_clock::now() - options_.history_min_age;
+      for (std::size_t i = 0; i < done.size() - options_.history; ++i) {
+        auto it = transfers_.find(done[i].second);
+        const auto& finished = it->second->status.finished_at;
+        const bool young = finished && *finished > old_before;
+        if (young && done.size() - i <= options_.history_max) break;  // the rest are younger still
+        transfers_.erase(it);
+      }
     }
   }
   exited_cv_.notify_all();

@@ -18,6 +18,15 @@ void WorkQueue::add(const ObjectKey& key, Steady::time_point due) {
   cv_.notify_all();
 }
 
+void WorkQueue::add_if_absent(const ObjectKey& key) {
+  {
+    std::lock_guard lock(mu_);
+    if (held_.contains(key)) return;
+    if (!due_.emplace(key, Steady::now()).second) return;
+  }
+  cv_.notify_all();
+}
+
 std::optional<ObjectKey> WorkQueue::pop() {
   std::unique_lock lock(mu_);
   while (!shutdown_) {
@@ -94,7 +103,7 @@ bool Controller::resync() {
   bool active = false;
   for (const auto& job : *jobs) {
     const auto& meta = job.value("metadata", nlohmann::json::object());
-    queue_.add({meta.value("namespace", ""), meta.value("name", "")});
+    queue_.add_if_absent({meta.value("namespace", ""), meta.value("name", "")});
     const std::string phase = job.value("status", nlohmann::json::object()).value("phase", "");
     active = active || !is_terminal_phase(phase) || meta.contains("deletionTimestamp");
   }

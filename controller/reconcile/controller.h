@@ -25,6 +25,9 @@ class WorkQueue {
  public:
   void add(const ObjectKey& key,
            std::chrono::steady_clock::time_point due = std::chrono::steady_clock::now());
+  // Queues the key due now unless it is queued already (at whatever time) or held by a worker: a periodic
+  // resync must not pull forward the looks reconciles scheduled, nor pile onto jobs being reconciled.
+  void add_if_absent(const ObjectKey& key);
   // The next due key no worker holds, waiting for one; nullopt once shut down.
   std::optional<ObjectKey> pop();
   void done(const ObjectKey& key);

@@ -105,6 +105,7 @@ void Reconciler::complete(Pass& p, const TransferInfo& t) {
 
 void Reconciler::fail(Pass& p, const std::string& r, const std::string& message) {
   release(p, /*drop_source=*/true);
+  drop_created_targets(p);
   p.status["phase"] = phase::kFailed;
   p.status["completionTime"] = to_rfc3339(p.now);
   p.status["throughputBytesPerSecond"] = 0;
@@ -169,19 +170,35 @@ void Reconciler::release(Pass& p, bool drop_source) {
   }
   p.run.grants.clear();
   if (drop_source && p.run.source_temporary && p.run.source) {
-    // A cancelled transfer lets go of its source a moment after the cancel returns: wait a little for it.
-    for (int tries = 0;; ++tries) {
-      const auto s = agents_.delete_region(p.run.source->node, p.run.source->name);
-      if (s || s.error().code == ErrorCode::NotFound) break;
-      if (s.error().code != ErrorCode::Conflict || tries >= 20) {
-        log::warn("deleting the temporary source region failed",
-                  {{"job", p.job_name()}, {"region", p.run.source->name}, {"error", s.error().message}});
-        break;
-      }
-      std::this_thread::sleep_for(100ms);
-    }
+    delete_region_when_free(p, *p.run.source);
     p.run.source.reset();
     p.run.source_temporary = false;
+  }
+}
+
+void Reconciler::drop_created_targets(Pass& p) {
+  // Only what this job created: a region that existed before the job is the user's, whatever happened.
+  for (const auto& region : p.run.created) delete_region_when_free(p, region);
+  if (!p.run.created.empty()) {
+    log::info("deleted the target regions the job created",
+              {{"job", p.job_name()}, {"regions", std::to_string(p.run.created.size())}});
+  }
+  p.run.created.clear();
+}
+
+void Reconciler::delete_region_when_free(Pass& p, const NodeRef& region) {
+  // A cancelled transfer lets go of its regions a moment after the cancel returns: wait a little for it.
+  for (int tries = 0;; ++tries) {
+    const auto s = agents_.delete_region(region.node, region.name);
+    if (s || s.error().code == ErrorCode::NotFound) return;
+    if (s.error().code != ErrorCode::Conflict || tries >= 20) {
+      log::warn("deleting a region the job holds failed", {{"job", p.job_name()},
+                                                           {"node", region.node},
+                                                           {"region", region.name},
+                                                           {"error", s.error().message}});
+      return;
+    }
+    std::this_thread::sleep_for(100ms);
   }
 }
 

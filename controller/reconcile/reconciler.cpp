@@ -149,6 +149,7 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
     }
     case StepKind::Finalize: {
       release(p, /*drop_source=*/true);
+      if (p.view.phase != phase::kSucceeded) drop_created_targets(p);
       json rest = json::array();
       for (const auto& f : p.job["metadata"].value("finalizers", json::array())) {
         if (f != kFinalizer) rest.push_back(f);

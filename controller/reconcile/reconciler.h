@@ -63,6 +63,10 @@ class Reconciler {
   void fail(Pass& p, const std::string& reason, const std::string& message);
   void retry(Pass& p, const Step& step);
   void release(Pass& p, bool drop_source);  // cancel the transfer, revoke grants, maybe drop the temp source
+  // A job that fails or is deleted before it succeeded deletes the target regions it created (they hold
+  // partial bytes); a Succeeded job's regions stay: they are what the job was for.
+  void drop_created_targets(Pass& p);
+  void delete_region_when_free(Pass& p, const NodeRef& region);
   bool save_run(Pass& p);
   bool flush(Pass& p);
 

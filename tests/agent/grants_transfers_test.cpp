@@ -703,9 +703,37 @@ class TransferHistory : public TransferTcp {
   TransferOptions options() override {
     TransferOptions o = TransferTcp::options();
     o.history = 2;
+    o.history_min_age = std::chrono::seconds(0);
     return o;
   }
 };
+
+// Finished transfers younger than history_min_age stay beyond the count, up to history_max.
+class TransferHistoryByAge : public TransferTcp {
+  TransferOptions options() override {
+    TransferOptions o = TransferTcp::options();
+    o.history = 1;
+    o.history_min_age = std::chrono::seconds(600);
+    o.history_max = 3;
+    return o;
+  }
+};
+
+TEST_F(TransferHistoryByAge, KeepsYoungFinishedTransfersUpToTheCap) {
+  auto src = source_->region("src", 1 * MiB, 52);
+  auto dst = target_->region("dst", 1 * MiB);
+  const RemoteKey key = target_->grant(dst);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(start(request("src", {target(key)})));
+    EXPECT_EQ(wait_done(*manager_, ids.back()).state, TransferState::Succeeded);
+  }
+  EXPECT_EQ(manager_->list().size(), 3u) << "all three finished moments ago: none is dropped";
+  ids.push_back(start(request("src", {target(key)})));
+  EXPECT_EQ(wait_done(*manager_, ids.back()).state, TransferState::Succeeded);
+  EXPECT_EQ(manager_->list().size(), 3u) << "history_max caps what age keeps";
+  EXPECT_EQ(manager_->get(ids[0]).error().code, ErrorCode::NotFound);
+}
 
 TEST_F(TransferHistory, KeepsTheNewestFinishedAndListsNewestFirst) {
   auto src = source_->region("src", 1 * MiB, 51);

@@ -225,6 +225,43 @@ TEST_F(ReconcilerTest, DeletionCancelsRevokesAndDropsTheFinalizer) {
   EXPECT_FALSE(store.exists("ckpt")) << "finalizer removed, object gone";
 }
 
+TEST_F(ReconcilerTest, AFailedJobDeletesTheTargetRegionsItCreatedButNotTheUsers) {
+  // node-b's region was created by the job; node-c's existed before it and is the user's.
+  agents.nodes["node-c"].regions["kept"] = RegionInfo{"kept", 64 * MiB, "host"};
+  store.put(job("ckpt", {{"strategy", "Fanout"},
+                         {"targets",
+                          {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
+                           {{"node", "node-c"}, {"region", "kept"}}}}}));
+  start("ckpt");
+  ASSERT_EQ(agents.nodes["node-b"].regions.count("weights"), 1U);
+  agents.finish("Failed", "InvalidSpec", "bad request");  // permanent: no retry
+  reconcile("ckpt");
+  ASSERT_EQ(phase("ckpt"), "Failed");
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 0U) << "partial bytes are not left behind";
+  EXPECT_EQ(agents.nodes["node-c"].regions.count("kept"), 1U) << "a region the job did not create stays";
+}
+
+TEST_F(ReconcilerTest, DeletingARunningJobDeletesItsTargetRegionButASucceededOneKeepsIt) {
+  store.put(job("running"));
+  start("running");
+  ASSERT_EQ(agents.nodes["node-b"].regions.count("weights"), 1U);
+  ASSERT_TRUE(store.delete_job({"default", "running"}).ok());
+  reconcile("running");
+  EXPECT_FALSE(store.exists("running"));
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 0U);
+
+  store.put(job("done"));
+  agents.starts = 0;
+  start("done");
+  agents.finish("Succeeded");
+  reconcile("done");
+  ASSERT_EQ(phase("done"), "Succeeded");
+  ASSERT_TRUE(store.delete_job({"default", "done"}).ok());
+  reconcile("done");
+  EXPECT_FALSE(store.exists("done"));
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 1U) << "the bytes the job delivered stay";
+}
+
 TEST_F(ReconcilerTest, NewControllerReattachesInsteadOfStartingAgain) {
   store.put(job("ckpt"));
   start("ckpt");
@@ -471,6 +508,23 @@ TEST(WorkQueue, KeepsEachKeyOnceAtItsEarliestTime) {
     queue.shutdown();
   });
   EXPECT_FALSE(queue.pop().has_value()) << "shutdown wakes a waiting worker";
+  stopper.join();
+}
+
+TEST(WorkQueue, ResyncKeepsScheduledLooksAndSkipsHeldKeys) {
+  WorkQueue queue;
+  const auto now = std::chrono::steady_clock::now();
+  queue.add({"default", "scheduled"}, now + 10s);
+  queue.add_if_absent({"default", "scheduled"});  // a resync: the scheduled look stays where it is
+  queue.add_if_absent({"default", "new"});
+  EXPECT_EQ(queue.pop()->name, "new");
+  queue.add_if_absent({"default", "new"});  // held: not queued again
+  EXPECT_EQ(queue.size(), 1U);
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(100ms);
+    queue.shutdown();
+  });
+  EXPECT_FALSE(queue.pop().has_value()) << "\"scheduled\" is not due for 10 s";
   stopper.join();
 }
 
