@@ -161,7 +161,6 @@ def main():
         for i in range(args.samples):
             name = f"timed-{i}"
             t0 = time.time()
-            print(f"{name} created at {t0:.3f}", file=sys.stderr)
             api.call("POST", api.jobs_path(), job(name, "src", 64 * MiB, {"maxBytesPerSecond": 256 * MiB}))
             seen_bytes, changes, t_done = None, [], None
             deadline = t0 + 60
