@@ -40,7 +40,7 @@ ControllerMetrics::ControllerMetrics()
                   .Name("conduit_controller_reconcile_errors_total")
                   .Help("Reconciles that failed, by reason")
                   .Register(*registry_)) {
-  errors_.Add({{"reason", "exception"}});
+  for (const char* reason : {"exception", "store_read", "store_write"}) errors_.Add({{"reason", reason}});
   for (const char* phase : kPhases) jobs_.Add({{"phase", phase}});
   set_fabric_nodes(0, 0);
 }

@@ -127,7 +127,10 @@ void Controller::work_loop() {
     const auto started = Steady::now();
     const char* error = nullptr;
     try {
-      again = reconciler_.reconcile(*key);
+      Reconciler::Error failed = Reconciler::Error::None;
+      again = reconciler_.reconcile(*key, &failed);
+      if (failed == Reconciler::Error::StoreRead) error = "store_read";
+      if (failed == Reconciler::Error::StoreWrite) error = "store_write";
     } catch (const std::exception& e) {
       // A malformed object must not take the controller down; it is looked at again later.
       log::error("reconcile failed", {{"job", key->ns + "/" + key->name}, {"error", e.what()}});

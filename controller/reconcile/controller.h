@@ -49,8 +49,8 @@ struct ControllerOptions {
   // Jobs reconciled at once. Each reconcile mostly waits on the apiserver and the agents, so a few workers
   // keep many small jobs moving; measured in bench/controller_bench.py.
   unsigned workers = 4;
-  // Called on a worker after each reconcile with its duration, and "exception" when it threw (nullptr
-  // otherwise); for metrics. Must not block.
+  // Called on a worker after each reconcile with its duration and why it failed ("exception", "store_read",
+  // "store_write"; nullptr when it did not); for metrics. Must not block.
   std::function<void(double seconds, const char* error)> on_reconciled;
 };
 

@@ -57,7 +57,8 @@ void refresh_view(JobView& view, const json& job, const json& status) {
 
 }  // namespace
 
-std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key) {
+std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key, Error* error) {
+  if (error != nullptr) *error = Error::None;
   auto got = store_.get_job(key);
   if (!got) {
     if (got.error().code == ErrorCode::NotFound) {
@@ -65,6 +66,7 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key) {
       return std::nullopt;
     }
     log::warn("reading job failed", {{"job", key.ns + "/" + key.name}, {"error", got.error().message}});
+    if (error != nullptr) *error = Error::StoreRead;
     return 1s;
   }
   Pass p(key, std::move(*got), memory_for(key), clock_());
@@ -95,7 +97,10 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key) {
                {{"job", p.job_name()}, {"step", std::string(to_string(step.kind))}, {"phase", p.view.phase}});
     p.wait = step.wait;
     const bool again = run_step(p, step);
-    if (p.store_error) return 1s;
+    if (p.store_error) {
+      if (error != nullptr) *error = Error::StoreWrite;
+      return 1s;
+    }
     if (!again) break;
     refresh_view(p.view, p.job, p.status);
   }
@@ -103,7 +108,10 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key) {
     forget(key);
     return std::nullopt;
   }
-  if (!p.skip_flush && !flush(p)) return 1s;
+  if (!p.skip_flush && !flush(p)) {
+    if (error != nullptr) *error = Error::StoreWrite;
+    return 1s;
+  }
   return p.wait;
 }
 

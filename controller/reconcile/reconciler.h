@@ -29,9 +29,12 @@ class Reconciler {
   Reconciler(ObjectStore& store, AgentApi& agents, Clock clock = system_clock(),
              ReconcilerOptions options = {});
 
+  // Why a reconcile did not get its job where it meant to (for conduit_controller_reconcile_errors_total).
+  enum class Error : std::uint8_t { None, StoreRead, StoreWrite };
+
   // Moves the job one or more steps along. Returns when to look again without a change (nullopt: only
-  // when it changes). Errors from the store leave the job as it was and ask for a retry.
-  std::optional<std::chrono::milliseconds> reconcile(const ObjectKey& key);
+  // when it changes). Errors from the store leave the job as it was and ask for a retry; `error` says which.
+  std::optional<std::chrono::milliseconds> reconcile(const ObjectKey& key, Error* error = nullptr);
 
   // Forgets in-memory state of jobs that are gone.
   void forget(const ObjectKey& key) {

@@ -427,9 +427,13 @@ TEST_F(ReconcilerTest, StoreOutageChangesNothingOnTheAgents) {
   ASSERT_EQ(agents.starts, 1);
   store.put(job("other"));
   store.fail_writes = true;
-  EXPECT_EQ(reconcile("other"), 1000ms);
+  Reconciler::Error error = Reconciler::Error::None;
+  EXPECT_EQ(reconciler.reconcile({"default", "other"}, &error), 1000ms);
+  EXPECT_EQ(error, Reconciler::Error::StoreWrite) << "counted in conduit_controller_reconcile_errors_total";
   EXPECT_EQ(agents.starts, 1);
   store.fail_writes = false;
+  EXPECT_EQ(reconciler.reconcile({"default", "ckpt"}, &error).has_value(), true);
+  EXPECT_EQ(error, Reconciler::Error::None);
 }
 
 // decide() alone: the rows of the table that the stories above do not reach.
