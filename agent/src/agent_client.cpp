@@ -68,7 +68,7 @@ Result<std::vector<std::uint32_t>> AgentClient::checksum(const std::string& url,
   client.set_read_timeout(kTimeoutSeconds, 0);
   client.set_write_timeout(kTimeoutSeconds, 0);
   httplib::Headers headers;
-  if (!token_.empty()) headers.emplace("Authorization", "Bearer " + token_);
+  if (const std::string token = token_(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
 
   const std::string path = "/v1/regions/" + region + "/checksum?offset=" + std::to_string(offset) +
                            "&length=" + std::to_string(length) + "&slice=" + std::to_string(slice);

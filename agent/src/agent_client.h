@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,9 @@ namespace conduit::agent {
 
 class AgentClient {
  public:
-  explicit AgentClient(std::string token) : token_(std::move(token)) {}
+  explicit AgentClient(std::string token) : token_([t = std::move(token)] { return t; }) {}
+  // The token as it is at each call: the agent's own, which a rotated --token-file changes.
+  explicit AgentClient(std::function<std::string()> token) : token_(std::move(token)) {}
 
   // GET {url}/v1/regions/{region}/checksum?offset=&length=&slice= ; PeerUnreachable when the agent does not
   // answer, the agent's own error message otherwise.
@@ -20,7 +23,7 @@ class AgentClient {
                                               std::uint64_t slice) const;
 
  private:
-  std::string token_;
+  std::function<std::string()> token_;
 };
 
 }  // namespace conduit::agent

@@ -85,10 +85,10 @@ std::optional<std::string_view> bearer_token(std::string_view header) {
 }
 
 HandlerResponse authorize(const AgentState& state, const Request& req, Response& res) {
-  if (state.token.empty() || is_public(req.path)) return HandlerResponse::Unhandled;
+  if (state.token == nullptr || is_public(req.path)) return HandlerResponse::Unhandled;
   const std::string header = req.get_header_value("Authorization");  // by value: keep it alive for the view
   const auto token = bearer_token(header);
-  if (token && constant_time_equal(*token, state.token)) return HandlerResponse::Unhandled;
+  if (token && constant_time_equal(*token, state.token->current())) return HandlerResponse::Unhandled;
   // RFC 6750: error="invalid_token" only when a token was presented.
   res.set_header("WWW-Authenticate",
                  token ? R"(Bearer realm="conduit", error="invalid_token")" : R"(Bearer realm="conduit")");

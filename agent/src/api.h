@@ -11,6 +11,7 @@
 #include "fabric.h"
 #include "grants.h"
 #include "regions.h"
+#include "token_file.h"
 #include "transfers.h"
 
 namespace conduit::metrics {
@@ -26,7 +27,7 @@ struct AgentState {
   GrantTable& grants;
   TransferManager& transfers;
   metrics::AgentMetrics& metrics;
-  std::string token;               // empty only with --insecure-no-auth
+  const TokenFile* token;          // null only with --insecure-no-auth; re-read when its file changes
   std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
 };
 

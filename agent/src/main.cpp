@@ -7,11 +7,9 @@
 
 #include <condition_variable>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
-#include <sstream>
 #include <thread>
 
 #include "agent_client.h"
@@ -24,6 +22,7 @@
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
+#include "token_file.h"
 #include "transfers.h"
 
 namespace conduit::agent {
@@ -31,20 +30,6 @@ namespace {
 
 constexpr int kConfigError = 2;
 constexpr int kStartError = 1;
-
-Result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return make_error(ErrorCode::Io, "token file " + path + " cannot be read");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
-  const auto first = token.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return make_error(ErrorCode::InvalidArgument, "token file " + path + " is empty");
-  }
-  const auto last = token.find_last_not_of(" \t\r\n");
-  return token.substr(first, last - first + 1);
-}
 
 // "[::1]:7070" -> {"::1", 7070}; config validation already checked the shape.
 std::pair<std::string, int> split_listen(const std::string& listen) {
@@ -117,9 +102,9 @@ class Housekeeper {
 };
 
 int run(const AgentConfig& config, const sigset_t& signals) {
-  std::string token;
+  std::unique_ptr<TokenFile> token;
   if (!config.insecure_no_auth) {
-    auto read = read_token(config.token_file);
+    auto read = TokenFile::open(config.token_file);
     if (!read) {
       std::cerr << "conduit-agent: " << read.error().message << "\n";
       return kConfigError;
@@ -156,7 +141,8 @@ int run(const AgentConfig& config, const sigset_t& signals) {
 
   RegionStore regions(config.data_dir, config.memory_cap);
   GrantTable grants(fabric);
-  AgentClient peers(token);
+  // Calls to other agents carry our own token as it is at the time, rotations included.
+  AgentClient peers([&token]() -> std::string { return token ? token->current() : std::string(); });
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
   for (const auto& transport : fabric.transports()) metrics.add_transport(transport->capabilities().provider);
   TransferOptions options;
@@ -172,7 +158,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     return kStartError;
   }
 
-  AgentState state{config, fabric, regions, grants, transfers, metrics, token};
+  AgentState state{config, fabric, regions, grants, transfers, metrics, token.get()};
   httplib::Server& server = **made;
   server.set_payload_max_length(config.max_body_bytes);
   // Small JSON replies otherwise wait out Nagle against the client's delayed ACK: 40 ms per GET measured.
