@@ -11,6 +11,7 @@
 #include "agent_process.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
+#include "eventually.h"
 #include "peer_process.h"
 #include "store/yaml_json.h"
 #include "temp_dir.h"
@@ -21,27 +22,13 @@ namespace {
 using namespace std::chrono_literals;
 using conduit::testing::AgentOptions;
 using conduit::testing::AgentProcess;
+using conduit::testing::eventually;
 using conduit::testing::PeerProcess;
 using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions agent_options() {
-  AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
-  o.provider = "tcp";
-  o.extra_args = {"--log-level", "warn"};
-  return o;
-}
-
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return done();
-}
+AgentOptions agent_options() { return conduit::testing::quiet_tcp_agent(CONDUIT_AGENT_BIN); }
 
 class LocalMode : public ::testing::Test {
  protected:
@@ -129,7 +116,7 @@ TEST_F(LocalMode, JobMovesSixtyFourMiBVerifiedAndAMissingNodeFailsReadably) {
   apply("weights", job_yaml("weights", "node-b", 64 * MiB));
   apply("lost", job_yaml("lost", "node-z", 64 * MiB));
 
-  ASSERT_TRUE(wait_until([&] { return phase("weights") == "Succeeded"; }, 60s))
+  ASSERT_TRUE(eventually([&] { return phase("weights") == "Succeeded"; }, 60s))
       << read_job("weights").dump(2);
   const json done = status("weights");
   EXPECT_EQ(done["bytesTransferred"], 64 * MiB);
@@ -143,7 +130,7 @@ TEST_F(LocalMode, JobMovesSixtyFourMiBVerifiedAndAMissingNodeFailsReadably) {
   EXPECT_TRUE(b.get("/v1/grants").body["items"].empty()) << b.get("/v1/grants").body.dump();
   EXPECT_TRUE(a.get("/v1/regions").body["items"].empty()) << a.get("/v1/regions").body.dump();
 
-  ASSERT_TRUE(wait_until([&] { return phase("lost") == "Failed"; }, 30s)) << read_job("lost").dump(2);
+  ASSERT_TRUE(eventually([&] { return phase("lost") == "Failed"; }, 30s)) << read_job("lost").dump(2);
   EXPECT_EQ(condition("lost", "Failed")["reason"], "NodeNotFound");
   EXPECT_NE(condition("lost", "Failed")["message"].get<std::string>().find("\"node-z\""), std::string::npos);
 
@@ -180,11 +167,11 @@ TEST_F(LocalMode, ANewControllerFinishesTheTransferItDidNotStartExactlyOnce) {
   // 16 MiB/s: four seconds, time to kill the controller half way.
   apply("slow", job_yaml("slow", "node-b", 64 * MiB, "  maxBytesPerSecond: 16777216\n"));
   auto first = start_controller();
-  ASSERT_TRUE(wait_until([&] { return status("slow").value("bytesTransferred", 0) > 0; }, 30s))
+  ASSERT_TRUE(eventually([&] { return status("slow").value("bytesTransferred", 0) > 0; }, 30s))
       << read_job("slow").dump(2);
   first->kill(SIGKILL);
   auto second = start_controller();
-  ASSERT_TRUE(wait_until([&] { return phase("slow") == "Succeeded"; }, 60s)) << read_job("slow").dump(2);
+  ASSERT_TRUE(eventually([&] { return phase("slow") == "Succeeded"; }, 60s)) << read_job("slow").dump(2);
   const json transfers = a.get("/v1/transfers").body["items"];
   EXPECT_EQ(transfers.size(), 1U) << transfers.dump(2);
   EXPECT_EQ(status("slow").value("retries", 0), 0);
@@ -194,17 +181,17 @@ TEST_F(LocalMode, RemovingTheJobFileCancelsTheTransferAndRevokesTheGrant) {
   source_file("gone.bin", 64 * MiB, 9);
   apply("gone", job_yaml("gone", "node-b", 64 * MiB, "  maxBytesPerSecond: 8388608\n"));
   auto controller = start_controller();
-  ASSERT_TRUE(wait_until([&] { return phase("gone") == "Running"; }, 30s)) << read_job("gone").dump(2);
-  ASSERT_TRUE(wait_until([&] { return !b.get("/v1/grants").body["items"].empty(); }, 10s));
+  ASSERT_TRUE(eventually([&] { return phase("gone") == "Running"; }, 30s)) << read_job("gone").dump(2);
+  ASSERT_TRUE(eventually([&] { return !b.get("/v1/grants").body["items"].empty(); }, 10s));
   std::filesystem::remove(jobs.path() / "jobs" / "gone.yaml");
-  ASSERT_TRUE(wait_until([&] { return b.get("/v1/grants").body["items"].empty(); }, 20s))
+  ASSERT_TRUE(eventually([&] { return b.get("/v1/grants").body["items"].empty(); }, 20s))
       << b.get("/v1/grants").body.dump();
   const json transfers = a.get("/v1/transfers").body["items"];
   ASSERT_EQ(transfers.size(), 1U);
   EXPECT_TRUE(
-      wait_until([&] { return a.get("/v1/transfers").body["items"][0]["state"] == "Cancelled"; }, 10s))
+      eventually([&] { return a.get("/v1/transfers").body["items"][0]["state"] == "Cancelled"; }, 10s))
       << a.get("/v1/transfers").body.dump();
-  EXPECT_TRUE(wait_until([&] { return a.get("/v1/regions").body["items"].empty(); }, 10s))
+  EXPECT_TRUE(eventually([&] { return a.get("/v1/regions").body["items"].empty(); }, 10s))
       << "the loaded source is released";
 }
 

@@ -31,13 +31,7 @@ using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions agent_options() {
-  AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
-  o.provider = "tcp";
-  o.extra_args = {"--log-level", "warn"};
-  return o;
-}
+AgentOptions agent_options() { return conduit::testing::quiet_tcp_agent(CONDUIT_AGENT_BIN); }
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";

@@ -44,15 +44,6 @@ class KubeApiEnvironment : public ::testing::Environment {
 
 }  // namespace
 
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (!pred()) {
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return true;
-}
-
 KubeApi& KubeApi::get() {
   if (g_api == nullptr) {
     g_api = new KubeApi;

@@ -11,6 +11,7 @@
 
 #include "controller/kube/client.h"
 #include "controller/kube/kube_config.h"
+#include "eventually.h"
 
 namespace conduit::controller::kube::testing {
 
@@ -57,6 +58,6 @@ nlohmann::json example(const std::string& file, const std::string& ns, const std
 std::string expected_message(const std::string& file);
 
 // Polls `pred` every 20 ms until it holds or `timeout` passes.
-bool eventually(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+using conduit::testing::eventually;
 
 }  // namespace conduit::controller::kube::testing

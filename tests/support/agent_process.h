@@ -22,6 +22,14 @@ struct AgentOptions {
   std::vector<std::string> extra_args;
 };
 
+// A tcp agent that logs warnings only: what the controller suites run as nodes.
+inline AgentOptions quiet_tcp_agent(std::string binary) {
+  AgentOptions o;
+  o.binary = std::move(binary);
+  o.extra_args = {"--log-level", "warn"};
+  return o;
+}
+
 class AgentProcess {
  public:
   explicit AgentProcess(const AgentOptions& options);
