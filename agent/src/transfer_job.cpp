@@ -88,7 +88,9 @@ TransferStatus TransferManager::Transfer::snapshot() const {
   if (s.started_at) {
     const auto end = s.finished_at ? finished : SteadyClock::now();
     const double secs = job::seconds(end - started);
-    s.throughput_bytes_per_second = secs > 0 ? static_cast<double>(s.bytes_done) / secs : 0;
+    // What this transfer moved, not what an earlier one left in place.
+    const std::uint64_t moved = s.bytes_done > resumed_bytes ? s.bytes_done - resumed_bytes : 0;
+    s.throughput_bytes_per_second = secs > 0 ? static_cast<double>(moved) / secs : 0;
   }
   return s;
 }
@@ -191,17 +193,23 @@ std::optional<Failure> TransferManager::Transfer::send(TransferManager& m, std::
   // Under a bandwidth cap, about ten segments a second keep the pace even rather than bursty.
   if (rate > 0) segment = std::max(request.chunk_bytes, std::min(segment, rate / 10));
   const auto began = SteadyClock::now();
-  for (std::uint64_t pos = 0; pos < length;) {
+  const std::uint64_t first = t.resume_offset;
+  for (std::uint64_t pos = first; pos < length;) {
     const std::uint64_t n = std::min(segment, length - pos);
     const std::vector<Op> ops{Op{request.op, &local, pos, t.grant, t.offset + pos, n}};
     if (auto f = move(m, transport, ops, [&](std::uint64_t done) { set_target_bytes(target, pos + done); })) {
       return f;
     }
     pos += n;
+    {
+      // The batch finished, so these bytes are in the target's memory (the transport's delivery proof).
+      std::lock_guard lock(mu);
+      status.targets[target].committed_bytes = pos;
+    }
     if (rate > 0) {
       const auto due =
-          began + std::chrono::duration_cast<SteadyClock::duration>(
-                      std::chrono::duration<double>(static_cast<double>(pos) / static_cast<double>(rate)));
+          began + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
+                      static_cast<double>(pos - first) / static_cast<double>(rate)));
       if (auto f = pause(due - SteadyClock::now())) return f;
     }
   }

@@ -38,6 +38,7 @@ struct TransferManager::Transfer {
   std::uint64_t seq = 0;
   TransferRequest request;
   std::uint64_t length = 0;            // resolved: never 0
+  std::uint64_t resumed_bytes = 0;     // the targets' resume offsets together: in bytes_done, not moved here
   std::vector<Transport*> transports;  // per target
   job::SteadyClock::time_point created;
   std::atomic<int> stop{job::kRun};

@@ -65,7 +65,7 @@ Status read_region_name(const json& object, const char* field, const std::string
 
 Result<TransferTarget> parse_target(const json& j, const std::string& path) {
   if (!j.is_object()) return bad(path, "must be an object");
-  if (auto s = only_fields(j, path, {"grant", "offset", "url", "region", "regionOffset"}); !s)
+  if (auto s = only_fields(j, path, {"grant", "offset", "url", "region", "regionOffset", "resumeOffset"}); !s)
     return s.error();
   TransferTarget t;
   if (!j.contains("grant")) return bad(path + ".grant", "is required");
@@ -79,6 +79,7 @@ Result<TransferTarget> parse_target(const json& j, const std::string& path) {
   }
   if (auto s = read_region_name(j, "region", path + ".region", t.region); !s) return s.error();
   if (auto s = read_u64(j, "regionOffset", path + ".regionOffset", t.region_offset); !s) return s.error();
+  if (auto s = read_u64(j, "resumeOffset", path + ".resumeOffset", t.resume_offset); !s) return s.error();
   return t;
 }
 
@@ -193,8 +194,10 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
 json TransferStatus::to_json() const {
   json target_list = json::array();
   for (const TargetStatus& t : targets) {
-    target_list.push_back(
-        {{"state", to_string(t.state)}, {"bytesDone", t.bytes_done}, {"lastError", t.last_error}});
+    target_list.push_back({{"state", to_string(t.state)},
+                           {"bytesDone", t.bytes_done},
+                           {"committedBytes", t.committed_bytes},
+                           {"lastError", t.last_error}});
   }
   return {{"id", id},
           {"state", to_string(state)},

@@ -59,6 +59,11 @@ Result<std::string> TransferManager::start(TransferRequest request) {
                                                         std::to_string(length) + ") is outside the " +
                                                         std::to_string(target.grant.length) + "-byte grant");
     }
+    if (target.resume_offset > length) {
+      return make_error(ErrorCode::InvalidArgument,
+                        path + "resumeOffset " + std::to_string(target.resume_offset) + " is past the " +
+                            std::to_string(length) + " bytes to move");
+    }
     t->transports.push_back(transport);
   }
   t->length = length;
@@ -66,6 +71,12 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   t->source = RegionUse(std::move(*region));
   t->status.bytes_total = length * request.targets.size();
   t->status.targets.resize(request.targets.size());
+  for (std::size_t i = 0; i < request.targets.size(); ++i) {
+    t->status.targets[i].bytes_done = request.targets[i].resume_offset;
+    t->status.targets[i].committed_bytes = request.targets[i].resume_offset;
+    t->status.bytes_done += request.targets[i].resume_offset;
+    t->resumed_bytes += request.targets[i].resume_offset;
+  }
   t->status.created_at = std::chrono::system_clock::now();
   t->request = std::move(request);
 

@@ -33,6 +33,10 @@ struct TransferTarget {
   std::string url;                  // target agent, for verify (optional otherwise)
   std::string region;               // target region name, for verify
   std::uint64_t region_offset = 0;  // where the granted range starts in that region
+  // Bytes [0, resume_offset) of the range are already at the target (an earlier transfer's committedBytes):
+  // sending starts there. verify: crc32c still checks the whole range and re-sends what differs, so a wrong
+  // claim costs time, never correctness; without verify the caller vouches for those bytes.
+  std::uint64_t resume_offset = 0;
 };
 
 enum class Verify : std::uint8_t { None, Crc32c };
@@ -73,6 +77,7 @@ inline constexpr const char* kTransportError = "TransportError";
 struct TargetStatus {
   TransferState state = TransferState::Queued;
   std::uint64_t bytes_done = 0;
+  std::uint64_t committed_bytes = 0;  // [0, this) has landed at the target: where a later transfer may resume
   std::string last_error;
 };
 

@@ -602,6 +602,38 @@ TEST_F(TransferTcp, VerifyOfTheWrongPlaceResendsThenFailsNamingTheSlice) {
   EXPECT_EQ(crc(dst, 0, 4 * MiB), crc(src));
 }
 
+TEST_F(TransferTcp, ResumeSendsOnlyTheRestAndVerifyStillCoversTheWholeRange) {
+  auto src = source_->region("src", 8 * MiB, 43);
+  auto dst = target_->region("dst", 8 * MiB);
+  // An earlier transfer left the first half in place.
+  std::memcpy(dst->memory().bytes().data(), src->memory().bytes().data(), 4 * MiB);
+  auto r = request("src", {target(target_->grant(dst))});
+  r.verify = Verify::Crc32c;
+  r.targets[0].resume_offset = 4 * MiB;
+  const TransferStatus s = wait_done(*manager_, start(std::move(r)));
+  ASSERT_EQ(s.state, TransferState::Succeeded) << s.message;
+  EXPECT_TRUE(s.verified);
+  EXPECT_EQ(s.slices_resent, 0u) << "the first half was right: nothing to re-send";
+  EXPECT_EQ(s.targets[0].committed_bytes, 8 * MiB);
+  EXPECT_EQ(crc(dst), crc(src));
+
+  // A wrong claim (the target lost the first half) costs a re-send, never wrong bytes.
+  auto lost = target_->region("lost", 8 * MiB);
+  auto wrong = request("src", {target(target_->grant(lost), "lost")});
+  wrong.verify = Verify::Crc32c;
+  wrong.targets[0].resume_offset = 4 * MiB;
+  const TransferStatus w = wait_done(*manager_, start(std::move(wrong)));
+  ASSERT_EQ(w.state, TransferState::Succeeded) << w.message;
+  EXPECT_EQ(w.slices_resent, 4u) << "the 4 slices of 1 MiB that were never sent";
+  EXPECT_EQ(crc(lost), crc(src));
+
+  auto past = request("src", {target(target_->grant(dst))});
+  past.targets[0].resume_offset = 8 * MiB + 1;
+  auto refused = manager_->start(std::move(past));
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("resumeOffset"), std::string::npos) << refused.error().message;
+}
+
 TEST_F(TransferTcp, RefusesWhatDoesNotFitLocalState) {
   auto src = source_->region("src", 1 * MiB, 1);
   auto dst = target_->region("dst", 1 * MiB);
