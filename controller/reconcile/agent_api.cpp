@@ -49,7 +49,7 @@ TransferInfo TransferInfo::from_json(const json& body) {
   if (body.contains("targets") && body["targets"].is_array()) {
     for (const auto& target : body["targets"]) {
       t.targets.push_back({target.value("state", ""), target.value("bytesDone", std::uint64_t{0}),
-                           target.value("lastError", "")});
+                           target.value("lastError", ""), target.value("committedBytes", std::uint64_t{0})});
     }
   }
   return t;
@@ -214,8 +214,12 @@ Status HttpAgentApi::revoke_grant(const std::string& node, const std::string& id
 Result<TransferInfo> HttpAgentApi::start_transfer(const std::string& node, const TransferRequest& request) {
   json targets = json::array();
   for (const auto& t : request.targets) {
-    targets.push_back(
-        {{"grant", t.key}, {"offset", 0}, {"url", t.url}, {"region", t.region}, {"regionOffset", 0}});
+    targets.push_back({{"grant", t.key},
+                       {"offset", 0},
+                       {"url", t.url},
+                       {"region", t.region},
+                       {"regionOffset", 0},
+                       {"resumeOffset", t.resume_offset}});
   }
   const json body{{"source", {{"region", request.source_region}, {"offset", 0}, {"length", request.length}}},
                   {"targets", targets},

@@ -46,6 +46,7 @@ struct TransferTarget {
   nlohmann::json key;  // a GrantInfo::key
   std::string url;     // the target agent, which checks CRC32C slices for verify
   std::string region;
+  std::uint64_t resume_offset = 0;  // bytes already in place from an earlier attempt
 };
 
 struct TransferRequest {
@@ -64,6 +65,7 @@ struct TransferInfo {
     std::string state;
     std::uint64_t bytes_done = 0;
     std::string last_error;
+    std::uint64_t committed_bytes = 0;  // [0, this) has landed at the target
   };
   std::string id;
   std::string state;  // Queued, Running, Succeeded, Failed, Cancelled

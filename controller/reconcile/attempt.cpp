@@ -1,6 +1,7 @@
 // Starting an attempt: check the nodes, make the source and target regions ready, take grants on the targets
 // and start one agent transfer on the source. Each thing the job comes to hold is recorded in the run
 // annotation as soon as it exists (regions before they are created), so a restart can find and release it.
+#include <algorithm>
 #include <set>
 
 #include "conduit/log.h"
@@ -81,10 +82,18 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     request.deadline_seconds = static_cast<std::uint64_t>(
         std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(left).count()));
   }
+  // Resuming is safe only because verify checks every byte of the range, claimed or sent; a run whose
+  // length changed (another source) starts over.
+  const bool resume = spec.verify && p.run.resume.size() == spec.targets.size() &&
+                      std::all_of(p.run.resume.begin(), p.run.resume.end(),
+                                  [&](std::uint64_t r) { return r <= p.run.length; });
+  if (!resume) p.run.resume.clear();
+  std::uint64_t resumed = 0;
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
     // The grant key is what the source writes with; the URL lets the source compare CRC32C slices.
-    request.targets.push_back(
-        {p.grant_keys.at(i), agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region});
+    request.targets.push_back({p.grant_keys.at(i), agents_.url(spec.targets[i].node).value_or(""),
+                               spec.targets[i].region, resume ? p.run.resume[i] : 0});
+    resumed += request.targets.back().resume_offset;
   }
   auto started = agents_.start_transfer(spec.source.node, request);
   if (!started) {
@@ -101,7 +110,10 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   const std::string message = "attempt " + std::to_string(p.run.attempt) + ": transfer " + started->id +
                               on(spec.source.node) + " moving " + std::to_string(p.run.length) +
                               " bytes to " + std::to_string(spec.targets.size()) + " target" +
-                              (spec.targets.size() == 1 ? "" : "s");
+                              (spec.targets.size() == 1 ? "" : "s") +
+                              (resumed > 0 ? ", resuming after " + std::to_string(resumed) +
+                                                 " bytes earlier attempts left in place (verified again)"
+                                           : "");
   set_condition(p.status, "Running", true, "TransferStarted", message, p.now, p.generation);
   track(p, *started);
   store_.record_event(p.key, "Normal", "Started", message);

@@ -56,6 +56,10 @@ void Reconciler::track(Pass& p, const TransferInfo& t) {
     targets.push_back(std::move(entry));
   }
   p.status["targets"] = std::move(targets);
+  p.memory.committed.clear();
+  for (const auto& target : t.targets) {
+    p.memory.committed.push_back(target.state == "Succeeded" ? p.run.length : target.committed_bytes);
+  }
 
   if (!p.memory.last_progress_log || p.now - *p.memory.last_progress_log >= 1s) {
     p.memory.last_progress_log = p.now;
@@ -127,6 +131,15 @@ void Reconciler::fail(Pass& p, const std::string& r, const std::string& message)
 }
 
 void Reconciler::retry(Pass& p, const Step& step) {
+  // What the failed attempt left in place, as the agent said this pass or at the last look (an agent that
+  // died says nothing now); never less than an earlier attempt left.
+  if (p.seen.kind == Observation::Kind::Answered) track(p, p.seen.transfer);
+  if (p.spec().verify && p.memory.committed.size() == p.spec().targets.size()) {
+    p.run.resume.resize(p.memory.committed.size(), 0);
+    for (std::size_t i = 0; i < p.memory.committed.size(); ++i) {
+      p.run.resume[i] = std::max(p.run.resume[i], std::min(p.memory.committed[i], p.run.length));
+    }
+  }
   release(p, /*drop_source=*/false);
   const std::uint32_t retries = p.view.retries + 1;
   const auto delay = step.wait.value_or(backoff_delay(p.view.retries));

@@ -47,6 +47,7 @@ class Reconciler {
     std::optional<TimePoint> last_status_write;
     std::optional<TimePoint> unreachable_since;
     std::optional<TimePoint> last_progress_log;
+    std::vector<std::uint64_t> committed;  // per target, as the agent last reported it
   };
   struct Pass;
   struct AttemptError {

@@ -46,6 +46,10 @@ RunState RunState::from_job(const json& job) {
   if (j.contains("transports") && j["transports"].is_array()) {
     for (const auto& t : j["transports"]) run.transports.push_back(t.is_string() ? t.get<std::string>() : "");
   }
+  if (j.contains("resume") && j["resume"].is_array()) {
+    for (const auto& r : j["resume"])
+      run.resume.push_back(r.is_number_unsigned() ? r.get<std::uint64_t>() : 0);
+  }
   if (j.contains("notBefore") && j["notBefore"].is_string())
     run.not_before = parse_rfc3339(j["notBefore"].get<std::string>());
   return run;
@@ -66,6 +70,7 @@ json RunState::to_json() const {
   }
   if (transfer) j["transfer"] = ref_json(*transfer);
   if (!transports.empty()) j["transports"] = transports;
+  if (!resume.empty()) j["resume"] = resume;
   if (not_before) j["notBefore"] = to_rfc3339(*not_before, /*millis=*/true);
   return j;
 }

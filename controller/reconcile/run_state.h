@@ -34,6 +34,9 @@ struct RunState {
   std::optional<NodeRef> transfer;      // the agent transfer of the current attempt
   std::vector<std::string> transports;  // per target, the transport its grant uses
   std::optional<TimePoint> not_before;  // backoff: no new attempt before this
+  // Per target, the bytes earlier attempts left in place (their committedBytes): where the next attempt
+  // resumes. Only used with verify: crc32c, which checks the whole range whatever the claim.
+  std::vector<std::uint64_t> resume;
 
   static RunState from_job(const nlohmann::json& job);  // empty when the annotation is absent or unreadable
   nlohmann::json to_json() const;

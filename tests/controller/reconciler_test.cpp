@@ -145,6 +145,41 @@ TEST_F(ReconcilerTest, FailedAttemptRetriesWithBackoffAndAFreshGrant) {
   EXPECT_EQ(status("ckpt")["retries"], 1);
 }
 
+TEST_F(ReconcilerTest, ARetryResumesWhereTheFailedAttemptLeftOff) {
+  store.put(
+      job("ckpt", {{"strategy", "Fanout"},
+                   {"targets",
+                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
+                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("ckpt");
+  // node-b got everything (verified), node-c the first 24 MiB when the attempt failed.
+  agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
+  agents.last().targets[1] = {"Failed", 30 * MiB, "peer gone", 24 * MiB};
+  agents.finish("Failed", "PeerUnreachable", "node-c went away");
+  agents.last().targets[0].state = "Succeeded";
+  reconcile("ckpt");
+  clock.advance(1100ms);
+  reconcile("ckpt");
+  ASSERT_EQ(agents.starts, 2);
+  const auto& again = agents.requests.at("t-2").targets;
+  EXPECT_EQ(again.at(0).resume_offset, 64 * MiB) << "node-b is only verified again";
+  EXPECT_EQ(again.at(1).resume_offset, 24 * MiB) << "node-c resumes at what had landed, not at bytesDone";
+  EXPECT_NE(condition("ckpt", "Running")["message"].get<std::string>().find("resuming"), std::string::npos);
+}
+
+TEST_F(ReconcilerTest, WithoutVerifyARetryStartsFromZero) {
+  // Nothing would check the claimed bytes.
+  store.put(job("unverified", {{"verify", "none"}}));
+  start("unverified");
+  agents.last().targets[0].committed_bytes = 32 * MiB;
+  agents.finish("Failed", "Stalled", "no progress");
+  reconcile("unverified");
+  clock.advance(1100ms);
+  reconcile("unverified");
+  ASSERT_EQ(agents.starts, 2);
+  EXPECT_EQ(agents.requests.at("t-2").targets.at(0).resume_offset, 0U);
+}
+
 TEST_F(ReconcilerTest, BackoffLimitExceededFailsTheJob) {
   store.put(job("ckpt", {{"backoffLimit", 1}}));
   start("ckpt");
