@@ -103,7 +103,17 @@ void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, Objec
       status["transportSummary"] = summary;
       const json topology = info->value("topology", json());
       const json nics = topology.is_object() ? topology.value("nics", json::array()) : json::array();
-      const json gpus = topology.is_object() ? topology.value("gpus", json::array()) : json::array();
+      json gpus = topology.is_object() ? topology.value("gpus", json::array()) : json::array();
+      // The agent's choice of NICs per GPU (its /v1/node topology.nicChoice), next to each GPU.
+      const json choice = topology.is_object() ? topology.value("nicChoice", json::object()) : json::object();
+      for (auto& gpu : gpus) {
+        if (!choice.is_object() || !choice.contains("gpus") || !choice["gpus"].is_array()) break;
+        for (const auto& c : choice["gpus"]) {
+          if (!c.is_object() || c.value("gpu", "") != gpu.value("pciAddress", "")) continue;
+          gpu["nearestNics"] = c.value("nics", json::array());
+          if (c.contains("distance")) gpu["nicDistance"] = c["distance"];
+        }
+      }
       status["nics"] = nics;
       status["gpus"] = gpus;
       status["nicCount"] = nics.size();

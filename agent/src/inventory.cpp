@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "conduit/nic_choice.h"
 #include "conduit/topology.h"
 
 namespace conduit::agent {
@@ -98,6 +99,29 @@ nlohmann::json ipc_lock_check() {
   return check("ipcLock", false, "no CapEff line in /proc/self/status");
 }
 
+// For each GPU and each NUMA node, the RDMA NICs its memory's rails go over (conduit/nic_choice.h): what a
+// planner needs to place a transfer, and what an operator checks against the server's wiring.
+nlohmann::json nic_choice(const Topology& topology) {
+  auto entry = [](const Result<NicChoice>& c) {
+    if (!c) return nlohmann::json{{"nics", nlohmann::json::array()}, {"why", c.error().message}};
+    return nlohmann::json{
+        {"nics", c->nics}, {"distance", std::string(to_string(c->distance))}, {"why", c->why}};
+  };
+  nlohmann::json gpus = nlohmann::json::array();
+  for (const auto& gpu : topology.gpus) {
+    auto e = entry(choose_nics(topology, {gpu.pci_address, -1}));
+    e["gpu"] = gpu.pci_address;
+    gpus.push_back(std::move(e));
+  }
+  nlohmann::json numa = nlohmann::json::array();
+  for (const int node : topology.numa_nodes) {
+    auto e = entry(choose_nics(topology, {"", node}));
+    e["numaNode"] = node;
+    numa.push_back(std::move(e));
+  }
+  return {{"gpus", std::move(gpus)}, {"numaNodes", std::move(numa)}};
+}
+
 }  // namespace
 
 nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, const RegionStore& regions,
@@ -108,6 +132,7 @@ nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, c
   out["version"] = kAgentVersion;
   out["fabric"] = fabric.to_json();
   out["topology"] = topology ? topology->to_json() : nlohmann::json(nullptr);
+  if (topology) out["topology"]["nicChoice"] = nic_choice(*topology);
   out["memory"] = {{"cap", regions.cap()}, {"used", regions.used_bytes()}};
   out["checks"] = nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
                                          memlock_check(regions.cap()), ipc_lock_check()});

@@ -14,6 +14,7 @@
 #include "conduit/log.h"
 #include "conduit/size.h"
 #include "fabric.h"
+#include "fake_sysfs.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
@@ -243,6 +244,24 @@ TEST(Inventory, SaysWhyRdmaIsUnavailableOnAFakeSysfs) {
       EXPECT_FALSE(c["message"].get<std::string>().empty()) << name;
     }
   }
+}
+
+TEST(Inventory, ReportsTheNicsNearestEachGpuOnAP5LikeServer) {
+  conduit::testing::FakeSysfs sysfs("inventory-p5");
+  sysfs.build_p5_like_server();
+  TempDir data;
+  AgentConfig config;
+  const Fabric fabric;
+  const RegionStore regions(data.path(), 1ULL << 30);
+  const auto node = node_inventory(config, fabric, regions, sysfs.root().string());
+  const auto& choice = node["topology"]["nicChoice"];
+  ASSERT_EQ(choice["gpus"].size(), 8u) << node["topology"].dump(2);
+  for (const auto& gpu : choice["gpus"]) {
+    EXPECT_EQ(gpu["nics"].size(), 4u) << gpu.dump();
+    EXPECT_EQ(gpu["distance"], "SameSwitch") << gpu.dump();
+  }
+  ASSERT_EQ(choice["numaNodes"].size(), 2u);
+  EXPECT_EQ(choice["numaNodes"][0]["nics"].size(), 16u);
 }
 
 TEST(Log, LogfmtQuotesOnlyWhatNeedsIt) {

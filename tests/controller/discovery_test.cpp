@@ -1,8 +1,10 @@
-// EndpointSlices of the agent Service -> the agent directory. (The API server refuses loopback addresses in
-// EndpointSlices, so the end-to-end tests, which keep to 127.0.0.1, give the agents with --agents instead.)
+// EndpointSlices of the agent Service -> the agent directory, and agents' answers -> FabricNode status.
+// (tests/e2e/cluster_test.sh runs discovery for real, with agents in network namespaces.)
 #include "discovery.h"
 
 #include <gtest/gtest.h>
+
+#include "fakes.h"
 
 namespace conduit::controller {
 namespace {
@@ -47,6 +49,30 @@ TEST(EndpointSlices, MalformedSlicesAreIgnoredNotFatal) {
           {json::object(), slice(json::array({{{"port", 7070}}}),
                                  json::array({{{"nodeName", "Not_A_Node"}, {"addresses", {"10.0.0.1"}}}}))})
           .empty());
+}
+
+TEST(NodeDiscovery, EachGpuInAFabricNodeNamesItsNearestNics) {
+  testing::ManualClock clock;
+  testing::MemoryStore store(clock);
+  testing::FakeAgents agents;
+  agents.add_node("gpu-1");
+  agents.nodes["gpu-1"].info = {
+      {"topology",
+       {{"gpus", {{{"pciAddress", "0000:53:00.0"}}, {{"pciAddress", "0000:64:00.0"}}}},
+        {"nicChoice",
+         {{"gpus",
+           {{{"gpu", "0000:53:00.0"}, {"nics", {"mlx5_0", "mlx5_1"}}, {"distance", "SameSwitch"}},
+            {{"gpu", "0000:64:00.0"}, {"nics", {"mlx5_2"}}, {"distance", "SameNumaNode"}}}}}}}}};
+  AgentDirectory directory;
+  directory.set("gpu-1", "http://gpu-1:7070");
+  NodeDiscovery discovery;
+  discovery.run(agents, directory, store);
+  ASSERT_EQ(store.node_status.count("gpu-1"), 1U);
+  const auto& gpus = store.node_status["gpu-1"]["gpus"];
+  ASSERT_EQ(gpus.size(), 2U) << store.node_status["gpu-1"].dump(2);
+  EXPECT_EQ(gpus[0]["nearestNics"], nlohmann::json({"mlx5_0", "mlx5_1"}));
+  EXPECT_EQ(gpus[0]["nicDistance"], "SameSwitch");
+  EXPECT_EQ(gpus[1]["nearestNics"], nlohmann::json({"mlx5_2"}));
 }
 
 }  // namespace

@@ -84,7 +84,11 @@ class MemoryStore : public ObjectStore {
     ++deletes;
     return {};
   }
-  Status upsert_node(const std::string&, const json&, const json&) override { return {}; }
+  Status upsert_node(const std::string& name, const json&, const json& status) override {
+    node_status[name] = status;
+    return {};
+  }
+  std::map<std::string, json> node_status;  // FabricNode status by node, as last written
   void record_event(const ObjectKey&, const std::string& type, const std::string& reason,
                     const std::string&) override {
     events.push_back(type + "/" + reason);
@@ -109,6 +113,7 @@ class FakeAgents : public AgentApi {
     std::set<std::string> files;                // loadable files
     std::map<std::string, std::string> grants;  // id -> region
     bool down = false;
+    json info;  // what GET /v1/node answers beyond {"node"}
   };
 
   std::map<std::string, Node> nodes;
@@ -148,7 +153,9 @@ class FakeAgents : public AgentApi {
   }
   Result<json> node_info(const std::string& node) override {
     if (auto e = reach(node)) return *e;
-    return json{{"node", node}};
+    json info = nodes[node].info.is_object() ? nodes[node].info : json::object();
+    info["node"] = node;
+    return info;
   }
   Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
                                    const std::string& memory) override {

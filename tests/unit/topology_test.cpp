@@ -1,7 +1,6 @@
 #include "conduit/topology.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -9,63 +8,36 @@
 #include <string>
 #include <vector>
 
+#include "fake_sysfs.h"
+
 namespace conduit {
 namespace {
 
 namespace fs = std::filesystem;
+using conduit::testing::FakeSysfs;
 
-// Builds a fake sysfs tree the way the kernel lays it out: real device directories under devices/, and the
-// class/ and bus/ views as symlinks into them.
+// The fake sysfs tree (tests/support/fake_sysfs.h) under the names these tests use.
 class TopologyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    root_ = fs::temp_directory_path() /
-            ("conduit-topology-" + std::string(info->name()) + "-" + std::to_string(::getpid()) + "-" +
-             std::to_string(std::random_device{}()));
-    fs::create_directories(root_);
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  TopologyTest()
+      : sysfs_(::testing::UnitTest::GetInstance()->current_test_info()->name()), root_(sysfs_.root()) {}
 
-  static void write(const fs::path& file, const std::string& content) {
-    fs::create_directories(file.parent_path());
-    std::ofstream(file) << content << "\n";
-  }
-  static void link(const fs::path& target, const fs::path& at) {
-    fs::create_directories(at.parent_path());
-    fs::create_symlink(target, at);
-  }
-
-  // `chain` runs from the root port to the device, e.g. {"0000:00:01.0", "0000:01:00.0"}.
+  static void write(const fs::path& file, const std::string& content) { FakeSysfs::write(file, content); }
+  static void link(const fs::path& target, const fs::path& at) { FakeSysfs::link(target, at); }
   fs::path pci_device(const std::string& host_bridge, const std::vector<std::string>& chain, int numa) {
-    fs::path rel = fs::path("devices") / host_bridge;
-    for (const auto& dev : chain) rel /= dev;
-    write(root_ / rel / "numa_node", std::to_string(numa));
-    return rel;
+    return sysfs_.pci_device(host_bridge, chain, numa);
   }
-
-  // Mirrors /sys/class/<kind>/<name> -> ../../devices/.../<kind>/<name>, whose device -> ../../../<pci>.
   void add_nic(const std::string& kind, const std::string& name, const std::string& host_bridge,
                const std::vector<std::string>& chain, int numa) {
-    const fs::path dev = pci_device(host_bridge, chain, numa);
-    const fs::path iface = dev / kind / name;
-    link(fs::path("../../..") / chain.back(), root_ / iface / "device");
-    link(fs::path("../..") / iface, root_ / "class" / kind / name);
+    sysfs_.add_nic(kind, name, host_bridge, chain, numa);
   }
-
   void add_pci_function(const std::string& host_bridge, const std::vector<std::string>& chain, int numa,
                         const std::string& vendor, const std::string& cls, const std::string& device,
                         bool absolute_link = false) {
-    const fs::path dev = pci_device(host_bridge, chain, numa);
-    write(root_ / dev / "vendor", vendor);
-    write(root_ / dev / "class", cls);
-    write(root_ / dev / "device", device);
-    const fs::path at = root_ / "bus" / "pci" / "devices" / chain.back();
-    link(absolute_link ? root_ / dev : fs::path("../../..") / dev, at);
+    sysfs_.add_pci_function(host_bridge, chain, numa, vendor, cls, device, absolute_link);
   }
-
   void add_gpu(const std::string& host_bridge, const std::vector<std::string>& chain, int numa) {
-    add_pci_function(host_bridge, chain, numa, "0x10de", "0x030200", "0x2330");
+    sysfs_.add_gpu(host_bridge, chain, numa);
   }
 
   // Socket 0: root pci0000:00 with a PCIe switch (upstream 01:00.0) holding mlx5_0, eth0 and one GPU, plus a
@@ -95,6 +67,7 @@ class TopologyTest : public ::testing::Test {
     return "missing";
   }
 
+  FakeSysfs sysfs_;
   fs::path root_;
 };
 
