@@ -39,6 +39,7 @@ constexpr const char* kUsage =
     "  regions create NAME --file PATH            load a file under the agent's data directory\n"
     "  regions rm NAME\n"
     "  regions save NAME --file PATH              write a region to a file under the data directory\n"
+    "  regions checksum NAME [--slice SIZE]       CRC32C of each slice (host or GPU memory)\n"
     "  transfer --from [URL/]REGION --to [URL/]REGION [options]   (conduit transfer --help)\n";
 
 // Leaves main() with an exit status and one line for stderr.
@@ -177,7 +178,8 @@ int cmd_node(const Globals& g, const std::vector<std::string>& args) {
       << "\nfabric   ";
   for (const auto& t : node.value("fabric", json::array())) {
     const int rails = t.value("rails", 1);
-    out << " " << t.value("provider", "?") << " (" << rails << (rails == 1 ? " rail)" : " rails)");
+    out << " " << t.value("provider", "?") << " (" << rails << (rails == 1 ? " rail" : " rails") << ", gpu "
+        << t.value("gpuDirect", "none") << ")";
   }
   const json memory = node.value("memory", json::object());
   out << "\nmemory    " << human_bytes(memory.value("used", 0.0)) << " used of "
@@ -196,7 +198,7 @@ int cmd_node(const Globals& g, const std::vector<std::string>& args) {
 }
 
 int cmd_regions(const Globals& g, std::vector<std::string> args) {
-  if (args.empty()) usage("regions: say ls, create, rm or save");
+  if (args.empty()) usage("regions: say ls, create, rm, save or checksum");
   if (args.front() == "--help" || args.front() == "-h") {
     std::cout << kUsage;
     return 0;
@@ -258,8 +260,24 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
     const std::string name = vm["name"].as<std::string>();
     const json saved = agent.post("/v1/regions/" + name + "/save", {{"file", file}});
     print(g, saved, "region " + name + " saved to " + saved.value("file", file) + "\n");
+  } else if (sub == "checksum") {
+    std::string slice;
+    desc.add_options()("name", po::value<std::string>(), "region name")(
+        "slice", po::value(&slice)->default_value("1MiB"),
+        "bytes per CRC32C (the last slice may be shorter)");
+    const auto vm = parse_args(args, desc, {"name"});
+    const std::string name = vm["name"].as<std::string>();
+    const json sums =
+        agent.get("/v1/regions/" + name + "/checksum?slice=" + std::to_string(parse_size("--slice", slice)));
+    std::ostringstream out;
+    for (const auto& c : sums.value("crc32c", json::array())) {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%08x\n", c.get<std::uint32_t>());
+      out << hex;
+    }
+    print(g, sums, out.str());
   } else {
-    usage("regions: unknown command \"" + sub + "\" (ls, create, rm, save)");
+    usage("regions: unknown command \"" + sub + "\" (ls, create, rm, save, checksum)");
   }
   return 0;
 }
@@ -433,10 +451,17 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
                       status.value("message", "")};
   }
   char summary[256];
-  std::snprintf(summary, sizeof summary, "transfer %s succeeded: %s in %.2f s (%s)%s, %u retries\n",
+  // Where GPU memory was staged through host memory, say so: it is not GPU-direct.
+  std::string gpu =
+      status.value("gpuPath", "none") == "none" ? "" : ", source " + status.value("gpuPath", "");
+  for (const auto& t : status.value("targets", json::array())) {
+    if (t.value("staged", false)) gpu += ", target staged";
+  }
+  std::snprintf(summary, sizeof summary, "transfer %s succeeded: %s in %.2f s (%s)%s%s, %u retries\n",
                 id.c_str(), human_bytes(status.value("bytesDone", 0.0)).c_str(), seconds,
                 gb_per_s(status.value("throughputBytesPerSecond", 0.0)).c_str(),
-                status.value("verified", false) ? ", verified crc32c" : "", status.value("retries", 0U));
+                status.value("verified", false) ? ", verified crc32c" : "", gpu.c_str(),
+                status.value("retries", 0U));
   print(g, status, summary);
   return 0;
 }

@@ -1,6 +1,7 @@
 #include "kube_mode.h"
 
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -26,6 +27,58 @@ constexpr int kUsageError = 2;
 constexpr std::chrono::seconds kSyncTimeout{60};
 // With the agent client's 2 s connect timeout, a dead agent shows Reachable=False within ~7 s.
 constexpr std::chrono::seconds kDiscoveryPeriod{5};
+
+// What the reconciling half reads and writes through while leader election runs: a replica that is not sure
+// it still leads (no renewal within the renew deadline, on its own clock) neither reads a job to reconcile
+// nor writes anything. The elector notices a lost Lease only at its next retry; a replica frozen past its
+// lease (SIGSTOP, a VM pause) resumes with reconciles under way and a stale cache, and without this wrote
+// status for up to that long after another replica had taken over.
+class LeaderOnlyStore : public ObjectStore {
+ public:
+  LeaderOnlyStore(ObjectStore& store, std::function<bool()> leading)
+      : store_(store), leading_(std::move(leading)) {}
+
+  Result<std::vector<nlohmann::json>> list_jobs() override {
+    if (!leading_()) return not_leading();
+    return store_.list_jobs();
+  }
+  Result<nlohmann::json> get_job(const ObjectKey& key) override {
+    if (!leading_()) return not_leading();
+    return store_.get_job(key);
+  }
+  Result<nlohmann::json> patch_job_status(const ObjectKey& key, const nlohmann::json& status) override {
+    if (!leading_()) return not_leading();
+    return store_.patch_job_status(key, status);
+  }
+  Result<nlohmann::json> patch_job_metadata(const ObjectKey& key, const nlohmann::json& metadata) override {
+    if (!leading_()) return not_leading();
+    return store_.patch_job_metadata(key, metadata);
+  }
+  Status delete_job(const ObjectKey& key) override {
+    if (!leading_()) return not_leading();
+    return store_.delete_job(key);
+  }
+  Status upsert_node(const std::string& name, const nlohmann::json& spec,
+                     const nlohmann::json& status) override {
+    if (!leading_()) return not_leading();
+    return store_.upsert_node(name, spec, status);
+  }
+  void record_event(const ObjectKey& key, const std::string& type, const std::string& reason,
+                    const std::string& message) override {
+    if (leading_()) store_.record_event(key, type, reason, message);
+  }
+  std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds timeout) override {
+    return store_.wait_for_changes(timeout);
+  }
+
+ private:
+  static Error not_leading() {
+    return make_error(ErrorCode::Unavailable,
+                      "not acting: no Lease renewal within the renew deadline (another replica may lead)");
+  }
+  ObjectStore& store_;
+  std::function<bool()> leading_;
+};
 
 // The reconciling half of the controller, started when we may act (always, or while we lead) and stopped
 // when we may not. A fresh Reconciler per term: its in-memory state must not outlive a term in which another
@@ -148,6 +201,12 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   HttpAgentOptions agent_options;
   agent_options.token_file = options.agent_token_file;
   HttpAgentApi agents(directory, agent_options);
+  // Set once leader election has started; until then, and without --leader-elect, we may always act.
+  std::atomic<kube::LeaderElector*> leader{nullptr};
+  LeaderOnlyStore acting_store(store, [&leader] {
+    const kube::LeaderElector* elector = leader.load();
+    return elector == nullptr || elector->is_leader();
+  });
   // Reconciles report into the metrics through this pointer; the one path out after the controller starts
   // stops it explicitly before the metrics go away.
   std::atomic<bool> ready{false};
@@ -156,9 +215,14 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   controller_options.on_reconciled = [&metrics_sink](double seconds, const char* error) {
     if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
   };
-  Acting acting(store, agents, controller_options);
+  Acting acting(acting_store, agents, controller_options);
   MetricsServer metrics(
-      ready, [&acting] { return acting.active(); }, [&acting] { return acting.queue_depth(); }, store);
+      ready,
+      [&acting, &leader] {
+        const kube::LeaderElector* elector = leader.load();
+        return acting.active() && (elector == nullptr || elector->is_leader());
+      },
+      [&acting] { return acting.queue_depth(); }, store);
   metrics_sink = &metrics;
   if (!options.metrics_listen.empty()) {
     std::string error;
@@ -210,6 +274,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     // Returns only when the last reconcile has finished, so the next leader never races our writes.
     election.on_stopped_leading = [&acting] { acting.stop(); };
     elector = std::make_unique<kube::LeaderElector>(*config, election);
+    leader = elector.get();
     log::info("waiting for leadership", {{"lease", options.lease_name}, {"identity", elector->identity()}});
     elector->start();
   } else {
@@ -227,7 +292,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     }
     // Only the replica that reconciles writes FabricNodes: two writers would only fight over lastSeen.
     if (acting.active() && std::chrono::steady_clock::now() >= next_discovery) {
-      discovery.run(agents, directory, store);
+      discovery.run(agents, directory, acting_store);
       const auto [reachable, unreachable] = discovery.reachable_counts();
       metrics.set_nodes(reachable, unreachable);
       next_discovery = std::chrono::steady_clock::now() + kDiscoveryPeriod;

@@ -18,6 +18,7 @@ packages=(
   iperf3 wrk curl
   procps iproute2 openssl etcd-server
   prometheus jq
+  python3 python3-yaml python3-venv
 )
 
 missing=()

@@ -9,6 +9,8 @@
 #
 # Binaries: $KUBE_APISERVER and $ETCD when set, else those scripts/kube-tools.sh built (run it first).
 # Logs: DIR/etcd.log, DIR/kube-apiserver.log. Ports (free ones, picked at start): DIR/env.
+# A start on a DIR that ran before (stop, then start) keeps its etcd data and comes back on the ports DIR/env
+# names while they are free, so DIR/kubeconfig and the clients holding it stay valid across the restart.
 # A start that fails half way stops what it started. Only 127.0.0.1 is listened on.
 set -euo pipefail
 
@@ -93,14 +95,16 @@ trap on_exit EXIT
 trap 'exit 130' INT TERM HUP
 started=1
 
-# free_port: sets $port to a free TCP port on 127.0.0.1 that none of the ports already picked uses (not in
-# a $(...) subshell, so $picked remembers it). Racy by nature (as envtest's): a process that loses the race
-# exits, and its start is retried below on fresh ports.
+# free_port [PREFERRED]: sets $port to a free TCP port on 127.0.0.1 that none of the ports already picked
+# uses (not in a $(...) subshell, so $picked remembers it): PREFERRED when it is free, else a random one.
+# Racy by nature (as envtest's): a process that loses the race exits, and its start is retried below on
+# fresh ports (a port lost once is in $picked, so the retry does not prefer it again).
 picked=" "
 free_port() {
   local p
-  for _ in $(seq 200); do
+  for try in $(seq 200); do
     p=$(( 20000 + RANDOM % 40000 ))
+    [ "$try" -gt 1 ] || [ -z "${1:-}" ] || p=$1
     case "$picked" in *" $p "*) continue ;; esac
     if [ -z "$(ss -Hltn "sport = :$p" 2>/dev/null)" ] && ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       picked+="$p "
@@ -133,8 +137,8 @@ died() { die "$1 exited during start; last lines of $dir/$1.log:"$'\n'"$(tail -n
 # time): a start that dies on "address already in use" is retried on fresh ports, up to 3 times.
 in_use() { grep -q 'address already in use' "$dir/$1.log" 2>/dev/null; }
 start_etcd() {
-  free_port; etcd_port=$port
-  free_port; etcd_peer_port=$port
+  free_port "$prev_etcd_port"; etcd_port=$port
+  free_port "$prev_etcd_peer_port"; etcd_peer_port=$port
   etcd_url="http://127.0.0.1:$etcd_port"
   local etcd_args=(
     --name default
@@ -159,6 +163,13 @@ start_etcd() {
   done
   die "etcd not healthy at $etcd_url after 30 s (log: $dir/etcd.log)"
 }
+# The ports of the previous start on this DIR, if any.
+prev_etcd_port="" prev_etcd_peer_port="" prev_api_port=""
+if [ -f "$dir/env" ]; then
+  prev_etcd_port="$(sed -n 's#^ETCD_URL=http://127.0.0.1:##p' "$dir/env")"
+  prev_etcd_peer_port="$(sed -n 's#^ETCD_PEER_URL=http://127.0.0.1:##p' "$dir/env")"
+  prev_api_port="$(sed -n 's#^KUBE_APISERVER_URL=https://127.0.0.1:##p' "$dir/env")"
+fi
 etcd_fresh=0
 [ -n "$(ls -A "$dir/etcd")" ] || etcd_fresh=1
 for attempt in 1 2 3; do
@@ -172,7 +183,7 @@ done
 
 # ---- kube-apiserver
 start_apiserver() {
-  free_port; api_port=$port
+  free_port "$prev_api_port"; api_port=$port
   api_url="https://127.0.0.1:$api_port"
   local api_args=(
     --etcd-servers="$etcd_url"
@@ -241,6 +252,7 @@ chmod 600 "$dir/kubeconfig"
 
 cat > "$dir/env" <<EOF
 ETCD_URL=$etcd_url
+ETCD_PEER_URL=http://127.0.0.1:$etcd_peer_port
 KUBE_APISERVER_URL=$api_url
 KUBECONFIG=$dir/kubeconfig
 EOF

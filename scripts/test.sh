@@ -19,6 +19,9 @@ tests/e2e/kube_smoke.sh
 tests/e2e/crd_test.sh
 tests/e2e/cluster_test.sh build
 
+echo "== data-plane faults: agents killed, links cut or lossy, a flipped byte, the memory cap (docs/reliability.md)"
+tests/faults/run.sh build
+
 echo "== metrics docs, dashboards and alerts against a real Prometheus"
 scripts/check-observability.sh build
 tests/e2e/prometheus_test.sh build

@@ -54,6 +54,31 @@ Result<std::vector<std::uint32_t>> parse_checksums(const std::string& url, const
 
 }  // namespace
 
+Status AgentClient::staging(const std::string& url, const std::string& region, std::uint64_t offset,
+                            std::uint64_t length, bool to_device) const {
+  std::string base = url;
+  while (base.ends_with('/')) base.pop_back();
+  httplib::Client client(base);
+  if (!client.is_valid()) {
+    return make_error(ErrorCode::InvalidArgument, "agent URL \"" + url + "\" is not http(s)://host[:port]");
+  }
+  // A copy of one piece (tens of MiB) between pinned memory and a GPU takes milliseconds.
+  client.set_connection_timeout(kTimeoutSeconds, 0);
+  client.set_read_timeout(kTimeoutSeconds, 0);
+  client.set_write_timeout(kTimeoutSeconds, 0);
+  httplib::Headers headers;
+  if (const std::string token = token_(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
+  const nlohmann::json body{
+      {"offset", offset}, {"length", length}, {"direction", to_device ? "toDevice" : "toHost"}};
+  auto response = client.Post("/v1/regions/" + region + "/staging", headers, body.dump(), "application/json");
+  if (!response) {
+    return make_error(ErrorCode::PeerUnreachable,
+                      "agent at " + url + " did not answer: " + describe_http_error(response.error()));
+  }
+  if (response->status != 200) return http_error(url, *response);
+  return {};
+}
+
 Result<std::vector<std::uint32_t>> AgentClient::checksum(const std::string& url, const std::string& region,
                                                          std::uint64_t offset, std::uint64_t length,
                                                          std::uint64_t slice) const {

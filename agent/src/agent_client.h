@@ -1,4 +1,5 @@
-// What one agent asks of another over REST: per-slice checksums of a target range, for verify: crc32c.
+// What one agent asks of another over REST: per-slice checksums of a target range, for verify: crc32c, and
+// copies between a staged CUDA region and its host staging buffer (docs/gpu.md).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,11 @@ class AgentClient {
   Result<std::vector<std::uint32_t>> checksum(const std::string& url, const std::string& region,
                                               std::uint64_t offset, std::uint64_t length,
                                               std::uint64_t slice) const;
+
+  // POST {url}/v1/regions/{region}/staging {offset, length, direction: "toDevice" | "toHost"}: the target
+  // copies that range of a staged CUDA region from its staging buffer to the device, or back.
+  Status staging(const std::string& url, const std::string& region, std::uint64_t offset,
+                 std::uint64_t length, bool to_device) const;
 
  private:
   std::function<std::string()> token_;

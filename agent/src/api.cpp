@@ -13,6 +13,7 @@
 
 #include "api_requests.h"
 #include "conduit/log.h"
+#include "http_server.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
 
@@ -34,6 +35,7 @@ constexpr const char* kRegion = "/v1/regions/{name}";
 constexpr const char* kRegionSave = "/v1/regions/{name}/save";
 constexpr const char* kRegionChecksum = "/v1/regions/{name}/checksum";
 constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
+constexpr const char* kRegionStaging = "/v1/regions/{name}/staging";
 constexpr const char* kGrant = "/v1/grants/{id}";
 constexpr const char* kTransfer = "/v1/transfers/{id}";
 
@@ -94,7 +96,24 @@ HandlerResponse authorize(const AgentState& state, const Request& req, Response&
                  token ? R"(Bearer realm="conduit", error="invalid_token")" : R"(Bearer realm="conduit")");
   // The body of a refused request is never read; closing keeps it from being parsed as the next request.
   res.set_header("Connection", "close");
+  close_after_response();
   send_error(res, 401, "Unauthorized", token ? "invalid bearer token" : "missing bearer token");
+  return HandlerResponse::Handled;
+}
+
+// cpp-httplib 0.11 bounds a body only by its Content-Length: a chunked one, or a POST without a length (read
+// until the connection closes), went into memory whole before any check (300 MiB did, tests/hostile). JSON
+// bodies always come with a length, so neither is accepted; the body is left unread and the connection
+// closed.
+HandlerResponse refuse_unbounded_body(const Request& req, Response& res) {
+  const bool has_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
+  if (!req.has_header("Transfer-Encoding") && (!has_body || req.has_header("Content-Length"))) {
+    return HandlerResponse::Unhandled;
+  }
+  res.set_header("Connection", "close");
+  close_after_response();
+  send_error(res, 411, "LengthRequired",
+             "a request body needs a Content-Length (chunked bodies are not accepted)");
   return HandlerResponse::Handled;
 }
 
@@ -368,6 +387,42 @@ void install_region_routes(Router& r, AgentState& state) {
   });
 }
 
+// A peer that wrote into (or is about to read from) a staged CUDA region's host staging buffer has this
+// agent copy the range between buffer and device (docs/gpu.md).
+void install_staging_route(Router& r, AgentState& state) {
+  r.post(kRegionStaging, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto request = parse_staging(*body);
+    if (!request) return send_error(res, request.error());
+    auto region = state.regions.get(*name);
+    if (!region) return send_error(res, region.error());
+    const std::uint64_t size = (*region)->bytes();
+    if (request->offset > size || request->length > size - request->offset) {
+      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+                        "range [" + std::to_string(request->offset) + ", +" +
+                            std::to_string(request->length) + ") is outside region " + *name + " (" +
+                            std::to_string(size) + " bytes)");
+    }
+    // Without a staged grant the region is reached directly (host memory, or device memory the NIC
+    // registered): the bytes are where they belong already, and the answer says nothing was copied.
+    const auto buffer = state.grants.staging().find(*name);
+    if (buffer) {
+      auto copied = request->to_device ? buffer->to_device(request->offset, request->length)
+                                       : buffer->to_host(request->offset, request->length);
+      if (!copied) return send_error(res, copied.error());
+    }
+    send_json(res, 200,
+              {{"region", *name},
+               {"offset", request->offset},
+               {"length", request->length},
+               {"direction", request->to_device ? "toDevice" : "toHost"},
+               {"copied", buffer != nullptr}});
+  });
+}
+
 void install_grant_routes(Router& r, AgentState& state) {
   r.post(kRegionGrants, [&state](const Request& req, Response& res) {
     const auto name = region_name(req, res);
@@ -388,6 +443,7 @@ void install_grant_routes(Router& r, AgentState& state) {
     auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
                                      request->provider);
     if (!grant) return send_error(res, grant.error());
+    if ((*grant)->staging) state.metrics.staged_fallback();  // the target end of a staged GPU transfer
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
     send_json(res, 201, (*grant)->to_json());
   });
@@ -477,13 +533,16 @@ int http_status(ErrorCode code) {
 void install_routes(httplib::Server& server, AgentState& state) {
   server.set_payload_max_length(state.config.max_body_bytes);
   // Before routing, so a route added later cannot forget to check the token.
-  server.set_pre_routing_handler(
-      [&state](const Request& req, Response& res) { return authorize(state, req, res); });
+  server.set_pre_routing_handler([&state](const Request& req, Response& res) {
+    const auto authorized = authorize(state, req, res);
+    return authorized == HandlerResponse::Handled ? authorized : refuse_unbounded_body(req, res);
+  });
 
   Router router(server);
   install_health_routes(router, state);
   install_region_routes(router, state);
   install_grant_routes(router, state);
+  install_staging_route(router, state);
   install_transfer_routes(router, state);
 
   server.set_error_handler(

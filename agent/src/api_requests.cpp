@@ -173,6 +173,27 @@ Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   return request;
 }
 
+Result<StagingRequest> parse_staging(const nlohmann::json& body) {
+  Fields f(body, {"offset", "length", "direction"});
+  StagingRequest request;
+  if (auto offset = f.uint("offset", true)) request.offset = *offset;
+  if (auto length = f.uint("length", true)) {
+    if (*length == 0) f.fail("\"length\" must be positive");
+    request.length = *length;
+  }
+  if (auto direction = f.string("direction", true)) {
+    if (*direction == "toDevice") {
+      request.to_device = true;
+    } else if (*direction == "toHost") {
+      request.to_device = false;
+    } else {
+      f.fail("\"direction\" must be \"toDevice\" or \"toHost\", not " + quote(*direction));
+    }
+  }
+  if (!f.ok()) return f.error();
+  return request;
+}
+
 Result<ChecksumQuery> parse_checksum_query(const httplib::Params& params) {
   ChecksumQuery query;
   for (const auto& [key, value] : params) {

@@ -38,6 +38,14 @@ struct CreateGrantRequest {
 };
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
 
+// POST /v1/regions/{name}/staging: {offset, length, direction: "toDevice" | "toHost"}.
+struct StagingRequest {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  bool to_device = true;
+};
+Result<StagingRequest> parse_staging(const nlohmann::json& body);
+
 // GET /v1/regions/{name}/checksum?offset=&length=&slice=
 struct ChecksumQuery {
   std::uint64_t offset = 0;

@@ -42,6 +42,8 @@ std::string range_text(std::uint64_t offset, std::uint64_t length) {
 }  // namespace
 
 nlohmann::json Grant::to_json() const {
+  nlohmann::json key = registration.remote_key().to_json();
+  if (staging) key["staged"] = true;  // the writer must say when bytes land (docs/gpu.md)
   return {{"id", id},
           {"region", region.get() ? region->name() : std::string()},
           {"offset", offset},
@@ -49,7 +51,8 @@ nlohmann::json Grant::to_json() const {
           {"access", access_name(access)},
           {"provider", provider},
           {"expiresAt", rfc3339(expires_at)},
-          {"key", registration.remote_key().to_json()}};
+          {"key", key},
+          {"gpuPath", gpu_path}};
 }
 
 Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::uint64_t offset,
@@ -91,8 +94,19 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   grant->length = length;
   grant->access = access;
   grant->provider = transport->capabilities().provider;
-  grant->expires_at = Clock::now() + ttl;
-  auto registration = transport->register_memory(region->memory(), access, offset, length);
+  grant->expires_at = std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl);
+  const MemoryRegion* memory = &region->memory();
+  grant->gpu_path = memory->kind() == MemoryKind::Cuda
+                        ? std::string(to_string(transport->capabilities().gpu_path))
+                        : "none";
+  if (memory->kind() == MemoryKind::Cuda && !transport->capabilities().device_memory) {
+    auto staging = staging_.acquire(region);
+    if (!staging) return staging.error();
+    grant->staging = std::move(*staging);
+    grant->gpu_path = "staged";
+    memory = &grant->staging->memory();
+  }
+  auto registration = transport->register_memory(*memory, access, offset, length);
   if (!registration) {
     return make_error(registration.error().code, "registering " + range_text(offset, length) + " of region " +
                                                      region->name() + ": " + registration.error().message);
@@ -153,6 +167,15 @@ std::size_t GrantTable::expire(Clock::time_point now) {
   }
   for (auto& g : expired) g->registration.reset();
   return expired.size();
+}
+
+std::optional<GrantTable::Clock::time_point> GrantTable::next_expiry() const {
+  std::lock_guard lock(mu_);
+  std::optional<Clock::time_point> next;
+  for (const auto& [_, g] : grants_) {
+    if (!next || g->expires_at < *next) next = g->expires_at;
+  }
+  return next;
 }
 
 void GrantTable::revoke_all() {

@@ -8,12 +8,14 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "conduit/transport.h"
 #include "fabric.h"
 #include "regions.h"
+#include "staged_target.h"
 
 namespace conduit::agent {
 
@@ -24,10 +26,18 @@ struct Grant {
   std::uint64_t length = 0;
   Access access = Access::RemoteWrite;
   std::string provider;
+  // On a whole second, so the expiresAt shown is exactly when the key stops working (the grant lasts at
+  // least its ttlSeconds and less than one second more).
   std::chrono::system_clock::time_point expires_at;
+  // Set when the region is CUDA memory the transport cannot register: the grant registers this host
+  // staging buffer instead and its key says "staged" (staged_target.h). Before `registration`, so the
+  // registration goes first.
+  std::shared_ptr<StagingBuffer> staging;
+  std::string gpu_path = "none";
   Registration registration;
 
-  // {id, region, offset, length, access: "write"|"read", provider, expiresAt (RFC 3339), key: RemoteKey}
+  // {id, region, offset, length, access: "write"|"read", provider, expiresAt (RFC 3339), key: RemoteKey,
+  //  gpuPath: "none" (host memory) | "dmabuf" | "peermem" | "staged"}
   nlohmann::json to_json() const;
 };
 
@@ -44,10 +54,13 @@ class GrantTable {
   std::vector<std::shared_ptr<const Grant>> list() const;
   Status revoke(const std::string& id);                      // NotFound when unknown or already gone
   std::size_t expire(Clock::time_point now = Clock::now());  // revokes every expired grant; returns how many
+  std::optional<Clock::time_point> next_expiry() const;      // the earliest expiresAt; nullopt: no grants
   void revoke_all();
+  const StagingTable& staging() const { return staging_; }
 
  private:
   const Fabric& fabric_;
+  StagingTable staging_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Grant>> grants_;
 };

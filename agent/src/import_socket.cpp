@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "conduit/remote_key.h"
+
 namespace conduit::agent {
 
 namespace {
@@ -223,7 +225,7 @@ void ImportSocket::serve() {
           return make_error(ErrorCode::InvalidArgument, "import request is not a JSON object");
         }
         for (const auto& [key, value] : body.items()) {
-          if (key != "name" && key != "bytes") {
+          if (key != "name" && key != "bytes" && key != "cudaIpcHandle" && key != "device") {
             return make_error(ErrorCode::InvalidArgument, "unknown field \"" + key + "\" in import request");
           }
         }
@@ -236,6 +238,24 @@ void ImportSocket::serve() {
             return make_error(ErrorCode::InvalidArgument, "\"bytes\" must be a non-negative integer");
           }
           bytes = body["bytes"].get<std::uint64_t>();
+        }
+        if (body.contains("cudaIpcHandle")) {
+          // GPU memory of the sender: a CUDA IPC handle (hex) instead of an fd; see docs/gpu.md.
+          if (!req->fds.empty() || !body["cudaIpcHandle"].is_string()) {
+            return make_error(ErrorCode::InvalidArgument,
+                              "\"cudaIpcHandle\" must be a hex string and comes without an fd");
+          }
+          auto handle = from_hex(body["cudaIpcHandle"].get<std::string>());
+          if (!handle)
+            return make_error(ErrorCode::InvalidArgument, "\"cudaIpcHandle\": " + handle.error().message);
+          int device = 0;
+          if (body.contains("device")) {
+            if (!body["device"].is_number_unsigned() || body["device"].get<std::uint64_t>() > 999) {
+              return make_error(ErrorCode::InvalidArgument, "\"device\" must be a CUDA ordinal (0-999)");
+            }
+            device = body["device"].get<int>();
+          }
+          return regions_.import_cuda_ipc(body["name"].get<std::string>(), *handle, bytes, device);
         }
         if (req->fds.size() != 1) {
           return make_error(

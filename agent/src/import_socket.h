@@ -1,7 +1,8 @@
 // The agent's unix socket for zero-copy import: a local process sends one line of JSON
 // {"name": "...", "bytes": N} with a memfd attached (SCM_RIGHTS); the agent maps it as a region and answers
-// one line {"ok": true} or {"error": {"code", "message"}}. Only processes that can open the socket file
-// (mode 0660 in the data directory) can import.
+// one line {"ok": true} or {"error": {"code", "message"}}. GPU memory comes as {"name", "bytes",
+// "cudaIpcHandle": <hex of cuIpcGetMemHandle's 64 bytes>, "device": N} with no fd (docs/gpu.md). Only
+// processes that can open the socket file (mode 0660 in the data directory) can import.
 #pragma once
 
 #include <atomic>

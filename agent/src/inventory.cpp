@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "conduit/cuda_device.h"
 #include "conduit/nic_choice.h"
 #include "conduit/topology.h"
+#include "conduit/verbs.h"
 
 namespace conduit::agent {
 
@@ -58,14 +60,43 @@ nlohmann::json rdma_check(const fs::path& sysfs_root, const fs::path& dev_dir) {
   return check("rdma", true, "");
 }
 
+// OK when this agent can allocate CUDA memory; otherwise the first reason a person would fix.
 nlohmann::json gpu_check(const Result<Topology>& topology) {
+  const cuda::Availability& gpu = cuda::availability();
+  if (gpu.usable()) return check("gpu", true, "");
   if (!topology) return check("gpu", false, "topology unknown: " + topology.error().message);
   if (topology->gpus.empty()) return check("gpu", false, "no NVIDIA GPU found");
-#ifdef CONDUIT_HAVE_CUDA
-  return check("gpu", true, "");
-#else
-  return check("gpu", false, "built without CUDA");
-#endif
+  if (!gpu.built) return check("gpu", false, "built without CUDA");
+  return check("gpu", false, gpu.reason);
+}
+
+nlohmann::json cuda_json() {
+  const cuda::Availability& gpu = cuda::availability();
+  nlohmann::json devices = nlohmann::json::array();
+  for (const auto& d : gpu.devices) {
+    devices.push_back({{"ordinal", d.ordinal},
+                       {"name", d.name},
+                       {"pciBusId", d.pci_bus_id},
+                       {"memoryBytes", d.memory_bytes},
+                       {"dmabuf", d.dmabuf}});
+  }
+  return {{"built", gpu.built},
+          {"driver", gpu.driver},
+          {"driverVersion", gpu.driver_version},
+          {"reason", gpu.reason},
+          {"devices", std::move(devices)}};
+}
+
+// Fabric::to_json with how each transport reaches CUDA memory (never silent: docs/gpu.md).
+nlohmann::json fabric_json(const Fabric& fabric) {
+  nlohmann::json out = fabric.to_json();
+  const auto& transports = fabric.transports();
+  for (std::size_t i = 0; i < out.size() && i < transports.size(); ++i) {
+    const Capabilities& caps = transports[i]->capabilities();
+    out[i]["gpuDirect"] = std::string(to_string(caps.gpu_path));
+    out[i]["gpuDirectDetail"] = caps.gpu_path_detail;
+  }
+  return out;
 }
 
 nlohmann::json memlock_check(std::uint64_t cap) {
@@ -122,6 +153,16 @@ nlohmann::json nic_choice(const Topology& topology) {
   return {{"gpus", std::move(gpus)}, {"numaNodes", std::move(numa)}};
 }
 
+// The native rdma-core backend: usable when this agent opened it, otherwise whether it could be opened here
+// and, when not, the same reason opening it gives ("no RDMA device (ibv_get_device_list found none)").
+nlohmann::json ibverbs_check(const Fabric& fabric) {
+  if (fabric.find(verbs::kProviderName) != nullptr) return check("ibverbs", true, "");
+  auto options = verbs::VerbsOptions::from_environment();
+  if (!options) return check("ibverbs", false, options.error().message);
+  const Status usable = verbs::probe(*options);
+  return check("ibverbs", usable.ok(), usable.ok() ? "" : usable.error().message);
+}
+
 }  // namespace
 
 nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, const RegionStore& regions,
@@ -130,12 +171,14 @@ nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, c
   nlohmann::json out;
   out["node"] = config.node_name;
   out["version"] = kAgentVersion;
-  out["fabric"] = fabric.to_json();
+  out["fabric"] = fabric_json(fabric);
+  out["cuda"] = cuda_json();
   out["topology"] = topology ? topology->to_json() : nlohmann::json(nullptr);
   if (topology) out["topology"]["nicChoice"] = nic_choice(*topology);
   out["memory"] = {{"cap", regions.cap()}, {"used", regions.used_bytes()}};
-  out["checks"] = nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
-                                         memlock_check(regions.cap()), ipc_lock_check()});
+  out["checks"] =
+      nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
+                             memlock_check(regions.cap()), ipc_lock_check(), ibverbs_check(fabric)});
   return out;
 }
 

@@ -13,7 +13,7 @@ namespace conduit::agent {
 inline constexpr const char* kAgentVersion = "0.1.0";
 
 // {node, version, fabric: Fabric::to_json, topology: Topology::to_json, memory: {cap, used},
-//  checks: [{name: "rdma"|"gpu"|"memlock"|"ipcLock", ok, message}]}
+//  checks: [{name: "rdma"|"gpu"|"memlock"|"ipcLock"|"ibverbs", ok, message}]}
 nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, const RegionStore& regions,
                               const std::string& sysfs_root = "/sys");
 

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "fabric.h"
 #include "grants.h"
+#include "http_server.h"
 #include "import_socket.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
@@ -40,7 +41,8 @@ std::pair<std::string, int> split_listen(const std::string& listen) {
 }
 
 Result<std::unique_ptr<httplib::Server>> make_server(const AgentConfig& config) {
-  if (config.tls_cert.empty()) return std::make_unique<httplib::Server>();
+  // Plain HTTP gets a deadline per request, 64 threads and a full listen backlog (http_server.h).
+  if (config.tls_cert.empty()) return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>());
 #ifdef CPPHTTPLIB_OPENSSL_SUPPORT
   auto server = std::make_unique<httplib::SSLServer>(config.tls_cert.c_str(), config.tls_key.c_str());
   if (!server->is_valid()) {
@@ -53,7 +55,8 @@ Result<std::unique_ptr<httplib::Server>> make_server(const AgentConfig& config) 
 #endif
 }
 
-// Every second: drops expired grants and refreshes the gauges nothing else updates.
+// Every second, and the moment a grant expires: drops expired grants (so an expired grant's key stops working
+// at its expiresAt, not up to a tick later) and refreshes the gauges nothing else updates.
 class Housekeeper {
  public:
   Housekeeper(GrantTable& grants, const RegionStore& regions, const TransferManager& transfers,
@@ -73,7 +76,11 @@ class Housekeeper {
  private:
   void loop() {
     std::unique_lock lock(mu_);
-    while (!cv_.wait_for(lock, std::chrono::seconds(1), [this] { return stop_; })) {
+    for (;;) {
+      // A grant made meanwhile expires no sooner than this wake-up (ttlSeconds >= 1), so none is missed.
+      auto wake = GrantTable::Clock::now() + std::chrono::seconds(1);
+      if (const auto next = grants_.next_expiry(); next && *next < wake) wake = *next;
+      if (cv_.wait_until(lock, wake, [this] { return stop_; })) return;
       lock.unlock();
       tick();
       lock.lock();
@@ -177,6 +184,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
 
   const auto [host, port] = split_listen(config.listen);
   const int bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
+  if (auto* plain = dynamic_cast<HttpServer*>(&server); plain != nullptr && bound > 0) plain->raise_backlog();
   if (bound <= 0) {
     log::error("cannot listen (address in use or not local)", {{"address", config.listen}});
     return kStartError;

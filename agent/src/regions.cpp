@@ -14,6 +14,8 @@
 #include <utility>
 
 #include "conduit/crc32c.h"
+#include "conduit/cuda_device.h"
+#include "conduit/cuda_staging.h"
 
 namespace conduit::agent {
 
@@ -106,6 +108,16 @@ bool is_cuda_label(const std::string& memory) {
                      [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// Why `cuda:<device>` cannot be had here, as the 422 a client reads: a build without CUDA, no driver, no
+// such device.
+Status cuda_device(int device) {
+  if (!cuda::availability().built) {
+    return make_error(ErrorCode::Unsupported, "this agent was built without CUDA: cuda:" +
+                                                  std::to_string(device) + " regions are not available");
+  }
+  return cuda::check_device(device);
+}
+
 Status read_all(int fd, std::span<std::byte> out, const std::string& file) {
   for (std::size_t done = 0; done < out.size();) {
     const std::size_t n = std::min(kIoPiece, out.size() - done);
@@ -130,6 +142,19 @@ Status write_all(int fd, std::span<const std::byte> in, const std::string& file)
       return io_error("writing " + quoted(file), errno);
     }
     done += static_cast<std::size_t>(put);
+  }
+  return {};
+}
+
+Status write_device(int fd, const MemoryRegion& memory, const std::string& file) {
+  const std::uint64_t piece = std::min<std::uint64_t>(memory.size(), kIoPiece / 16);
+  auto pinned = cuda::allocate_pinned(piece);
+  if (!pinned) return pinned.error();
+  for (std::uint64_t at = 0; at < memory.size(); at += piece) {
+    const auto n = std::min(piece, memory.size() - at);
+    const auto buffer = pinned->bytes().first(n);
+    if (auto copied = cuda::copy_to_host(memory, at, buffer); !copied) return copied.error();
+    if (auto written = write_all(fd, buffer, file); !written) return written.error();
   }
   return {};
 }
@@ -228,16 +253,17 @@ Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t byt
                                       const std::string& memory) {
   if (auto valid = validate_name(name); !valid) return valid.error();
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "region size must be at least 1 byte");
+  int device = -1;
   if (is_cuda_label(memory)) {
-    return make_error(ErrorCode::Unsupported,
-                      "CUDA memory is not available on this node (built without CUDA or no GPU)");
-  }
-  if (memory != "host") {
+    const std::string digits = memory.substr(5);
+    device = digits.size() > 3 ? 1000 : std::stoi(digits);
+    if (auto usable = cuda_device(device); !usable) return usable.error();
+  } else if (memory != "host") {
     return make_error(ErrorCode::InvalidArgument,
                       "memory " + quoted(memory) + " is not \"host\" or \"cuda:<device ordinal>\"");
   }
   if (auto room = reserve(name, bytes); !room) return room.error();
-  auto allocated = MemoryRegion::allocate_host(bytes);
+  auto allocated = device >= 0 ? cuda::allocate(device, bytes) : MemoryRegion::allocate_host(bytes);
   if (!allocated) return allocated.error();
   return insert(name, std::move(allocated).value(), "allocated");
 }
@@ -309,6 +335,18 @@ Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, st
   return insert(name, std::move(memory), "imported");
 }
 
+Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
+                                               std::uint64_t bytes, int device) {
+  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (bytes == 0)
+    return make_error(ErrorCode::InvalidArgument, "\"bytes\" must be positive for a CUDA import");
+  if (auto usable = cuda_device(device); !usable) return usable.error();
+  if (auto room = reserve(name, bytes); !room) return room.error();
+  auto memory = cuda::import_ipc(handle, bytes, device);
+  if (!memory) return memory.error();
+  return insert(name, std::move(*memory), "imported");
+}
+
 Result<RegionPtr> RegionStore::get(const std::string& name) const {
   std::lock_guard lock(mu_);
   const auto it = regions_.find(name);
@@ -348,8 +386,10 @@ std::uint64_t RegionStore::used_bytes() const {
 Status RegionStore::save(const std::string& name, const std::string& file) {
   auto region = get(name);
   if (!region) return region.error();
-  const auto data = (*region)->memory().bytes();
-  if (data.empty())
+  const MemoryRegion& memory = (*region)->memory();
+  const auto data = memory.bytes();
+  const bool device = memory.kind() == MemoryKind::Cuda;
+  if (data.empty() && !device)
     return make_error(ErrorCode::Unsupported, "region " + quoted(name) + " is not host memory");
   auto path = data_path(file);
   if (!path) return path.error();
@@ -363,7 +403,12 @@ Status RegionStore::save(const std::string& name, const std::string& file) {
   TempFile temp(dir / (path->filename().string() + ".tmp-" + random_suffix()));
   UniqueFd fd(::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return io_error("creating a temporary file for " + quoted(file), errno);
-  if (auto written = write_all(fd.get(), data, file); !written) return written.error();
+  if (device) {
+    // Device memory goes to the file through a host buffer, a piece at a time.
+    if (auto written = write_device(fd.get(), memory, file); !written) return written.error();
+  } else if (auto written = write_all(fd.get(), data, file); !written) {
+    return written.error();
+  }
   if (::fsync(fd.get()) != 0) return io_error("syncing " + quoted(file), errno);
   if (const int err = fd.close(); err != 0) return io_error("closing " + quoted(file), err);
   if (::rename(temp.path().c_str(), path->c_str()) != 0)
@@ -377,9 +422,10 @@ Result<std::vector<std::uint32_t>> region_checksum(const Region& region, std::ui
                                                    std::uint64_t length, std::uint64_t slice) {
   if (slice == 0) return make_error(ErrorCode::InvalidArgument, "slice must be at least 1 byte");
   const auto data = region.memory().bytes();
-  if (data.empty())
+  const bool device = region.memory().kind() == MemoryKind::Cuda;
+  if (data.empty() && !device)
     return make_error(ErrorCode::Unsupported, "region " + quoted(region.name()) + " is not host memory");
-  const std::uint64_t size = data.size();
+  const std::uint64_t size = region.bytes();
   if (offset >= size) {
     return make_error(ErrorCode::InvalidArgument, "offset " + std::to_string(offset) +
                                                       " is not inside region " + quoted(region.name()) +
@@ -398,6 +444,7 @@ Result<std::vector<std::uint32_t>> region_checksum(const Region& region, std::ui
                                                       std::to_string(kMaxChecksumSlices) +
                                                       ": use a larger slice");
   }
+  if (device) return cuda::region_crc32c_slices(region.memory(), offset, length, slice);
   return crc32c_slices(data.subspan(offset, length), slice);
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -81,12 +82,17 @@ class RegionStore {
  public:
   RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap);
 
-  // memory: "host" or "cuda:N" (Unsupported while CUDA is absent: the API answers 422).
+  // memory: "host" or "cuda:N" (Unsupported, saying why, where CUDA or device N is absent: the API answers
+  // 422).
   Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory);
   // Loads `file` (relative to the data directory, never escaping it) into a new host region.
   Result<RegionPtr> load(const std::string& name, const std::string& file);
   // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
   Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes);
+  // Opens a CUDA IPC handle (64 bytes) of a local process's allocation on `device`; the exporter keeps it
+  // allocated while the region lives.
+  Result<RegionPtr> import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
+                                    std::uint64_t bytes, int device);
 
   Result<RegionPtr> get(const std::string& name) const;
   std::vector<RegionPtr> list() const;

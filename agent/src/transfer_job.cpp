@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "conduit/crc32c.h"
+#include "conduit/cuda_staging.h"
 #include "conduit/log.h"
 #include "metrics/agent_metrics.h"
 
@@ -165,8 +166,11 @@ std::optional<Failure> TransferManager::Transfer::move(TransferManager& m, Trans
     } else {
       error = id.error();
     }
-    // A malformed op fails the same way every time.
-    if (error->code == ErrorCode::InvalidArgument || attempt >= m.options_.max_segment_retries) {
+    // A malformed op fails the same way every time. A batch the transport timed out has already gone the
+    // whole stall timeout without a byte: retrying it would let a dead peer hold the transfer for
+    // (1 + max_segment_retries) stall timeouts instead of the one --stall-timeout-ms promises.
+    if (error->code == ErrorCode::InvalidArgument || error->code == ErrorCode::TimedOut ||
+        attempt >= m.options_.max_segment_retries) {
       std::string message = error->message;
       if (attempt > 0) message += " (after " + std::to_string(attempt) + " retries)";
       return Failure{TransferState::Failed, reason_for(error->code), std::move(message)};
@@ -185,8 +189,6 @@ std::optional<Failure> TransferManager::Transfer::move(TransferManager& m, Trans
 
 std::optional<Failure> TransferManager::Transfer::send(TransferManager& m, std::size_t target) {
   const TransferTarget& t = request.targets[target];
-  Transport& transport = *transports[target];
-  const Registration& local = registration(&transport);
   const std::uint64_t by_window = request.chunk_bytes * request.window * kWindowsPerSegment;
   std::uint64_t segment = std::max(request.chunk_bytes, std::min(m.options_.segment_bytes, by_window));
   const std::uint64_t rate = request.max_bytes_per_second;
@@ -194,39 +196,35 @@ std::optional<Failure> TransferManager::Transfer::send(TransferManager& m, std::
   if (rate > 0) segment = std::max(request.chunk_bytes, std::min(segment, rate / 10));
   const auto began = SteadyClock::now();
   const std::uint64_t first = t.resume_offset;
-  for (std::uint64_t pos = first; pos < length;) {
-    const std::uint64_t n = std::min(segment, length - pos);
-    const std::vector<Op> ops{Op{request.op, &local, pos, t.grant, t.offset + pos, n}};
-    if (auto f = move(m, transport, ops, [&](std::uint64_t done) { set_target_bytes(target, pos + done); })) {
-      return f;
-    }
-    pos += n;
-    {
-      // The batch finished, so these bytes are in the target's memory (the transport's delivery proof).
-      std::lock_guard lock(mu);
-      status.targets[target].committed_bytes = pos;
-    }
-    if (rate > 0) {
-      const auto due =
-          began + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
-                      static_cast<double>(pos - first) / static_cast<double>(rate)));
-      if (auto f = pause(due - SteadyClock::now())) return f;
-    }
-  }
-  return std::nullopt;
+  return move_range(
+      m, target, first, length, segment, [&](std::uint64_t reached) { set_target_bytes(target, reached); },
+      [&](std::uint64_t landed) -> std::optional<Failure> {
+        {
+          // The batch finished (and a staged target copied it to its device), so these bytes are in the
+          // target's memory (the transport's delivery proof).
+          std::lock_guard lock(mu);
+          status.targets[target].committed_bytes = landed;
+        }
+        if (rate > 0) {
+          const auto due =
+              began + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
+                          static_cast<double>(landed - first) / static_cast<double>(rate)));
+          if (auto f = pause(due - SteadyClock::now())) return f;
+        }
+        return std::nullopt;
+      });
 }
 
 std::optional<Failure> TransferManager::Transfer::verify(TransferManager& m, std::size_t target) {
   const TransferTarget& t = request.targets[target];
-  Transport& transport = *transports[target];
-  const Registration& local = registration(&transport);
   const std::uint64_t slice = request.chunk_bytes;
-  auto bytes = source->memory().bytes();
-  if (bytes.empty()) {
+  // Host memory directly; CUDA memory through a pinned buffer.
+  auto crcs = cuda::region_crc32c_slices(source->memory(), request.offset, length, slice);
+  if (!crcs) {
     return Failure{TransferState::Failed, reason::kChecksumMismatch,
-                   "the source region is not host memory: crc32c cannot be computed here"};
+                   "verify: crc32c of the source range: " + crcs.error().message};
   }
-  const std::vector<std::uint32_t> mine = crc32c_slices(bytes.subspan(request.offset, length), slice);
+  const std::vector<std::uint32_t> mine = std::move(*crcs);
 
   for (int round = 0;; ++round) {
     if (auto f = stopped()) return f;
@@ -253,16 +251,17 @@ std::optional<Failure> TransferManager::Transfer::verify(TransferManager& m, std
                          " re-sends; first: slice " + std::to_string(bad[0]) + " at byte offset " +
                          std::to_string(bad[0] * slice)};
     }
-    // Adjacent bad slices go as one op: a wholesale mismatch then costs one op per segment, not per slice.
-    std::vector<Op> ops;
+    // Adjacent bad slices go as one range: a wholesale mismatch then costs one op per segment, not per
+    // slice.
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // [begin, end) of the range
     for (std::size_t i : bad) {
       const std::uint64_t at = i * slice;
       const std::uint64_t n = std::min(slice, length - at);
-      if (!ops.empty() && ops.back().local_offset + ops.back().length == at &&
-          ops.back().length + n <= m.options_.segment_bytes) {
-        ops.back().length += n;
+      if (!ranges.empty() && ranges.back().second == at &&
+          ranges.back().second - ranges.back().first + n <= m.options_.segment_bytes) {
+        ranges.back().second += n;
       } else {
-        ops.push_back(Op{request.op, &local, at, t.grant, t.offset + at, n});
+        ranges.emplace_back(at, at + n);
       }
     }
     {
@@ -272,7 +271,13 @@ std::optional<Failure> TransferManager::Transfer::verify(TransferManager& m, std
     log::warn("re-sending mismatching slices", {{"transfer", status.id},
                                                 {"target", std::to_string(target)},
                                                 {"slices", std::to_string(bad.size())}});
-    if (auto f = move(m, transport, ops, [](std::uint64_t) {})) return f;
+    for (const auto& [begin, end] : ranges) {
+      if (auto f = move_range(
+              m, target, begin, end, m.options_.segment_bytes, [](std::uint64_t) {},
+              [](std::uint64_t) { return std::optional<Failure>(); })) {
+        return f;
+      }
+    }
   }
 }
 
@@ -288,17 +293,11 @@ std::optional<Failure> TransferManager::Transfer::execute(TransferManager& m) {
   // Once per transport, not per target: a fan-out over one provider pins the source pages once.
   for (Transport* transport : transports) {
     if (std::any_of(registrations.begin(), registrations.end(),
-                    [&](auto& r) { return r.first == transport; })) {
+                    [&](auto& r) { return r.first == transport; }) ||
+        staged_source(transport) != nullptr) {
       continue;
     }
-    const auto t0 = SteadyClock::now();
-    auto reg = transport->register_memory(source->memory(), Access::Local, request.offset, length);
-    if (!reg) {
-      return Failure{TransferState::Failed, reason::kRegistrationFailed,
-                     "registering the source range: " + reg.error().message};
-    }
-    if (m.metrics_ != nullptr) m.metrics_->observe_registration(job::seconds(SteadyClock::now() - t0));
-    registrations.emplace_back(transport, std::move(*reg));
+    if (auto f = prepare(m, *transport)) return f;
   }
 
   for (std::size_t i = 0; i < request.targets.size(); ++i) {

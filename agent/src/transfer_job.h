@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "staged_source.h"
 #include "transfers.h"
 
 namespace conduit::agent::job {
@@ -47,6 +48,9 @@ struct TransferManager::Transfer {
   // The worker's own, until it ends; then the reaper's if parked.
   RegionUse source;
   std::vector<std::pair<Transport*, Registration>> registrations;
+  // Transports that cannot register the (CUDA) source region go through bounce buffers instead
+  // (staged_transfer.cpp). Released before `source`, whose memory their copiers read.
+  std::vector<std::pair<Transport*, std::unique_ptr<StagedSource>>> staged;
   Transport* undrained_transport = nullptr;
   BatchId undrained_batch = 0;
 
@@ -60,6 +64,16 @@ struct TransferManager::Transfer {
   std::optional<job::Failure> verify(TransferManager& m, std::size_t target);
   std::optional<job::Failure> move(TransferManager& m, Transport& transport, const std::vector<Op>& ops,
                                    const std::function<void(std::uint64_t)>& progress);
+  // staged_transfer.cpp: [begin, end) of the range to or from target `target` in pieces of at most `piece`
+  // bytes, directly or through the staged source, telling a staged target when each piece landed.
+  // progress(range offset reached); landed(range offset below which every byte is at the target).
+  std::optional<job::Failure> move_range(
+      TransferManager& m, std::size_t target, std::uint64_t begin, std::uint64_t end, std::uint64_t piece,
+      const std::function<void(std::uint64_t)>& progress,
+      const std::function<std::optional<job::Failure>(std::uint64_t)>& landed);
+  // Registers the source range with `transport`, or opens a staged source where it cannot take CUDA memory.
+  std::optional<job::Failure> prepare(TransferManager& m, Transport& transport);
+  StagedSource* staged_source(const Transport* transport) const;
   std::optional<job::Failure> watch(TransferManager& m, Transport& transport, BatchId id,
                                     const std::function<void(std::uint64_t)>& progress,
                                     std::optional<Error>& error);

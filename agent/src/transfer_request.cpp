@@ -197,7 +197,8 @@ json TransferStatus::to_json() const {
     target_list.push_back({{"state", to_string(t.state)},
                            {"bytesDone", t.bytes_done},
                            {"committedBytes", t.committed_bytes},
-                           {"lastError", t.last_error}});
+                           {"lastError", t.last_error},
+                           {"staged", t.staged}});
   }
   return {{"id", id},
           {"state", to_string(state)},
@@ -207,6 +208,7 @@ json TransferStatus::to_json() const {
           {"retries", retries},
           {"slicesResent", slices_resent},
           {"verified", verified},
+          {"gpuPath", gpu_path},
           {"reason", reason},
           {"message", message},
           {"targets", std::move(target_list)},

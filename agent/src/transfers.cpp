@@ -1,6 +1,8 @@
 #include "transfers.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <random>
 #include <system_error>
 
 #include "conduit/log.h"
@@ -9,9 +11,24 @@
 
 namespace conduit::agent {
 
+namespace {
+
+std::string run_id_prefix() {
+  char text[16];
+  std::snprintf(text, sizeof text, "t-%08x-", static_cast<unsigned>(std::random_device{}()));
+  return text;
+}
+
+}  // namespace
+
 TransferManager::TransferManager(const Fabric& fabric, RegionStore& regions, const AgentClient& peers,
                                  metrics::AgentMetrics* metrics, TransferOptions options)
-    : fabric_(fabric), regions_(regions), peers_(peers), metrics_(metrics), options_(options) {}
+    : fabric_(fabric),
+      regions_(regions),
+      peers_(peers),
+      metrics_(metrics),
+      options_(options),
+      id_prefix_(run_id_prefix()) {}
 
 TransferManager::~TransferManager() {
   shutdown();
@@ -59,6 +76,12 @@ Result<std::string> TransferManager::start(TransferRequest request) {
                                                         std::to_string(length) + ") is outside the " +
                                                         std::to_string(target.grant.length) + "-byte grant");
     }
+    if (target.grant.staged && (target.url.empty() || target.region.empty())) {
+      return make_error(ErrorCode::InvalidArgument,
+                        path +
+                            "the grant is a staged CUDA range: url and region are needed so its agent can "
+                            "copy each piece between its staging buffer and the device");
+    }
     if (target.resume_offset > length) {
       return make_error(ErrorCode::InvalidArgument,
                         path + "resumeOffset " + std::to_string(target.resume_offset) + " is past the " +
@@ -72,6 +95,7 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   t->status.bytes_total = length * request.targets.size();
   t->status.targets.resize(request.targets.size());
   for (std::size_t i = 0; i < request.targets.size(); ++i) {
+    t->status.targets[i].staged = request.targets[i].grant.staged;
     t->status.targets[i].bytes_done = request.targets[i].resume_offset;
     t->status.targets[i].committed_bytes = request.targets[i].resume_offset;
     t->status.bytes_done += request.targets[i].resume_offset;
@@ -86,7 +110,7 @@ Result<std::string> TransferManager::start(TransferRequest request) {
     std::lock_guard lock(mu_);
     if (shutting_down_.load()) return make_error(ErrorCode::Unavailable, "agent is shutting down");
     t->seq = next_id_++;
-    id = "t-" + std::to_string(t->seq);
+    id = id_prefix_ + std::to_string(t->seq);
     t->status.id = id;
     try {
       threads_.emplace_back([this, t] { run(t); });
@@ -115,6 +139,7 @@ void TransferManager::run(const std::shared_ptr<Transfer>& t) {
               {{"transfer", t->status.id}});
   } else {
     t->registrations.clear();
+    t->staged.clear();
     t->source.reset();
   }
 
@@ -214,6 +239,7 @@ void TransferManager::reap_parked() const {
   }
   for (auto& t : released) {
     t->registrations.clear();
+    t->staged.clear();
     t->source.reset();
   }
 }

@@ -79,6 +79,9 @@ struct TargetStatus {
   std::uint64_t bytes_done = 0;
   std::uint64_t committed_bytes = 0;  // [0, this) has landed at the target: where a later transfer may resume
   std::string last_error;
+  // The target's range is a host staging buffer in front of CUDA memory (its key says so): each piece is
+  // copied to the device by the target agent before it counts as landed.
+  bool staged = false;
 };
 
 struct TransferStatus {
@@ -90,6 +93,9 @@ struct TransferStatus {
   std::uint32_t retries = 0;
   std::uint32_t slices_resent = 0;  // after a checksum mismatch
   bool verified = false;
+  // How the source region is reached: "none" (host memory), "dmabuf" / "peermem" (CUDA memory registered
+  // with the NIC), "staged" (CUDA memory through pinned host bounce buffers).
+  std::string gpu_path = "none";
   std::string reason;   // set when Failed or Cancelled
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
@@ -97,8 +103,9 @@ struct TransferStatus {
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;
 
-  // {id, state, bytesTotal, bytesDone, throughputBytesPerSecond, retries, slicesResent, verified,
-  //  reason, message, targets: [{state, bytesDone, lastError}], createdAt, startedAt, finishedAt}
+  // {id, state, bytesTotal, bytesDone, throughputBytesPerSecond, retries, slicesResent, verified, gpuPath,
+  //  reason, message, targets: [{state, bytesDone, committedBytes, lastError, staged}], createdAt,
+  //  startedAt, finishedAt}
   nlohmann::json to_json() const;
 };
 
@@ -147,6 +154,9 @@ class TransferManager {
   std::map<std::string, std::shared_ptr<Transfer>> transfers_;
   std::vector<std::thread> threads_;
   std::atomic<bool> shutting_down_{false};
+  // "t-<8 random hex>-": ids read t-<run>-<n>, so a restarted agent never hands out an id an earlier run did
+  // (a controller still holding that id would take another client's transfer for its own).
+  const std::string id_prefix_;
   std::uint64_t next_id_ = 1;
   std::size_t running_ = 0;              // Queued or Running
   std::vector<std::thread::id> exited_;  // workers done but not yet joined

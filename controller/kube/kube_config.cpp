@@ -21,7 +21,9 @@ YAML::Node find_named(const YAML::Node& root, const char* list, const char* key,
   const YAML::Node items = root[list];
   if (items && items.IsSequence()) {
     for (const auto& item : items) {
-      if (item["name"] && item["name"].as<std::string>() == name) return item[key] ? item[key] : YAML::Node();
+      // An entry that is not a map names nothing (and operator[] on a scalar would throw).
+      if (!item.IsMap() || !item["name"] || !item["name"].IsScalar()) continue;
+      if (item["name"].Scalar() == name) return item[key] ? item[key] : YAML::Node();
     }
   }
   return YAML::Node(YAML::NodeType::Undefined);

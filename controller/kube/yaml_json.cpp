@@ -1,5 +1,7 @@
 #include "yaml_json.h"
 
+#include <yaml-cpp/eventhandler.h>
+
 #include <cctype>
 #include <cerrno>
 #include <charconv>
@@ -96,33 +98,94 @@ json plain_scalar(const std::string& s) {
   return s;
 }
 
-}  // namespace
+// Bounds on what aliases can make of a short text: `&a [*a]` contains itself (endless recursion), and ten
+// anchors that each repeat the previous one ten times expand to 10^10 values ("billion laughs"). Objects,
+// CRDs and kubeconfigs stay far below both. Thrown as YAML::Exception so the parse returns InvalidArgument.
+constexpr int kMaxDepth = 256;
+constexpr std::size_t kMaxValues = 1u << 17;
 
-json yaml_to_json(const YAML::Node& node) {
+[[noreturn]] void refuse(const YAML::Node& node, const std::string& why) {
+  throw YAML::Exception(node.Mark(), why);
+}
+
+// JSON text is UTF-8; a string that is not could not be sent or written back (nlohmann's dump throws).
+const std::string& utf8(const YAML::Node& node, const std::string& text) {
+  try {
+    (void)json(text).dump();
+  } catch (const json::type_error&) {
+    refuse(node, "a string that is not valid UTF-8");
+  }
+  return text;
+}
+
+json convert(const YAML::Node& node, int depth, std::size_t& values) {
+  if (depth > kMaxDepth) refuse(node, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (++values > kMaxValues) refuse(node, "more than " + std::to_string(kMaxValues) + " values (aliases?)");
   switch (node.Type()) {
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
       return nullptr;
     case YAML::NodeType::Scalar:
       // yaml-cpp tags quoted (and block) scalars "!": those are strings whatever they look like.
-      if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return node.Scalar();
-      return plain_scalar(node.Scalar());
+      if (node.Tag() == "!" || node.Tag() == "tag:yaml.org,2002:str") return utf8(node, node.Scalar());
+      return plain_scalar(utf8(node, node.Scalar()));
     case YAML::NodeType::Sequence: {
       json out = json::array();
-      for (const auto& item : node) out.push_back(yaml_to_json(item));
+      for (const auto& item : node) out.push_back(convert(item, depth + 1, values));
       return out;
     }
     case YAML::NodeType::Map: {
       json out = json::object();
-      for (const auto& kv : node) out[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      for (const auto& kv : node) {
+        out[utf8(kv.first, kv.first.as<std::string>())] = convert(kv.second, depth + 1, values);
+      }
       return out;
     }
   }
   return nullptr;
 }
 
+// yaml-cpp 0.7's LoadAll never returns on a stream where a document starts without the parser consuming a
+// token (a stray ',' at the top level, found by fuzz/yaml_json_fuzz.cpp): it appends empty documents for
+// ever. This pass runs the parser on its own events first and stops where a document starts at the same
+// position as the one before.
+class ProgressCheck final : public YAML::EventHandler {
+ public:
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (started_ && mark.pos == last_.pos) throw YAML::ParserException(mark, "unexpected token");
+    started_ = true;
+    last_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  }
+  void OnMapEnd() override {}
+
+ private:
+  bool started_ = false;
+  YAML::Mark last_;
+};
+
+}  // namespace
+
+json yaml_to_json(const YAML::Node& node) {
+  std::size_t values = 0;
+  return convert(node, 0, values);
+}
+
 Result<std::vector<json>> parse_yaml_documents(const std::string& text) {
   try {
+    std::istringstream stream(text);
+    YAML::Parser parser(stream);
+    ProgressCheck check;
+    while (parser.HandleNextDocument(check)) {
+    }
     std::vector<json> out;
     for (const auto& doc : YAML::LoadAll(text)) {
       json j = yaml_to_json(doc);

@@ -55,6 +55,8 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
 
   p.run.attempt += 1;
   p.run.not_before.reset();
+  // Keys an earlier attempt could not revoke (their node did not answer) go before new ones are handed out.
+  if (!p.run.unrevoked.empty()) release(p, /*drop_source=*/false);
   if (!p.status.contains("startTime")) p.status["startTime"] = to_rfc3339(p.now);
   p.status["phase"] = phase::kRunning;
   set_condition(p.status, "Accepted", true, "Accepted", "the spec is valid and every node has an agent",
@@ -64,9 +66,12 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     targets.push_back({{"node", t.node}, {"region", t.region}, {"state", "Preparing"}});
   p.status["targets"] = std::move(targets);
 
-  if (auto e = prepare_source(p)) return e;
-  if (auto e = prepare_targets(p)) return e;
-  if (auto e = take_grants(p)) return e;
+  // Each step records what it is about to hold first; when that record could not be written (p.store_error)
+  // it returns no error but must not be followed: a transfer started on grants we could not record could
+  // neither be found again after a restart nor be told apart from another replica's.
+  if (auto e = prepare_source(p); e || p.store_error) return e;
+  if (auto e = prepare_targets(p); e || p.store_error) return e;
+  if (auto e = take_grants(p); e || p.store_error) return e;
 
   TransferRequest request;
   request.source_region = p.run.source->name;
@@ -229,6 +234,20 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
       if (!save_run(p)) return std::nullopt;
       return AttemptError{reason::kRegionAlreadyExists,
                           what + " already exists; delete it, or leave out create to write into it"};
+    }
+    if (!r && r.error().code == ErrorCode::ResourceExhausted) {
+      // Over what is free now may fit after a retry; over the agent's whole cap never will.
+      const auto info = agents_.node_info(t.node);
+      const json memory = info && info->is_object() ? info->value("memory", json::object()) : json::object();
+      const std::uint64_t cap = memory.is_object() ? memory.value("cap", std::uint64_t{0}) : 0;
+      if (cap > 0 && t.create->bytes > cap) {
+        return AttemptError{
+            reason::kInsufficientMemory,
+            what + ": create.bytes " + std::to_string(t.create->bytes) +
+                " is more than the agent's whole memory cap of " + std::to_string(cap) +
+                " bytes, so retrying cannot help; raise its --memory-cap or choose another node",
+            /*permanent=*/true};
+      }
     }
     if (!r) return AttemptError{reason_for(r.error()), "creating " + what + " failed: " + r.error().message};
   }

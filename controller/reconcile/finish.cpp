@@ -174,14 +174,23 @@ void Reconciler::release(Pass& p, bool drop_source) {
     }
     p.run.transfer.reset();
   }
+  // A grant whose node does not answer stays on the list and is revoked again at the next release (and
+  // before the next attempt): left alone it would stay valid for its whole TTL after the transfer.
+  std::vector<NodeRef> unrevoked;
+  for (const auto& g : p.run.unrevoked) {
+    const auto s = agents_.revoke_grant(g.node, g.name);
+    if (!s && s.error().code != ErrorCode::NotFound) unrevoked.push_back(g);
+  }
   for (const auto& g : p.run.grants) {
     const auto s = agents_.revoke_grant(g.node, g.name);
     if (!s && s.error().code != ErrorCode::NotFound) {
-      log::warn("revoking a grant failed; it expires by itself",
+      log::warn("revoking a grant failed; trying again at the next step of the job",
                 {{"job", p.job_name()}, {"node", g.node}, {"grant", g.name}, {"error", s.error().message}});
+      unrevoked.push_back(g);
     }
   }
   p.run.grants.clear();
+  p.run.unrevoked = std::move(unrevoked);
   if (drop_source && p.run.source_temporary && p.run.source) {
     delete_region_when_free(p, *p.run.source);
     p.run.source.reset();

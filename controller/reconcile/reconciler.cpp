@@ -222,7 +222,9 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         return false;
       }
       if (error) {
-        const Step next = retry_or_fail(p.spec(), p.view.retries, error->reason, error->message);
+        const Step next = error->permanent
+                              ? Step{StepKind::Fail, error->reason, error->message, std::nullopt}
+                              : retry_or_fail(p.spec(), p.view.retries, error->reason, error->message);
         p.wait = next.wait;
         if (next.kind == StepKind::Retry) {
           retry(p, next);

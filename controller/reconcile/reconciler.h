@@ -53,6 +53,7 @@ class Reconciler {
   struct AttemptError {
     std::string reason;
     std::string message;
+    bool permanent = false;  // Fail now whatever the reason: retrying cannot help (a region over a whole cap)
   };
 
   bool run_step(Pass& p, const Step& step);  // true: decide again in this pass

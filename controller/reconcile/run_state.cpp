@@ -42,6 +42,7 @@ RunState RunState::from_job(const json& job) {
   run.length = j.value("length", std::uint64_t{0});
   run.created = refs_from(j.value("created", json()));
   run.grants = refs_from(j.value("grants", json()));
+  run.unrevoked = refs_from(j.value("unrevoked", json()));
   run.transfer = ref_from(j.value("transfer", json()));
   if (j.contains("transports") && j["transports"].is_array()) {
     for (const auto& t : j["transports"]) run.transports.push_back(t.is_string() ? t.get<std::string>() : "");
@@ -67,6 +68,10 @@ json RunState::to_json() const {
   if (!grants.empty()) {
     j["grants"] = json::array();
     for (const auto& r : grants) j["grants"].push_back(ref_json(r));
+  }
+  if (!unrevoked.empty()) {
+    j["unrevoked"] = json::array();
+    for (const auto& r : unrevoked) j["unrevoked"].push_back(ref_json(r));
   }
   if (transfer) j["transfer"] = ref_json(*transfer);
   if (!transports.empty()) j["transports"] = transports;

@@ -37,6 +37,9 @@ struct RunState {
   // Per target, the bytes earlier attempts left in place (their committedBytes): where the next attempt
   // resumes. Only used with verify: crc32c, which checks the whole range whatever the claim.
   std::vector<std::uint64_t> resume;
+  // Grants of earlier attempts whose revoke failed (their node did not answer): revoked again by every
+  // later release and before the next attempt, so a key does not outlive its transfer by the grant TTL.
+  std::vector<NodeRef> unrevoked;
 
   static RunState from_job(const nlohmann::json& job);  // empty when the annotation is absent or unreadable
   nlohmann::json to_json() const;

@@ -68,8 +68,28 @@ std::optional<json> number_text(const std::string& s) {
   return std::nullopt;
 }
 
+// Bounds on what aliases can make of a short text: `&a [*a]` contains itself (endless recursion), and ten
+// anchors that each repeat the previous one ten times expand to 10^10 values ("billion laughs"). Objects
+// stay far below both. Thrown as YAML::Exception so parse_yaml returns InvalidArgument.
+constexpr int kMaxDepth = 256;
+constexpr std::size_t kMaxValues = 1u << 17;
+
+[[noreturn]] void refuse(const YAML::Node& node, const std::string& why) {
+  throw YAML::Exception(node.Mark(), why);
+}
+
+// JSON text is UTF-8; a string that is not could not be dumped (nlohmann throws) nor written back unchanged.
+const std::string& utf8(const YAML::Node& node, const std::string& text) {
+  try {
+    (void)json(text).dump();
+  } catch (const json::type_error&) {
+    refuse(node, "a string that is not valid UTF-8");
+  }
+  return text;
+}
+
 json scalar(const YAML::Node& node) {
-  const std::string& text = node.Scalar();
+  const std::string& text = utf8(node, node.Scalar());
   // yaml-cpp tags plain scalars "?" and quoted or block ones "!": only plain ones carry types.
   if (node.Tag() != "?") return text;
   if (is_null_text(text)) return nullptr;
@@ -110,26 +130,31 @@ void emit(YAML::Emitter& out, const json& value) {
     case json::value_t::number_unsigned:
       out << value.get<std::uint64_t>();
       break;
-    case json::value_t::number_float:
-      out << value.dump();
+    case json::value_t::number_float: {
+      // dump() writes a non-finite number as null, which would read back as the string "null".
+      const double d = value.get<double>();
+      out << (std::isnan(d) ? ".nan" : std::isinf(d) ? (d > 0 ? ".inf" : "-.inf") : value.dump());
       break;
+    }
     default:
       out << YAML::Null;
   }
 }
 
-}  // namespace
-
-json yaml_to_json(const YAML::Node& node) {
+json convert(const YAML::Node& node, int depth, std::size_t& values) {
+  if (depth > kMaxDepth) refuse(node, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+  if (++values > kMaxValues) refuse(node, "more than " + std::to_string(kMaxValues) + " values (aliases?)");
   switch (node.Type()) {
     case YAML::NodeType::Map: {
       json object = json::object();
-      for (const auto& item : node) object[item.first.as<std::string>()] = yaml_to_json(item.second);
+      for (const auto& item : node) {
+        object[utf8(item.first, item.first.as<std::string>())] = convert(item.second, depth + 1, values);
+      }
       return object;
     }
     case YAML::NodeType::Sequence: {
       json array = json::array();
-      for (const auto& item : node) array.push_back(yaml_to_json(item));
+      for (const auto& item : node) array.push_back(convert(item, depth + 1, values));
       return array;
     }
     case YAML::NodeType::Scalar:
@@ -137,6 +162,13 @@ json yaml_to_json(const YAML::Node& node) {
     default:
       return nullptr;
   }
+}
+
+}  // namespace
+
+json yaml_to_json(const YAML::Node& node) {
+  std::size_t values = 0;
+  return convert(node, 0, values);
 }
 
 Result<json> parse_yaml(const std::string& text) {

@@ -13,6 +13,7 @@
 
 #include "conduit/log.h"
 #include "conduit/size.h"
+#include "conduit/verbs.h"
 #include "fabric.h"
 #include "fake_sysfs.h"
 #include "inventory.h"
@@ -229,7 +230,7 @@ TEST(Inventory, SaysWhyRdmaIsUnavailableOnAFakeSysfs) {
   EXPECT_EQ(node["memory"]["cap"], 1ULL << 30);
   EXPECT_EQ(node["memory"]["used"], 0);
   ASSERT_TRUE(node["topology"].is_object());
-  ASSERT_EQ(node["checks"].size(), 4u);
+  ASSERT_EQ(node["checks"].size(), 5u);
   std::map<std::string, nlohmann::json> checks;
   for (const auto& c : node["checks"]) checks[c["name"]] = c;
   EXPECT_FALSE(checks["rdma"]["ok"]);
@@ -239,6 +240,12 @@ TEST(Inventory, SaysWhyRdmaIsUnavailableOnAFakeSysfs) {
   EXPECT_EQ(checks["gpu"]["message"], "no NVIDIA GPU found");
   EXPECT_TRUE(checks.count("memlock"));
   EXPECT_TRUE(checks.count("ipcLock"));
+  // No fake sysfs for libibverbs: the check says what opening the ibverbs backend here would say.
+  const Status ibverbs = verbs::probe(verbs::VerbsOptions{});
+  EXPECT_EQ(checks["ibverbs"]["ok"], ibverbs.ok());
+  if (!ibverbs.ok()) {
+    EXPECT_EQ(checks["ibverbs"]["message"], ibverbs.error().message);
+  }
   for (const auto& [name, c] : checks) {
     if (!c["ok"]) {
       EXPECT_FALSE(c["message"].get<std::string>().empty()) << name;

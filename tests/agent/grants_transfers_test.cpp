@@ -731,6 +731,23 @@ TEST_F(TransferTcp, ShutdownFailsRunningTransfersAndRefusesNewOnes) {
   EXPECT_NE(refused.error().message.find("agent is shutting down"), std::string::npos);
 }
 
+// A restarted agent runs a new TransferManager: its ids must not repeat the earlier run's, or a controller
+// holding an id from before the restart would take another client's transfer for its own.
+TEST_F(TransferTcp, IdsDoNotRepeatAfterARestart) {
+  auto src = source_->region("src", 1 * MiB, 63);
+  auto dst = target_->region("dst", 1 * MiB);
+  const RemoteKey key = target_->grant(dst);
+  const std::string before = start(request("src", {target(key)}));
+  EXPECT_EQ(wait_done(*manager_, before).state, TransferState::Succeeded);
+  manager_.reset();
+  manager_ =
+      std::make_unique<TransferManager>(*source_->fabric, source_->regions, client_, &metrics_, options());
+  const std::string after = start(request("src", {target(key)}));
+  EXPECT_NE(after, before);
+  EXPECT_EQ(manager_->get(before).error().code, ErrorCode::NotFound);
+  EXPECT_EQ(wait_done(*manager_, after).state, TransferState::Succeeded);
+}
+
 class TransferHistory : public TransferTcp {
   TransferOptions options() override {
     TransferOptions o = TransferTcp::options();
@@ -837,6 +854,21 @@ TEST_F(TransferStall, PeerThatNeverCompletesFailsStalled) {
     std::this_thread::sleep_for(50ms);
   }
   EXPECT_EQ(src->users(), 0);
+}
+
+// The transports' own stall timer (3 s here) fires before the transfer's (10 s) and fails the batch: it
+// moved nothing for a whole stall timeout, so the transfer fails Stalled then, not after re-sending the
+// segment max_segment_retries times, each waiting out the timeout again (a dead target held transfers
+// for 4 stall timeouts).
+TEST_F(TransferTcp, ASegmentTheTransportTimedOutIsNotRetried) {
+  SilentPeer peer;
+  auto src = source_->region("src", 1 * MiB, 62);
+  const auto t0 = std::chrono::steady_clock::now();
+  const TransferStatus s = wait_done(*manager_, start(request("src", {target(peer.key(1 * MiB))})), 30s);
+  EXPECT_EQ(s.state, TransferState::Failed);
+  EXPECT_EQ(s.reason, reason::kStalled) << s.message;
+  EXPECT_EQ(s.retries, 0u);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "conduit/crc32c.h"
+#include "conduit/cuda_device.h"
 #include "conduit/pattern.h"
 #include "import_socket.h"
 #include "temp_dir.h"
@@ -138,10 +139,14 @@ TEST_F(RegionStoreTest, RejectsBadCreates) {
 }
 
 TEST_F(RegionStoreTest, CudaIsUnsupportedWithoutCuda) {
+  const auto& gpu = cuda::availability();
+  if (gpu.usable()) GTEST_SKIP() << "CUDA is usable here (tests/agent/cuda_agent_test.cpp covers it)";
   const auto r = store.create("gpu", 4096, "cuda:0");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(code(r.error()), "Unsupported");
-  EXPECT_EQ(r.error().message, "CUDA memory is not available on this node (built without CUDA or no GPU)");
+  EXPECT_EQ(r.error().message, gpu.built
+                                   ? "no CUDA device 0: " + gpu.reason
+                                   : "this agent was built without CUDA: cuda:0 regions are not available");
   EXPECT_EQ(code(store.create("gpu", 4096, "cuda:12").error()), "Unsupported");
 }
 

@@ -145,6 +145,75 @@ TEST_F(ReconcilerTest, FailedAttemptRetriesWithBackoffAndAFreshGrant) {
   EXPECT_EQ(status("ckpt")["retries"], 1);
 }
 
+// A grant whose node does not answer when its attempt ends (a cut link) is not forgotten: it is revoked as
+// soon as the node answers again, before the next attempt takes its own, rather than staying valid for the
+// grant's whole TTL.
+TEST_F(ReconcilerTest, AGrantThatCouldNotBeRevokedIsRevokedOnceItsNodeAnswers) {
+  store.put(job("ckpt"));
+  start("ckpt");
+  agents.nodes["node-b"].down = true;
+  agents.finish("Failed", "Stalled", "no completion from the peer for 3000 ms");
+  reconcile("ckpt");
+  EXPECT_EQ(status("ckpt")["retries"], 1);
+  EXPECT_EQ(agents.nodes["node-b"].grants.count("g-1"), 1U);
+  EXPECT_EQ(RunState::from_job(store.job("ckpt")).unrevoked, (std::vector<NodeRef>{{"node-b", "g-1"}}));
+
+  agents.nodes["node-b"].down = false;
+  clock.advance(1100ms);
+  reconcile("ckpt");
+  EXPECT_EQ(agents.starts, 2);
+  EXPECT_EQ(agents.revoked, std::vector<std::string>{"g-1"});
+  EXPECT_EQ(agents.live_grants(), 1U) << "only the new attempt's grant";
+  EXPECT_TRUE(RunState::from_job(store.job("ckpt")).unrevoked.empty());
+  agents.finish("Succeeded");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+  EXPECT_EQ(agents.live_grants(), 0U);
+}
+
+// A target region bigger than its node's whole memory cap can never be created: the job fails at once with
+// InsufficientMemory rather than spending its backoffLimit on it. One over what is free now is retried.
+TEST(ReconcilerMemoryCap, ARegionOverTheWholeCapFailsAtOnceOneOverWhatIsFreeIsRetried) {
+  struct CappedAgents : FakeAgents {
+    std::uint64_t used = 0;
+    Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                     const std::string& memory) override {
+      if (node == "node-b" && used + bytes > 128 * MiB)
+        return make_error(ErrorCode::ResourceExhausted, "ResourceExhausted: would exceed the memory cap");
+      return FakeAgents::create_region(node, name, bytes, memory);
+    }
+  };
+  ManualClock clock;
+  MemoryStore store(clock);
+  CappedAgents agents;
+  Reconciler reconciler(store, agents, clock.clock());
+  agents.add_node("node-a");
+  agents.add_node("node-b");
+  agents.nodes["node-a"].files.insert("weights.bin");
+  agents.nodes["node-b"].info = {{"memory", {{"cap", 128 * MiB}, {"used", 0}}}};
+  auto status = [&](const std::string& name) { return store.job(name).value("status", json::object()); };
+
+  store.put(job(
+      "big", {{"targets", {{{"node", "node-b"}, {"region", "big"}, {"create", {{"bytes", 256 * MiB}}}}}}}));
+  for (int i = 0; i < 3; ++i) reconciler.reconcile({"default", "big"});
+  EXPECT_EQ(status("big")["phase"], "Failed");
+  EXPECT_EQ(status("big").value("retries", 0), 0);
+  const json big = status("big");
+  const json* failed = find_condition(big, "Failed");
+  ASSERT_NE(failed, nullptr);
+  EXPECT_EQ((*failed)["reason"], "InsufficientMemory");
+  EXPECT_NE((*failed)["message"].get<std::string>().find("whole memory cap of 134217728 bytes"),
+            std::string::npos)
+      << (*failed)["message"];
+
+  agents.used = 100 * MiB;  // 64 MiB more does not fit now, but would once something is freed
+  store.put(job("busy"));
+  for (int i = 0; i < 3; ++i) reconciler.reconcile({"default", "busy"});
+  EXPECT_EQ(status("busy")["phase"], "Running");
+  EXPECT_EQ(status("busy")["retries"], 1);
+  EXPECT_NE(status("busy").dump().find("InsufficientMemory"), std::string::npos);
+}
+
 TEST_F(ReconcilerTest, ARetryResumesWhereTheFailedAttemptLeftOff) {
   store.put(
       job("ckpt", {{"strategy", "Fanout"},

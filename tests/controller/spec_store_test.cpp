@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <limits>
 
 #include "reconcile/clock.h"
 #include "reconcile/job_status.h"
@@ -158,6 +159,30 @@ TEST(YamlJson, TypesSurviveARoundTrip) {
   EXPECT_EQ((*typed)["e"], 1000.0);
   EXPECT_EQ((*typed)["f"], false);
   EXPECT_FALSE(parse_yaml("a: [1, 2").ok());
+}
+
+// Found by fuzz/yaml_json_fuzz.cpp: infinity went out as `null` and came back as the string "null"; a
+// self-referencing alias recursed until the stack ran out; ten nested aliases expanded without bound; bytes
+// that are not UTF-8 went into JSON that cannot be dumped.
+TEST(YamlJson, HostileDocumentsAreRefusedOrRoundTrip) {
+  const json inf{{"up", std::numeric_limits<double>::infinity()},
+                 {"down", -std::numeric_limits<double>::infinity()}};
+  auto back = parse_yaml(to_yaml(inf));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(*back, inf) << to_yaml(inf);
+
+  EXPECT_FALSE(parse_yaml("&a [*a]").ok());
+  std::string laughs = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  for (char c = 'b'; c <= 'g'; ++c) {
+    const std::string prev(1, static_cast<char>(c - 1));
+    laughs += std::string(1, c) + ": &" + c + " [*" + prev + ", *" + prev + ", *" + prev + ", *" + prev +
+              ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + ", *" + prev + "]\n";
+  }
+  auto expanded = parse_yaml(laughs);
+  ASSERT_FALSE(expanded.ok());
+  EXPECT_NE(expanded.error().message.find("values"), std::string::npos) << expanded.error().message;
+  EXPECT_FALSE(parse_yaml("name: \"\xf8\x05\"").ok());
+  EXPECT_FALSE(parse_yaml("\xff: 1").ok());
 }
 
 class LocalStoreTest : public ::testing::Test {

@@ -143,6 +143,8 @@ TEST(KubeConfig, RefusesWhatItCannotHonour) {
   EXPECT_NE(no_ctx.error().message.find("no context named 'staging'"), std::string::npos);
 
   EXPECT_FALSE(parse_kubeconfig("clusters: [", "/"));
+  // Found by fuzz/kubeconfig_fuzz.cpp: a list entry that is not a map threw out of parse_kubeconfig.
+  EXPECT_FALSE(parse_kubeconfig("current-context: x\ncontexts:\n- just-a-string\n- name: {a: b}\n", "/"));
   EXPECT_FALSE(load_kubeconfig("/nonexistent/kubeconfig"));
 }
 

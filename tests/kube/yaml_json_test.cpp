@@ -62,6 +62,27 @@ TEST(YamlJson, MultipleDocumentsSkipEmptyOnes) {
   EXPECT_NE(bad.error().message.find("line"), std::string::npos);
 }
 
+// Found by fuzz/yaml_json_fuzz.cpp: a self-referencing alias recursed until the stack ran out, nested
+// aliases expanded without bound, bytes that are not UTF-8 made JSON that cannot be dumped, and a stray ','
+// kept yaml-cpp's LoadAll appending empty documents for ever.
+TEST(YamlJson, HostileDocumentsAreRefused) {
+  EXPECT_FALSE(parse_yaml_documents("&a [*a]"));
+  EXPECT_FALSE(parse_yaml_documents("a: &a {x: *a}"));
+  std::string laughs = "a: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+  for (char c = 'b'; c <= 'g'; ++c) {
+    const std::string p(1, static_cast<char>(c - 1));
+    laughs += std::string(1, c) + ": &" + c + " [*" + p + ", *" + p + ", *" + p + ", *" + p + ", *" + p +
+              ", *" + p + ", *" + p + ", *" + p + ", *" + p + ", *" + p + "]\n";
+  }
+  EXPECT_FALSE(parse_yaml_documents(laughs));
+  EXPECT_FALSE(parse_yaml_documents("a: \"\xf8\x05\""));
+  EXPECT_FALSE(parse_yaml_documents(","));  // yaml-cpp's LoadAll alone never returns on these two
+  EXPECT_FALSE(parse_yaml_documents("a: 1\n---\n,"));
+  auto ok = parse_yaml_documents("a: &x [1]\nb: *x\n");  // an alias as such is fine
+  ASSERT_TRUE(ok);
+  EXPECT_EQ((*ok)[0]["b"], json::array({1}));
+}
+
 TEST(YamlJson, CrdsInTheRepositoryParse) {
   for (const char* name : {"transferjobs.conduit.dev.yaml", "fabricnodes.conduit.dev.yaml"}) {
     auto docs = load_yaml_file(std::string(CONDUIT_SOURCE_DIR) + "/crds/" + name);

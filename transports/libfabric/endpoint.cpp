@@ -2,7 +2,10 @@
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
+#include <sys/random.h>
 
+#include <cerrno>
+#include <random>
 #include <string>
 
 namespace conduit::fabric {
@@ -13,11 +16,29 @@ Error fi_error(const char* call, int rc) {
   return make_error(ErrorCode::Provider, std::string(call) + ": " + fi_strerror(rc < 0 ? -rc : rc));
 }
 
+// A key the application picks, from the kernel's CSPRNG: with the base 0 (offsets) or a plain virtual
+// address, the key is all that keeps a peer who can reach our endpoint from writing into a granted range it
+// was never given, so it must not be guessable (a counter made the first grant's key 1).
+std::uint64_t random_key(std::uint64_t mask) {
+  for (;;) {
+    std::uint64_t key = 0;
+    if (::getrandom(&key, sizeof key, 0) != static_cast<ssize_t>(sizeof key)) {
+      std::random_device rd;  // no getrandom(2): the C++ library's own entropy source
+      key = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    }
+    key &= mask;
+    if (key != 0) return key;
+  }
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPolicy& policy) {
   std::shared_ptr<Endpoint> e(new Endpoint());
   e->policy_ = policy;
+  if (info.domain_attr != nullptr && info.domain_attr->mr_key_size > 0 && info.domain_attr->mr_key_size < 8) {
+    e->key_mask_ = (std::uint64_t{1} << (8 * info.domain_attr->mr_key_size)) - 1;
+  }
   fi_info& mutable_info = const_cast<fi_info&>(info);  // libfabric's open calls take non-const pointers
 
   fid_fabric* fabric = nullptr;
@@ -84,17 +105,46 @@ Result<fi_addr_t> Endpoint::resolve(std::span<const std::byte> peer_address) {
   return addr;
 }
 
-Result<Fid<fid_mr>> Endpoint::register_range(void* address, std::uint64_t length, std::uint64_t access) {
+Result<Fid<fid_mr>> Endpoint::register_range(void* address, std::uint64_t length, std::uint64_t access,
+                                             const Hmem* hmem) {
   iovec iov{address, length};
   fi_mr_attr attr{};
   attr.mr_iov = &iov;
   attr.iov_count = 1;
   attr.access = access;
-  // Keys must be unique within a domain; where the application picks them a counter is enough.
-  attr.requested_key = policy_.provider_key ? 0 : next_key_.fetch_add(1);
   attr.iface = FI_HMEM_SYSTEM;
+  std::uint64_t flags = 0;
+#ifdef FI_MR_DMABUF
+  fi_mr_dmabuf dmabuf{};
+#endif
+  if (hmem != nullptr) {
+    attr.iface = FI_HMEM_CUDA;
+    attr.device.cuda = hmem->device;
+    if (hmem->dmabuf_fd >= 0) {
+#ifdef FI_MR_DMABUF
+      // fi_mr_attr's mr_iov and dmabuf share a union: the DMA-BUF replaces the iovec. base_addr is the
+      // virtual address of the fd's offset 0, which FI_MR_VIRT_ADDR peers address from.
+      dmabuf.fd = hmem->dmabuf_fd;
+      dmabuf.offset = hmem->dmabuf_offset;
+      dmabuf.len = length;
+      dmabuf.base_addr = static_cast<std::byte*>(address) - hmem->dmabuf_offset;
+      attr.dmabuf = &dmabuf;
+      flags |= FI_MR_DMABUF;
+#else
+      return make_error(ErrorCode::Unsupported, "this libfabric (" + std::to_string(FI_MAJOR_VERSION) + "." +
+                                                    std::to_string(FI_MINOR_VERSION) +
+                                                    ") has no FI_MR_DMABUF (1.20+)");
+#endif
+    }
+  }
   fid_mr* mr = nullptr;
-  if (int rc = fi_mr_regattr(domain_.get(), &attr, 0, &mr); rc != 0) return fi_error("fi_mr_regattr", rc);
+  // Keys must also be unique within a domain: a random one that is taken already (FI_ENOKEY) is drawn again.
+  for (int attempt = 1;; ++attempt) {
+    attr.requested_key = policy_.provider_key ? 0 : random_key(key_mask_);
+    const int rc = fi_mr_regattr(domain_.get(), &attr, flags, &mr);
+    if (rc == 0) break;
+    if (rc != -FI_ENOKEY || policy_.provider_key || attempt == 8) return fi_error("fi_mr_regattr", rc);
+  }
   Fid<fid_mr> owned(mr);
   if (policy_.bind_endpoint) {
     if (int rc = fi_mr_bind(mr, &ep_->fid, 0); rc != 0) return fi_error("fi_mr_bind", rc);

@@ -38,8 +38,18 @@ class Endpoint {
   // Address vector entry for a peer's endpoint address, inserted on first use.
   Result<fi_addr_t> resolve(std::span<const std::byte> peer_address);
 
-  // Registers [address, +length) in this domain; the returned fid is owned by the caller.
-  Result<Fid<fid_mr>> register_range(void* address, std::uint64_t length, std::uint64_t access);
+  // CUDA memory: iface FI_HMEM_CUDA on `device`, through its DMA-BUF when dmabuf_fd >= 0 (libfabric 1.20+,
+  // FI_MR_DMABUF: [dmabuf_offset, +length) of the fd), else by device address (nvidia-peermem).
+  struct Hmem {
+    int device = 0;
+    int dmabuf_fd = -1;
+    std::uint64_t dmabuf_offset = 0;
+  };
+
+  // Registers [address, +length) in this domain; the returned fid is owned by the caller. Host memory
+  // unless `hmem` says otherwise.
+  Result<Fid<fid_mr>> register_range(void* address, std::uint64_t length, std::uint64_t access,
+                                     const Hmem* hmem = nullptr);
 
  private:
   Endpoint() = default;
@@ -54,7 +64,7 @@ class Endpoint {
   Fid<fid_ep> ep_;
   int wait_fd_ = -1;
   std::vector<std::byte> address_;
-  std::atomic<std::uint64_t> next_key_{1};
+  std::uint64_t key_mask_ = ~std::uint64_t{0};  // the domain's mr_key_size, for keys we pick
 
   std::mutex av_mu_;
   std::map<std::vector<std::byte>, fi_addr_t> peers_;

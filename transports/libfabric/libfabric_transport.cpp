@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "conduit/cuda_device.h"
 #include "conduit/slicer.h"
 #include "mr_mode.h"
 #include "provider.h"
@@ -55,9 +56,33 @@ Result<std::unique_ptr<Transport>> LibfabricTransport::open(const TransportConfi
   return make_error(ErrorCode::Unavailable, "no RDMA-capable libfabric provider found:" + tried);
 }
 
+// Where CUDA is usable, an FI_HMEM endpoint whose probe registers device memory is kept (GPU-direct);
+// otherwise the plain endpoint, exactly as without CUDA, and CUDA memory goes the staged way.
 Result<std::unique_ptr<Transport>> LibfabricTransport::open_provider(const std::string& provider,
                                                                      const TransportConfig& config) {
-  auto infos = query_provider(provider, config.bind_address);
+  const cuda::Availability& gpu = cuda::availability();
+  std::string why_staged;
+  if (gpu.usable()) {
+    auto hmem = open_rails(provider, config, /*hmem=*/true);
+    if (hmem) {
+      (*hmem)->probe_gpu();
+      if ((*hmem)->caps_.device_memory) return std::unique_ptr<Transport>(std::move(*hmem));
+      why_staged = (*hmem)->caps_.gpu_path_detail;
+    } else {
+      why_staged = hmem.error().message;
+    }
+  }
+  auto t = open_rails(provider, config, /*hmem=*/false);
+  if (!t) return t.error();
+  (*t)->caps_.gpu_path = gpu.usable() ? GpuPath::Staged : GpuPath::None;
+  (*t)->caps_.gpu_path_detail = gpu.usable() ? why_staged : gpu.reason;
+  return std::unique_ptr<Transport>(std::move(*t));
+}
+
+Result<std::unique_ptr<LibfabricTransport>> LibfabricTransport::open_rails(const std::string& provider,
+                                                                           const TransportConfig& config,
+                                                                           bool hmem) {
+  auto infos = query_provider(provider, config.bind_address, hmem);
   if (!infos) return infos.error();
   // fi_getinfo orders entries by preference and may return layered variants; keep exactly the provider
   // asked for.
@@ -77,7 +102,7 @@ Result<std::unique_ptr<Transport>> LibfabricTransport::open_provider(const std::
   t->name_ = "libfabric:" + provider;
   t->caps_.provider = provider;
   t->caps_.host_memory = true;
-  t->caps_.device_memory = false;  // CUDA registration through FI_HMEM arrives with the GPU issue
+  t->caps_.device_memory = false;  // set by probe_gpu() where device memory registers
   t->caps_.max_message = first.ep_attr->max_msg_size;
   t->caps_.ordered_waw = (first.tx_attr->msg_order & FI_ORDER_WAW) != 0;
   t->caps_.manual_progress = first.domain_attr->data_progress == FI_PROGRESS_MANUAL;
@@ -100,7 +125,7 @@ Result<std::unique_ptr<Transport>> LibfabricTransport::open_provider(const std::
     options.stall_timeout = config.stall_timeout;
     t->rails_.push_back(std::make_unique<Rail>(std::move(*endpoint), options));
   }
-  return std::unique_ptr<Transport>(std::move(t));
+  return t;
 }
 
 LibfabricTransport::~LibfabricTransport() {
@@ -117,8 +142,12 @@ Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& reg
                                                          std::uint64_t offset, std::uint64_t length) {
   if (region.data() == nullptr)
     return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
-  if (region.kind() == MemoryKind::Cuda && !caps_.device_memory) {
-    return make_error(ErrorCode::Unsupported, name_ + " cannot register CUDA memory directly");
+  const bool device = region.kind() == MemoryKind::Cuda;
+  if (device && !caps_.device_memory) {
+    return make_error(ErrorCode::Unsupported,
+                      name_ + " cannot register CUDA memory directly (gpuDirect: " +
+                          std::string(to_string(caps_.gpu_path)) +
+                          (caps_.gpu_path_detail.empty() ? "" : ": " + caps_.gpu_path_detail) + ")");
   }
   if (length == kWholeRegion) length = offset <= region.size() ? region.size() - offset : 0;
   if (offset > region.size() || length > region.size() - offset || length == 0) {
@@ -135,8 +164,16 @@ Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& reg
   RemoteKey key;
   key.provider = caps_.provider;
   key.length = length;
+  Endpoint::Hmem hmem;
+  if (device) {
+    hmem.device = region.device();
+    if (caps_.gpu_path == GpuPath::Dmabuf && region.dmabuf_fd() >= 0) {
+      hmem.dmabuf_fd = region.dmabuf_fd();
+      hmem.dmabuf_offset = region.dmabuf_offset() + offset;
+    }
+  }
   for (const auto& rail : rails_) {
-    auto mr = rail->endpoint()->register_range(start, length, flags);
+    auto mr = rail->endpoint()->register_range(start, length, flags, device ? &hmem : nullptr);
     if (!mr) return mr.error();
     key.rails.push_back(RailKey{rail->endpoint()->address(), fi_mr_key(mr->get())});
     handles->rails.push_back({rail->endpoint(), std::move(*mr)});

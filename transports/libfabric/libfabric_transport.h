@@ -37,6 +37,12 @@ class LibfabricTransport final : public Transport {
   LibfabricTransport() = default;
   static Result<std::unique_ptr<Transport>> open_provider(const std::string& provider,
                                                           const TransportConfig& config);
+  // Every rail of `provider`, asking for FI_HMEM endpoints when `hmem`.
+  static Result<std::unique_ptr<LibfabricTransport>> open_rails(const std::string& provider,
+                                                                const TransportConfig& config, bool hmem);
+  // Registers a small CUDA buffer on rail 0, DMA-BUF first, then by device address, and records in caps_
+  // which worked (gpu_path) or why neither did (cuda_registration.cpp).
+  void probe_gpu();
   Status validate(std::span<const Op> ops, const BatchOptions& options) const;
 
   std::string name_;

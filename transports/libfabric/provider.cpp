@@ -39,10 +39,11 @@ Result<std::string> canonical_provider(std::string_view name) {
                     "unknown provider \"" + std::string(name) + "\" (known: tcp, shm, efa, verbs, auto)");
 }
 
-Result<InfoPtr> query_provider(const std::string& provider, const std::string& bind_address) {
+Result<InfoPtr> query_provider(const std::string& provider, const std::string& bind_address, bool hmem) {
   InfoPtr hints(fi_allocinfo());
   if (!hints) return make_error(ErrorCode::Provider, "fi_allocinfo failed");
   hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (hmem) hints->caps |= FI_HMEM;
   hints->ep_attr->type = FI_EP_RDM;
   // We hand every op a struct fi_context2 (the first member of our slice record), so both modes are fine.
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
@@ -61,7 +62,8 @@ Result<InfoPtr> query_provider(const std::string& provider, const std::string& b
   if (rc != 0 || info == nullptr) {
     std::string where = binds ? " bound to " + bind_address : "";
     return make_error(ErrorCode::Unavailable, "provider " + provider + " is not available on this machine" +
-                                                  where + ": fi_getinfo: " + fi_strerror(-rc));
+                                                  where + (hmem ? " with FI_HMEM" : "") +
+                                                  ": fi_getinfo: " + fi_strerror(-rc));
   }
   return InfoPtr(info);
 }

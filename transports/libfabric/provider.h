@@ -17,8 +17,10 @@ Result<std::string> canonical_provider(std::string_view name);
 // Providers "auto" tries, best first. shm is absent on purpose: it reaches only this node.
 std::span<const std::string_view> auto_providers();
 
-// fi_getinfo for FI_EP_RDM + FI_RMA on `provider` (canonical name), bound to `bind_address` when set.
-// Unavailable (with fi_strerror text) when the provider is not present.
-Result<InfoPtr> query_provider(const std::string& provider, const std::string& bind_address);
+// fi_getinfo for FI_EP_RDM + FI_RMA on `provider` (canonical name), bound to `bind_address` when set, and
+// with FI_HMEM (device memory) when `hmem`. Unavailable (with fi_strerror text) when the provider is not
+// present or offers no such endpoint.
+Result<InfoPtr> query_provider(const std::string& provider, const std::string& bind_address,
+                               bool hmem = false);
 
 }  // namespace conduit::fabric

@@ -85,6 +85,8 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
     bytes_ = std::exchange(other.bytes_, 0);
     device_ = other.device_;
     huge_pages_ = other.huge_pages_;
+    dmabuf_fd_ = std::exchange(other.dmabuf_fd_, -1);
+    dmabuf_offset_ = other.dmabuf_offset_;
     release_ = std::exchange(other.release_, {});
   }
   return *this;
@@ -92,7 +94,15 @@ MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
 
 MemoryRegion::~MemoryRegion() { reset(); }
 
+void MemoryRegion::attach_dmabuf(int fd, std::uint64_t offset) {
+  if (dmabuf_fd_ >= 0) ::close(dmabuf_fd_);
+  dmabuf_fd_ = fd;
+  dmabuf_offset_ = offset;
+}
+
 void MemoryRegion::reset() {
+  // The DMA-BUF first: it references the device memory that release_ frees.
+  if (dmabuf_fd_ >= 0) ::close(std::exchange(dmabuf_fd_, -1));
   if (release_) release_();
   release_ = {};
   address_ = nullptr;

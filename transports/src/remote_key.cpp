@@ -37,7 +37,10 @@ nlohmann::json RemoteKey::to_json() const {
   for (const RailKey& r : rails) {
     rails_json.push_back({{"address", to_hex(r.address)}, {"key", std::to_string(r.key)}});
   }
-  return {{"provider", provider}, {"base", std::to_string(base)}, {"length", length}, {"rails", rails_json}};
+  nlohmann::json j{
+      {"provider", provider}, {"base", std::to_string(base)}, {"length", length}, {"rails", rails_json}};
+  if (staged) j["staged"] = true;  // only when set, so keys of host memory read as they always did
+  return j;
 }
 
 namespace {
@@ -62,7 +65,7 @@ Result<RemoteKey> RemoteKey::from_json(const nlohmann::json& j) {
   auto bad = [](std::string why) { return make_error(ErrorCode::InvalidArgument, "remote key: " + why); };
   if (!j.is_object()) return bad("must be a JSON object");
   for (const auto& [name, _] : j.items()) {
-    if (name != "provider" && name != "base" && name != "length" && name != "rails") {
+    if (name != "provider" && name != "base" && name != "length" && name != "rails" && name != "staged") {
       return bad("unknown field \"" + name + "\"");
     }
   }
@@ -84,6 +87,10 @@ Result<RemoteKey> RemoteKey::from_json(const nlohmann::json& j) {
   if (!base) return bad(base.error().message);
   key.base = *base;
   if (key.base + key.length < key.base) return bad("base + length overflows");
+  if (j.contains("staged")) {
+    if (!j["staged"].is_boolean()) return bad("staged must be a boolean");
+    key.staged = j["staged"].get<bool>();
+  }
   for (const auto& r : j["rails"]) {
     if (!r.is_object() || !r.contains("address") || !r["address"].is_string() || !r.contains("key")) {
       return bad("each rail needs an address (hex string) and a key");

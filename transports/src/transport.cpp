@@ -4,11 +4,17 @@
 #include <thread>
 
 #include "../libfabric/libfabric_transport.h"
+#include "conduit/verbs.h"
 
 namespace conduit {
 
 // The backend factory: adding a backend adds a line here and a folder beside libfabric/.
 Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& config) {
+  if (config.provider == verbs::kProviderName) {
+    auto options = verbs::VerbsOptions::from_environment();
+    if (!options) return options.error();
+    return verbs::open(config, *options);
+  }
   return fabric::LibfabricTransport::open(config);
 }
 

@@ -42,6 +42,13 @@ class MemoryRegion {
   // Host-accessible bytes; empty for device memory.
   std::span<std::byte> bytes() const;
 
+  // Device memory exported as a DMA-BUF, for ibv_reg_dmabuf_mr / fi_mr_regattr(FI_MR_DMABUF): -1 when it
+  // has none. The fd covers the whole allocation and data() lies dmabuf_offset() bytes into it, so the
+  // range [offset, +n) of the region is [dmabuf_offset() + offset, +n) of the fd. The region owns the fd.
+  int dmabuf_fd() const { return dmabuf_fd_; }
+  std::uint64_t dmabuf_offset() const { return dmabuf_offset_; }
+  void attach_dmabuf(int fd, std::uint64_t offset);  // takes ownership; closed when the region goes
+
  private:
   void reset();
 
@@ -50,6 +57,8 @@ class MemoryRegion {
   std::size_t bytes_ = 0;
   int device_ = -1;
   bool huge_pages_ = false;
+  int dmabuf_fd_ = -1;
+  std::uint64_t dmabuf_offset_ = 0;
   std::function<void()> release_;
 };
 

@@ -26,6 +26,9 @@ struct RemoteKey {
   std::uint64_t base = 0;    // remote address of offset 0: the virtual address under FI_MR_VIRT_ADDR, else 0
   std::uint64_t length = 0;  // bytes reachable from base
   std::vector<RailKey> rails;
+  // The range is a host staging buffer in front of device memory the provider cannot reach: bytes written
+  // reach the device only when the owner copies them (POST /v1/regions/{name}/staging, docs/gpu.md).
+  bool staged = false;
 
   bool operator==(const RemoteKey&) const = default;
 

@@ -83,10 +83,18 @@ struct BatchStatus {
 using BatchId = std::uint64_t;
 using PeerId = std::uint64_t;
 
+// How a transport reaches CUDA memory, decided when it opens by registering a probe buffer. Dmabuf and
+// Peermem register device memory with the NIC (GPU-direct); Staged moves it through pinned host bounce
+// buffers (docs/gpu.md); None: CUDA is not usable in this process (no build support, driver or device).
+enum class GpuPath : std::uint8_t { None, Dmabuf, Peermem, Staged };
+std::string_view to_string(GpuPath path);  // "none" | "dmabuf" | "peermem" | "staged"
+
 struct Capabilities {
   std::string provider;
   bool host_memory = true;
   bool device_memory = false;  // registers CUDA memory directly (FI_HMEM / dmabuf); else staged
+  GpuPath gpu_path = GpuPath::None;
+  std::string gpu_path_detail;  // why not a better path: the probe's own error text, or CUDA's reason
   std::uint64_t max_message = 0;
   bool ordered_waw = false;  // writes land in order: the last one delivered proves the earlier ones
   bool manual_progress = true;

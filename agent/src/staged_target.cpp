@@ -1,0 +1,77 @@
+#include "staged_target.h"
+
+#include "conduit/cuda_device.h"
+
+namespace conduit::agent {
+
+namespace {
+
+Status check(const Region& region, std::uint64_t offset, std::uint64_t length) {
+  if (offset > region.bytes() || length > region.bytes() - offset || length == 0) {
+    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
+                                                      std::to_string(length) + ") is outside region " +
+                                                      region.name() + " (" + std::to_string(region.bytes()) +
+                                                      " bytes)");
+  }
+  return {};
+}
+
+}  // namespace
+
+Status StagingBuffer::to_device(std::uint64_t offset, std::uint64_t length) const {
+  if (auto s = check(*region_, offset, length); !s) return s;
+  return cuda::copy_to_device(region_->memory(), offset, host_.bytes().subspan(offset, length));
+}
+
+Status StagingBuffer::to_host(std::uint64_t offset, std::uint64_t length) const {
+  if (auto s = check(*region_, offset, length); !s) return s;
+  return cuda::copy_to_host(region_->memory(), offset, host_.bytes().subspan(offset, length));
+}
+
+Result<std::shared_ptr<StagingBuffer>> StagingTable::acquire(const RegionPtr& region) {
+  std::lock_guard lock(mu_);
+  if (auto it = buffers_.find(region->name()); it != buffers_.end()) {
+    // Same name, same region: a region with grants cannot be deleted and made anew under the name.
+    if (auto live = it->second.lock(); live && &live->region() == region.get()) return live;
+  }
+  std::erase_if(buffers_, [](const auto& entry) { return entry.second.expired(); });
+  auto host = cuda::allocate_pinned(region->bytes());
+  if (!host) {
+    return make_error(host.error().code,
+                      "region " + region->name() + " is CUDA memory this transport cannot " +
+                          "register, and its " + std::to_string(region->bytes()) +
+                          "-byte host staging buffer could not be allocated: " + host.error().message);
+  }
+  auto buffer = std::make_shared<StagingBuffer>(region, std::move(*host));
+  buffers_[region->name()] = buffer;
+  return buffer;
+}
+
+std::shared_ptr<StagingBuffer> StagingTable::find(const std::string& name) const {
+  std::lock_guard lock(mu_);
+  auto it = buffers_.find(name);
+  return it == buffers_.end() ? nullptr : it->second.lock();
+}
+
+LandingNotices::~LandingNotices() {
+  if (pending_.valid()) pending_.wait();
+}
+
+Status LandingNotices::finish() {
+  if (!pending_.valid()) return {};
+  Status s = pending_.get();
+  if (s) confirmed_end_ = pending_end_;
+  return s;
+}
+
+Status LandingNotices::push(std::uint64_t offset, std::uint64_t length) {
+  if (auto s = finish(); !s) return s;
+  const std::uint64_t at = region_offset_ + offset;
+  pending_end_ = offset + length;
+  pending_ = std::async(std::launch::async, [this, at, length] {
+    return peers_.staging(url_, region_, at, length, /*to_device=*/true);
+  });
+  return {};
+}
+
+}  // namespace conduit::agent

@@ -1,0 +1,60 @@
+// Request bodies of the agent's REST API, read the way the server reads them (api.cpp read_json_body: JSON
+// without exceptions, then "is an object") and handed to every body parser: POST /v1/regions,
+// /v1/regions/{name}/save, /v1/regions/{name}/grants, /v1/regions/{name}/staging and /v1/transfers. None may throw or crash, and the
+// error answer the agent would send must serialize.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "api_requests.h"
+#include "regions.h"
+#include "transfers.h"
+
+namespace {
+
+using nlohmann::json;
+
+// What send_error() does with a message: it may echo client bytes, so it is dumped with replacement.
+void answer(const conduit::Error& error) {
+  const json body{{"error", {{"code", "InvalidArgument"}, {"message", error.message}}}};
+  (void)body.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) return 0;
+
+  if (auto region = conduit::agent::parse_create_region(body); !region) {
+    answer(region.error());
+  } else if (!conduit::agent::validate_name(region->name).ok() ||
+             (region->bytes == 0) == !region->file.has_value()) {
+    std::abort();  // accepted: a valid name and exactly one of bytes and file
+  }
+  if (auto file = conduit::agent::parse_save_region(body); !file) {
+    answer(file.error());
+  } else if (file->empty()) {
+    std::abort();
+  }
+  if (auto grant = conduit::agent::parse_create_grant(body); !grant) {
+    answer(grant.error());
+  } else if (grant->ttl.count() < 1 || grant->ttl.count() > 86400 || (grant->length && *grant->length == 0)) {
+    std::abort();
+  }
+  if (auto staging = conduit::agent::parse_staging(body); !staging) {
+    answer(staging.error());
+  } else if (staging->length == 0) {
+    std::abort();
+  }
+  if (auto transfer = conduit::agent::TransferRequest::from_json(body); !transfer) {
+    answer(transfer.error());
+  } else if (transfer->targets.empty() || transfer->targets.size() > 16 || transfer->source_region.empty() ||
+             transfer->window == 0 || transfer->chunk_bytes < 4096) {
+    std::abort();
+  }
+  return 0;
+}

@@ -1,0 +1,407 @@
+#include "verbs_transport.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "conduit/slicer.h"
+#include "conduit/topology.h"
+#include "device_choice.h"
+#include "link.h"
+
+namespace conduit::verbs {
+
+namespace {
+
+constexpr std::chrono::seconds kHandshakeTimeout{10};
+constexpr std::size_t kMaxInbound = 1024;  // peer transports that may hold connections to us at once
+// An ibv_sge length is 32 bits; keep slices well inside it.
+constexpr std::uint64_t kMaxSlice = std::uint64_t{1} << 30;
+
+struct DeviceList {
+  DeviceListPtr list;
+  std::vector<std::string> rc;                 // names of devices that run RC
+  std::map<std::string, ibv_device*> by_name;  // all of them
+};
+
+// ibv_get_device_list with the reasons a person can act on.
+Result<DeviceList> list_devices() {
+  int n = 0;
+  errno = 0;
+  DeviceList out;
+  out.list.reset(ibv_get_device_list(&n));
+  if (!out.list) {
+    const int err = errno;
+    if (err == EPERM || err == EACCES) {
+      return make_error(ErrorCode::Unavailable,
+                        std::string("no permission to list RDMA devices (ibv_get_device_list: ") +
+                            std::strerror(err) + ")");
+    }
+    // ENOSYS: the kernel exposes no verbs at all (no /sys/class/infiniband_verbs).
+    if (err == 0 || err == ENOSYS || err == ENODEV || err == ENOENT) {
+      return make_error(ErrorCode::Unavailable, "no RDMA device (ibv_get_device_list found none)");
+    }
+    return make_error(ErrorCode::Unavailable,
+                      std::string("ibv_get_device_list failed: ") + std::strerror(err));
+  }
+  std::string others;
+  for (int i = 0; i < n; ++i) {
+    ibv_device* d = out.list.get()[i];
+    const std::string name = ibv_get_device_name(d);
+    out.by_name[name] = d;
+    if (runs_rc(*d)) {
+      out.rc.push_back(name);
+    } else {
+      others += (others.empty() ? "" : ", ") + name;
+    }
+  }
+  if (n == 0) return make_error(ErrorCode::Unavailable, "no RDMA device (ibv_get_device_list found none)");
+  if (out.rc.empty()) {
+    return make_error(ErrorCode::Unavailable, "no RDMA device that runs RC queue pairs (found " + others +
+                                                  "; EFA devices are used through libfabric's efa provider)");
+  }
+  return out;
+}
+
+// What stops a device from opening on this machine (permission, memlock, a port that is down) makes the
+// backend unavailable here; a name or port that does not exist stays NotFound.
+Error unavailable(const Error& e) {
+  if (e.code == ErrorCode::NotFound || e.code == ErrorCode::InvalidArgument) return e;
+  return make_error(ErrorCode::Unavailable, e.message);
+}
+
+Result<DeviceChoice> choose(const DeviceList& list, const VerbsOptions& options, int rails) {
+  auto topology = Topology::scan(options.sysfs_root);
+  return choose_devices(list.rc, options, topology ? &*topology : nullptr, rails);
+}
+
+std::uint64_t random_instance() {
+  std::random_device rd;
+  std::uint64_t v = 0;
+  while (v == 0) v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  return v;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> open(const TransportConfig& config, const VerbsOptions& options) {
+  return VerbsTransport::open(config, options);
+}
+
+Status probe(const VerbsOptions& options) {
+  if (auto ok = options.validate(); !ok) return ok.error();
+  auto list = list_devices();
+  if (!list) return list.error();
+  auto choice = choose(*list, options, 1);
+  if (!choice) return choice.error();
+  auto device = Device::open(list->by_name.at(choice->rails.front()), options);
+  if (!device) return unavailable(device.error());
+  return {};
+}
+
+Result<std::unique_ptr<Transport>> VerbsTransport::open(const TransportConfig& config,
+                                                        const VerbsOptions& options) {
+  if (auto ok = options.validate(); !ok) return ok.error();
+  if (config.rails < 1 || config.rails > static_cast<int>(kMaxRails)) {
+    return make_error(ErrorCode::InvalidArgument, "rails must be between 1 and 64");
+  }
+  auto list = list_devices();
+  if (!list) return list.error();
+  auto choice = choose(*list, options, config.rails);
+  if (!choice) return choice.error();
+
+  std::unique_ptr<VerbsTransport> t(new VerbsTransport());
+  t->options_ = options;
+  std::vector<std::string> distinct;
+  for (const std::string& name : choice->rails) {
+    auto device = Device::open(list->by_name.at(name), options);
+    if (!device) return unavailable(device.error());
+    if (std::find(distinct.begin(), distinct.end(), name) == distinct.end()) distinct.push_back(name);
+    t->devices_.push_back(std::move(*device));
+  }
+  t->name_ = std::string(kProviderName) + ":";
+  for (std::size_t i = 0; i < distinct.size(); ++i) t->name_ += (i == 0 ? "" : ",") + distinct[i];
+
+  Capabilities& caps = t->caps_;
+  caps.provider = kProviderName;
+  caps.host_memory = true;
+  caps.max_message = kMaxSlice;
+  for (const auto& d : t->devices_) caps.max_message = std::min(caps.max_message, d->max_message());
+  caps.ordered_waw = false;  // slices spread over several QPs and rails
+  caps.manual_progress = false;
+  caps.mr_mode = 0;
+  caps.mr_mode_text = t->devices_.front()->dmabuf() ? "ibv_reg_mr|ibv_reg_dmabuf_mr" : "ibv_reg_mr";
+  t->probe_gpu();
+
+  // Where peers reach our handshake listener: asked for, else the address the data path itself uses.
+  std::string listen = options.listen;
+  if (listen.empty()) listen = config.bind_address;
+  if (listen.empty()) listen = ipv4_of(t->devices_.front()->info().gid);
+  if (listen.empty()) listen = first_ipv4_address();
+  if (listen.empty()) listen = "127.0.0.1";
+  auto at = parse_endpoint(listen);
+  if (!at) return at.error();
+
+  t->self_.kind = HandshakeKind::Address;
+  t->self_.instance = random_instance();
+  for (const auto& d : t->devices_) t->self_.rails.push_back(d->info());
+
+  for (std::uint32_t r = 0; r < t->devices_.size(); ++r) {
+    t->rails_.push_back(std::make_unique<Rail>(t->devices_[r], Rail::Options{r, config.stall_timeout}));
+  }
+  // Started last: from here on peers may ask for connections. Requests wait for `ready_` (below).
+  auto listener = Listener::start(
+      *at, [p = t.get()](std::span<const std::byte> request) { return p->on_request(request); });
+  if (!listener) return listener.error();
+  t->self_.listener = (*listener)->endpoint();
+  t->address_ = encode(t->self_);
+  t->listener_ = std::move(*listener);
+  t->ready_.store(true, std::memory_order_release);
+  return std::unique_ptr<Transport>(std::move(t));
+}
+
+VerbsTransport::~VerbsTransport() {
+  listener_.reset();  // no new connections
+  rails_.clear();     // joins progress threads before the batches and connections they drive go
+}
+
+Result<Registration> VerbsTransport::register_memory(const MemoryRegion& region, Access access,
+                                                     std::uint64_t offset, std::uint64_t length) {
+  if (region.data() == nullptr)
+    return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
+  if (length == kWholeRegion) length = offset <= region.size() ? region.size() - offset : 0;
+  if (offset > region.size() || length > region.size() - offset || length == 0) {
+    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
+                                                      std::to_string(length) + ") is outside the " +
+                                                      std::to_string(region.size()) + "-byte region");
+  }
+  int flags = IBV_ACCESS_LOCAL_WRITE;  // the sink of a READ is written by the device
+  if (allows(access, Access::RemoteRead)) flags |= IBV_ACCESS_REMOTE_READ;
+  if (allows(access, Access::RemoteWrite)) flags |= IBV_ACCESS_REMOTE_WRITE;
+
+  auto* start = static_cast<std::byte*>(region.data()) + offset;
+  const auto iova = reinterpret_cast<std::uint64_t>(start);
+  auto handles = std::make_unique<VerbsRegistration>();
+  RemoteKey key;
+  key.provider = kProviderName;
+  key.base = iova;  // peers address the range by virtual address, as ibv_reg_mr does
+  key.length = length;
+  const bool device_memory = region.kind() == MemoryKind::Cuda;
+  if (device_memory && !caps_.device_memory) {
+    return make_error(ErrorCode::Unsupported,
+                      name_ + " cannot register CUDA memory directly (gpuDirect: " +
+                          std::string(to_string(caps_.gpu_path)) +
+                          (caps_.gpu_path_detail.empty() ? "" : ": " + caps_.gpu_path_detail) + ")");
+  }
+  const bool dmabuf = device_memory && caps_.gpu_path == GpuPath::Dmabuf && region.dmabuf_fd() >= 0;
+  for (const auto& device : devices_) {
+    // Host memory, and CUDA memory without a DMA-BUF (nvidia-peermem), register by address.
+    Result<MrPtr> mr = dmabuf ? device->register_dmabuf(region.dmabuf_fd(), region.dmabuf_offset() + offset,
+                                                        length, iova, flags)
+                              : device->register_host(start, length, flags);
+    if (!mr) return mr.error();
+    key.rails.push_back(RailKey{address_, (*mr)->rkey});
+    handles->rails.push_back({device, std::move(*mr)});
+  }
+  return Registration(start, length, std::move(key), std::move(handles));
+}
+
+Result<std::shared_ptr<Connection>> VerbsTransport::connection_to(std::span<const std::byte> peer_address) {
+  auto peer = decode(peer_address);
+  if (!peer) return peer.error();
+  if (peer->kind != HandshakeKind::Address) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "ibverbs peer address is a handshake " + std::string(to_string(peer->kind)));
+  }
+  auto live = [&]() -> std::shared_ptr<Connection> {
+    std::lock_guard lock(peers_mu_);
+    auto it = outbound_.find(peer->instance);
+    return it != outbound_.end() && !it->second->broken() ? it->second : nullptr;
+  };
+  if (auto c = live()) return c;
+  std::lock_guard connecting(connect_mu_);
+  if (auto c = live()) return c;  // made by another thread while we waited
+
+  auto connection = Connection::prepare(devices_, *peer, options_);
+  if (!connection) return connection.error();
+  auto reply_bytes = exchange(peer->listener, encode((*connection)->request(self_)), kHandshakeTimeout);
+  if (!reply_bytes) return reply_bytes.error();
+  auto reply = decode(*reply_bytes);
+  if (!reply)
+    return make_error(ErrorCode::Provider,
+                      "reply from " + peer->listener.to_string() + ": " + reply.error().message);
+  if (auto ok = (*connection)->complete(*reply, options_); !ok) return ok.error();
+  std::lock_guard lock(peers_mu_);
+  // Broken connections to other peers (gone, or not asked for since they failed) hold QPs for nothing;
+  // batches still draining one keep it alive themselves.
+  std::erase_if(outbound_, [](const auto& entry) { return entry.second->broken(); });
+  outbound_[peer->instance] = *connection;
+  return *connection;
+}
+
+Result<std::vector<std::byte>> VerbsTransport::on_request(std::span<const std::byte> request) {
+  if (!ready_.load(std::memory_order_acquire)) {
+    return make_error(ErrorCode::Unavailable, "the transport is still starting");
+  }
+  auto h = decode(request);
+  if (!h) return h.error();
+  {
+    std::lock_guard lock(peers_mu_);
+    if (inbound_.size() >= kMaxInbound && inbound_.count(h->instance) == 0) {
+      return make_error(
+          ErrorCode::ResourceExhausted,
+          std::to_string(kMaxInbound) + " peer transports are connected to " + name_ + " already");
+    }
+  }
+  auto connection = Connection::accept(devices_, *h, options_);
+  if (!connection) return connection.error();
+  Handshake reply = self_;
+  reply.kind = HandshakeKind::Reply;
+  reply.qps = (*connection)->reply_qps();
+  std::lock_guard lock(peers_mu_);
+  // A peer asks again only after its old connection broke: the newest replaces it.
+  inbound_[h->instance] = std::move(*connection);
+  return encode(reply);
+}
+
+Result<PeerId> VerbsTransport::connect(std::span<const std::byte> peer_address) {
+  auto connection = connection_to(peer_address);
+  if (!connection) return connection.error();
+  std::lock_guard lock(peers_mu_);
+  const std::uint64_t instance = (*connection)->peer_instance();
+  auto it = std::find(peer_ids_.begin(), peer_ids_.end(), instance);
+  if (it == peer_ids_.end()) it = peer_ids_.insert(peer_ids_.end(), instance);
+  return static_cast<PeerId>(it - peer_ids_.begin() + 1);
+}
+
+Status VerbsTransport::validate(std::span<const Op> ops, const BatchOptions& options) const {
+  auto bad = [](std::size_t i, const std::string& why) {
+    return make_error(ErrorCode::InvalidArgument, "op " + std::to_string(i) + ": " + why);
+  };
+  if (options.chunk_bytes == 0) return make_error(ErrorCode::InvalidArgument, "chunk size must be > 0");
+  if (options.chunk_bytes > caps_.max_message) {
+    return make_error(ErrorCode::InvalidArgument, "chunk size " + std::to_string(options.chunk_bytes) +
+                                                      " exceeds the maximum message of " +
+                                                      std::to_string(caps_.max_message));
+  }
+  if (options.window == 0) return make_error(ErrorCode::InvalidArgument, "window must be > 0");
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const Op& op = ops[i];
+    if (op.local == nullptr || !op.local->valid()) return bad(i, "local registration is missing or released");
+    auto* handles = dynamic_cast<VerbsRegistration*>(op.local->handles());
+    if (handles == nullptr || handles->rails.size() != rails_.size() ||
+        handles->rails.front().device != devices_.front()) {
+      return bad(i, "local registration belongs to another transport");
+    }
+    if (op.remote.provider != caps_.provider) {
+      return bad(i, "remote key is for provider \"" + op.remote.provider + "\", this transport is " + name_);
+    }
+    if (op.remote.rails.empty()) return bad(i, "remote key has no rails");
+    for (const RailKey& rk : op.remote.rails) {
+      if (rk.key > std::numeric_limits<std::uint32_t>::max())
+        return bad(i, "remote key exceeds 32 bits (not an rkey)");
+    }
+    if (op.local_offset > op.local->length() || op.length > op.local->length() - op.local_offset) {
+      return bad(i, "local range [" + std::to_string(op.local_offset) + ", +" + std::to_string(op.length) +
+                        ") is outside the " + std::to_string(op.local->length()) +
+                        "-byte local registration");
+    }
+    if (op.remote_offset > op.remote.length || op.length > op.remote.length - op.remote_offset) {
+      return bad(i, "remote range [" + std::to_string(op.remote_offset) + ", +" + std::to_string(op.length) +
+                        ") is outside the " + std::to_string(op.remote.length) + "-byte remote region");
+    }
+  }
+  return {};
+}
+
+Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptions& options) {
+  if (auto ok = validate(ops, options); !ok) return ok.error();
+  const auto nrails = static_cast<std::uint32_t>(rails_.size());
+
+  // One connection per distinct peer: every rail of a RemoteKey carries the same address.
+  std::vector<std::shared_ptr<Connection>> connections(ops.size());
+  std::map<std::vector<std::byte>, std::shared_ptr<Connection>> resolved;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto& address = ops[i].remote.rails.front().address;
+    auto it = resolved.find(address);
+    if (it == resolved.end()) {
+      auto c = connection_to(address);
+      if (!c) return make_error(c.error().code, "op " + std::to_string(i) + ": " + c.error().message);
+      it = resolved.emplace(address, std::move(*c)).first;
+    }
+    connections[i] = it->second;
+    for (std::uint32_t r = 0; r < nrails; ++r) {
+      if (connections[i]->rail(r).peer_rail >= ops[i].remote.rails.size()) {
+        return make_error(ErrorCode::InvalidArgument, "op " + std::to_string(i) + ": the remote key has " +
+                                                          std::to_string(ops[i].remote.rails.size()) +
+                                                          " rails, fewer than its address describes");
+      }
+    }
+  }
+
+  auto batch = std::make_shared<Batch>();
+  batch->parts.resize(nrails);
+  for (RailPart& part : batch->parts) part.window = Window(options.window);
+  const std::vector<Slice> slices = slice_ops(ops, options.chunk_bytes, nrails);
+  std::vector<std::size_t> per_rail(nrails, 0);
+  for (const Slice& s : slices) ++per_rail[s.rail];
+  for (std::uint32_t r = 0; r < nrails; ++r) batch->parts[r].ops.reserve(per_rail[r]);
+  for (const Slice& s : slices) {
+    const Op& op = ops[s.op];
+    auto* handles = static_cast<VerbsRegistration*>(op.local->handles());
+    const std::shared_ptr<Connection>& connection = connections[s.op];
+    PostedOp p;
+    p.batch = batch.get();
+    p.connection = connection;
+    p.kind = op.kind;
+    p.local_address = reinterpret_cast<std::uint64_t>(op.local->address() + s.local_offset);
+    p.lkey = handles->rails[s.rail].mr->lkey;
+    p.remote_address = op.remote.base + s.remote_offset;
+    p.rkey = static_cast<std::uint32_t>(op.remote.rails[connection->rail(s.rail).peer_rail].key);
+    p.length = static_cast<std::uint32_t>(s.length);
+    batch->bytes_total += s.length;
+    batch->parts[s.rail].ops.push_back(std::move(p));
+  }
+  int open_parts = 0;
+  for (const RailPart& part : batch->parts) open_parts += part.ops.empty() ? 0 : 1;
+  batch->parts_open.store(open_parts);
+  batch->touch();
+
+  BatchId id;
+  {
+    std::lock_guard lock(batches_mu_);
+    id = next_batch_++;
+    batch->id = id;
+    batches_.emplace(id, batch);
+  }
+  for (std::uint32_t r = 0; r < nrails; ++r) {
+    if (!batch->parts[r].ops.empty()) rails_[r]->enqueue(batch);
+  }
+  return id;
+}
+
+BatchStatus VerbsTransport::poll(BatchId id) {
+  std::shared_ptr<Batch> batch;
+  {
+    std::lock_guard lock(batches_mu_);
+    auto it = batches_.find(id);
+    if (it == batches_.end()) {
+      return BatchStatus{0, 0, true, make_error(ErrorCode::NotFound, "unknown batch " + std::to_string(id))};
+    }
+    batch = it->second;
+  }
+  BatchStatus status;
+  status.bytes_total = batch->bytes_total;
+  status.finished = batch->finished();
+  status.bytes_done = batch->bytes_done.load();
+  status.error = batch->error();
+  if (status.finished) {
+    std::lock_guard lock(batches_mu_);
+    batches_.erase(id);
+  }
+  return status;
+}
+
+}  // namespace conduit::verbs
