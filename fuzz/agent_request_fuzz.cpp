@@ -1,7 +1,7 @@
 // Request bodies of the agent's REST API, read the way the server reads them (api.cpp read_json_body: JSON
 // without exceptions, then "is an object") and handed to every body parser: POST /v1/regions,
-// /v1/regions/{name}/save, /v1/regions/{name}/grants, /v1/regions/{name}/staging and /v1/transfers. None may throw or crash, and the
-// error answer the agent would send must serialize.
+// /v1/regions/{name}/save, /v1/regions/{name}/grants, /v1/regions/{name}/staging and /v1/transfers. None may
+// throw or crash, and the error answer the agent would send must serialize.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -61,9 +61,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.max_backoff = std::chrono::milliseconds(0);
   options.min_healthy_stream = std::chrono::milliseconds(0);
   std::size_t changes = 0;
-  kube::Watcher watcher(source, [&](const std::vector<conduit::controller::ObjectKey>& keys) {
-    changes += keys.size();
-  }, options);
+  kube::Watcher watcher(
+      source, [&](const std::vector<conduit::controller::ObjectKey>& keys) { changes += keys.size(); },
+      options);
   if (watcher.step() != kube::WatchState::Listed) std::abort();
   const auto state = watcher.step();
   if (state != kube::WatchState::Watching && state != kube::WatchState::Relisting) std::abort();
