@@ -45,7 +45,9 @@ std::optional<ObjectKey> WorkQueue::pop() {
       held_.insert(key);
       return key;
     }
-    cv_.wait_until(lock, first->second);
+    // A copy: another worker may erase that entry while this one waits.
+    const auto due = first->second;
+    cv_.wait_until(lock, due);
   }
   return std::nullopt;
 }
