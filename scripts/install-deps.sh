@@ -18,6 +18,7 @@ packages=(
   iperf3 wrk curl
   procps iproute2 openssl etcd-server
   prometheus jq
+  clang-14 libclang-rt-14-dev
   python3 python3-yaml python3-venv
 )
 

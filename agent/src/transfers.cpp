@@ -168,20 +168,18 @@ void TransferManager::run(const std::shared_ptr<Transfer>& t) {
     running = --running_;
     exited_.push_back(std::this_thread::get_id());
     // Drop the oldest finished transfers beyond the history (see TransferOptions); running ones always stay.
-    std::vector<std::pair<std::uint64_t, std::string>> done;
-    for (const auto& [id, other] : transfers_) {
-      if (other->ended.load()) done.emplace_back(other->seq, id);
-    }
-    if (done.size() > options_.history) {
-      std::sort(done.begin(), done.end());
-      const auto old_before = std::chrono::system_clock::now() - options_.history_min_age;
-      for (std::size_t i = 0; i < done.size() - options_.history; ++i) {
-        auto it = transfers_.find(done[i].second);
-        const auto& finished = it->second->status.finished_at;
-        const bool young = finished && *finished > old_before;
-        if (young && done.size() - i <= options_.history_max) break;  // the rest are younger still
-        transfers_.erase(it);
-      }
+    // finished_ keeps them in start order, so this is a few map steps, not a sort of every transfer kept
+    // (with thousands kept, that sort under mu_ held up every other request).
+    finished_.emplace(t->seq, final_status.id);
+    const auto old_before = std::chrono::system_clock::now() - options_.history_min_age;
+    while (finished_.size() > options_.history) {
+      const auto oldest = finished_.begin();
+      const auto it = transfers_.find(oldest->second);
+      const auto& finished = it->second->status.finished_at;
+      const bool young = finished && *finished > old_before;
+      if (young && finished_.size() <= options_.history_max) break;  // the rest are younger still
+      transfers_.erase(it);
+      finished_.erase(oldest);
     }
   }
   exited_cv_.notify_all();

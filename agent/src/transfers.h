@@ -152,6 +152,7 @@ class TransferManager {
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Transfer>> transfers_;
+  std::map<std::uint64_t, std::string> finished_;  // the ended ones in transfers_: seq -> id, oldest first
   std::vector<std::thread> threads_;
   std::atomic<bool> shutting_down_{false};
   // "t-<8 random hex>-": ids read t-<run>-<n>, so a restarted agent never hands out an id an earlier run did

@@ -1,5 +1,7 @@
 #include "yaml_json.h"
 
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -85,6 +87,10 @@ const std::string& utf8(const YAML::Node& node, const std::string& text) {
   } catch (const json::type_error&) {
     refuse(node, "a string that is not valid UTF-8");
   }
+  // U+FFFE and U+FFFF are not YAML characters at all; yaml-cpp reads them (from UTF-16) but writes U+FFFD.
+  if (text.find("\xEF\xBF\xBE") != std::string::npos || text.find("\xEF\xBF\xBF") != std::string::npos) {
+    refuse(node, "a string holding U+FFFE or U+FFFF");
+  }
   return text;
 }
 
@@ -98,12 +104,28 @@ json scalar(const YAML::Node& node) {
   return text;
 }
 
+// Plain unless the text would read back as something else: a value that looks like null, a bool or a number,
+// and (keys too) text yaml-cpp would write plain but read back otherwise, found by fuzz/yaml_json_fuzz.cpp:
+// control characters ("\r" read back as a line break), edge spaces, "---"/"..." (document markers), "".
+void write_string(YAML::Emitter& out, const std::string& s, bool key) {
+  const bool ambiguous =
+      !key && (is_null_text(s) || bool_text(s) || is_yaml11_bool(s) || number_text(s).has_value());
+  const bool fragile = s.empty() || s.starts_with("---") || s.starts_with("...") ||
+                       std::any_of(s.begin(), s.end(), [](char c) { return c >= 0 && c < 0x20; }) ||
+                       std::isspace(static_cast<unsigned char>(s.front())) ||
+                       std::isspace(static_cast<unsigned char>(s.back()));
+  if (ambiguous || fragile) out << YAML::DoubleQuoted;
+  out << s;
+}
+
 void emit(YAML::Emitter& out, const json& value) {
   switch (value.type()) {
     case json::value_t::object:
       out << YAML::BeginMap;
       for (const auto& [key, item] : value.items()) {
-        out << YAML::Key << key << YAML::Value;
+        out << YAML::Key;
+        write_string(out, key, /*key=*/true);
+        out << YAML::Value;
         emit(out, item);
       }
       out << YAML::EndMap;
@@ -113,14 +135,9 @@ void emit(YAML::Emitter& out, const json& value) {
       for (const auto& item : value) emit(out, item);
       out << YAML::EndSeq;
       break;
-    case json::value_t::string: {
-      const auto& s = value.get_ref<const std::string&>();
-      const bool ambiguous =
-          is_null_text(s) || bool_text(s) || is_yaml11_bool(s) || number_text(s).has_value();
-      if (ambiguous) out << YAML::DoubleQuoted;
-      out << s;
+    case json::value_t::string:
+      write_string(out, value.get_ref<const std::string&>(), /*key=*/false);
       break;
-    }
     case json::value_t::boolean:
       out << (value.get<bool>() ? "true" : "false");
       break;

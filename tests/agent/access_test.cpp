@@ -30,6 +30,7 @@
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "conduit/transport.h"
+#include "eventually.h"
 #include "peer_process.h"
 #include "temp_dir.h"
 
@@ -39,6 +40,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::AgentOptions;
 using testing::AgentProcess;
+using testing::eventually;
 using testing::PeerProcess;
 using json = nlohmann::json;
 using Steady = std::chrono::steady_clock;
@@ -46,22 +48,11 @@ using Steady = std::chrono::steady_clock;
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
 
-AgentOptions agent_options(std::vector<std::string> extra = {}) {
+AgentOptions agent_options() {
   AgentOptions o;
   o.binary = CONDUIT_AGENT_BIN;
   o.memory_cap = "1GiB";
-  o.extra_args = std::move(extra);
   return o;
-}
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds timeout,
-                std::chrono::milliseconds step = 20ms) {
-  const auto deadline = Steady::now() + timeout;
-  while (Steady::now() < deadline) {
-    if (done()) return true;
-    std::this_thread::sleep_for(step);
-  }
-  return done();
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -163,7 +163,8 @@ TEST(YamlJson, TypesSurviveARoundTrip) {
 
 // Found by fuzz/yaml_json_fuzz.cpp: infinity went out as `null` and came back as the string "null"; a
 // self-referencing alias recursed until the stack ran out; ten nested aliases expanded without bound; bytes
-// that are not UTF-8 went into JSON that cannot be dumped.
+// that are not UTF-8 went into JSON that cannot be dumped; strings with control characters or edge spaces
+// did not survive a round trip.
 TEST(YamlJson, HostileDocumentsAreRefusedOrRoundTrip) {
   const json inf{{"up", std::numeric_limits<double>::infinity()},
                  {"down", -std::numeric_limits<double>::infinity()}};
@@ -183,6 +184,14 @@ TEST(YamlJson, HostileDocumentsAreRefusedOrRoundTrip) {
   EXPECT_NE(expanded.error().message.find("values"), std::string::npos) << expanded.error().message;
   EXPECT_FALSE(parse_yaml("name: \"\xf8\x05\"").ok());
   EXPECT_FALSE(parse_yaml("\xff: 1").ok());
+  EXPECT_FALSE(parse_yaml("a: \"\xef\xbf\xbf\"").ok());  // U+FFFF: not a YAML character
+
+  // Strings yaml-cpp wrote plain and read back otherwise (a lone "\r" came back as null).
+  const json fragile{{"cr", "\r"},   {"lead", " a"}, {"trail", "a "}, {"tab", "a\tb"}, {"ctl", "\x05"},
+                     {"doc", "---"}, {"end", "..."}, {" key", 1},     {"", 2},         {"--- k", 3}};
+  auto again = parse_yaml(to_yaml(fragile));
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(*again, fragile) << to_yaml(fragile);
 }
 
 class LocalStoreTest : public ::testing::Test {

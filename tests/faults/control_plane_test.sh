@@ -23,7 +23,8 @@
 #
 # Prints "ok - ..." per check and "time - ..." per measured recovery; ends with "control-plane faults: N
 # passed, 0 failed" (exit 0), or one line of why on stderr (exit 1). Exit 77: skipped (no kube tools).
-# FAULTS_KEEP=1 keeps the work directory (logs, watch stream) for a look afterwards.
+# FAULTS_KEEP=1 keeps the work directory (logs, watch stream) for a look afterwards; FAULTS_NETNS=0 runs the
+# agents on loopback even where network namespaces could be made.
 set -uo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -53,7 +54,7 @@ fi
 
 source "$root/scripts/lib/netns.sh"
 use_netns=0
-netns_supported && use_netns=1
+if [ "${FAULTS_NETNS:-1}" != 0 ] && netns_supported; then use_netns=1; fi
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/conduit-cp-faults.XXXXXX")"
 pids=()
