@@ -50,7 +50,7 @@ data="$work/hostile"
 
 # schemathesis, shared options: the agent's token, bounded requests, no example database in the repository.
 st() {
-  (cd "$work" && timeout 600 "$venv/bin/schemathesis" run "$root/agent/openapi.yaml" --url "$url" \
+  (cd "$work" && timeout $((600 + cases / 10)) "$venv/bin/schemathesis" run "$root/agent/openapi.yaml" --url "$url" \
     -H "Authorization: Bearer $token" --seed "$seed" --request-timeout 10 --generation-database none \
     --no-color --suppress-health-check all "$@")
 }
