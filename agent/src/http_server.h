@@ -1,23 +1,31 @@
-// cpp-httplib's Server with the limits a hostile client calls for, which cpp-httplib 0.11 lacks:
-//  - a deadline for receiving each request (request line, headers and body): httplib's read timeout applies
-//    to each read, so a client sending a byte every few seconds held a worker thread for ever (slowloris);
-//  - more worker threads than httplib's max(8, cores - 1), so it takes that many slow clients at once to
-//    delay others, and then only until the deadline cuts them;
-//  - a listen backlog of SOMAXCONN instead of httplib's 5, so a burst of connections waits in the kernel's
-//    queue instead of having its SYNs dropped and retried seconds later.
+// cpp-httplib's Server with the limits a hostile client calls for, which cpp-httplib 0.11 lacks. httplib
+// gives each connection a worker thread from the moment it is accepted, so a few hundred connections that
+// send nothing, or send their headers a byte a second (slowloris), held every worker and the agent answered
+// no one, /healthz included. Here:
+//  - a gate thread (epoll) holds connections until a request's headers are complete: idle and slow clients
+//    cost a socket and a small buffer, never a worker. An idle connection is closed after the keep-alive
+//    timeout (5 s), headers not complete within the request deadline (10 s from their first byte) or larger
+//    than 16 KiB close it too;
+//  - the request deadline also bounds reading the body, which happens on a worker (a slow body needs the
+//    token: refused requests are answered before their body is read);
+//  - 64 workers, and a listen backlog of SOMAXCONN instead of httplib's 5, so a burst of connections waits in
+//    the kernel's queue instead of having its SYNs dropped and retried seconds later.
 // Plain HTTP only: an SSLServer keeps httplib's own connection handling (per-read timeout only).
 #pragma once
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <string>
 
 namespace conduit::agent {
 
 struct HttpLimits {
   std::chrono::milliseconds request_deadline{10000};  // first byte of a request to the end of its body
   std::size_t threads = 64;
+  std::size_t max_waiting = 8192;  // connections the gate holds at once; more are closed on arrival
 };
 
 // Ends the connection once the current response is written. cpp-httplib 0.11 closes only on the request's
@@ -33,9 +41,16 @@ class HttpServer : public httplib::Server {
   bool raise_backlog();
 
  private:
+  class Pool;
+  using Clock = std::chrono::steady_clock;
+
   bool process_and_close_socket(socket_t sock) override;
+  // On a worker: serves the request whose headers are in `head` (and any complete one pipelined after it),
+  // then hands the connection back to the gate or closes it.
+  void serve(socket_t sock, std::string head, Clock::time_point first_byte, std::size_t requests_left);
 
   HttpLimits limits_;
+  std::atomic<Pool*> pool_{nullptr};  // made by new_task_queue for each listen(), deleted by httplib
 };
 
 }  // namespace conduit::agent

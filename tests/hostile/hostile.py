@@ -7,7 +7,9 @@ and prints one line of what it measured; on misbehaviour it prints why and exits
   bigbody URL TOKEN               oversized bodies: by Content-Length, chunked, without a length, deeply nested
   traversal URL TOKEN DATA_DIR    file names that leave the data directory: .., absolute, symbolic links
   keys URL TOKEN COUNT            transfers to random remote keys: refused, or accepted and Failed
-  slowloris URL CONNS SECONDS     connections that send their headers one byte a second, while a client polls
+  slowloris URL CONNS SECONDS MAX_LATENCY CUT_WITHIN
+                                  connections that send their headers one byte a second, while a client polls
+  idle URL CONNS SECONDS MAX_LATENCY  connections that send nothing, while a client polls
   flood URL CONNS                 CONNS connections opened at once, each sending one request
 """
 
@@ -408,6 +410,41 @@ def cmd_slowloris(url, conns, seconds, max_latency, must_close_within):
           f"{len(latencies)} /healthz polls meanwhile, slowest {worst * 1000:.0f} ms")
 
 
+async def idle(url, conns, seconds):
+    host, port = split(url)
+    opened, latencies = [], []
+    for _ in range(conns):
+        try:
+            opened.append(await asyncio.wait_for(asyncio.open_connection(host, port), timeout=TIMEOUT))
+        except (OSError, asyncio.TimeoutError):
+            break
+    await poller(url, seconds, latencies)
+    # The agent closes an idle connection after its keep-alive timeout (5 s): each reads EOF by now.
+    closed = 0
+    for reader, writer in opened:
+        try:
+            if await asyncio.wait_for(reader.read(1), timeout=0.1) == b"":
+                closed += 1
+        except (OSError, asyncio.TimeoutError):
+            pass
+        writer.close()
+    return len(opened), closed, latencies
+
+
+def cmd_idle(url, conns, seconds, max_latency):
+    conns, seconds, max_latency = int(conns), float(seconds), float(max_latency)
+    opened, closed, latencies = asyncio.run(idle(url, conns, seconds))
+    worst = max(latencies) if latencies else float("inf")
+    if opened < conns:
+        fail(f"only {opened} of {conns} idle connections could be opened")
+    if worst > max_latency:
+        fail(f"{conns} idle connections: /healthz took up to {worst:.1f}s (limit {max_latency}s)")
+    if closed < conns:
+        fail(f"{conns - closed} of {conns} idle connections were still open after {seconds:.0f}s")
+    print(f"{conns} idle connections, all closed by the agent within {seconds:.0f}s; "
+          f"{len(latencies)} /healthz polls meanwhile, slowest {worst * 1000:.0f} ms")
+
+
 async def one_request(host, port, token, results, gate):
     await gate.wait()
     started = time.monotonic()
@@ -456,7 +493,8 @@ def main():
         fail(__doc__)
     cmd, args = sys.argv[1], sys.argv[2:]
     commands = {"fixtures": cmd_fixtures, "snapshot": cmd_snapshot, "bigbody": cmd_bigbody,
-                "traversal": cmd_traversal, "keys": cmd_keys, "slowloris": cmd_slowloris, "flood": cmd_flood}
+                "traversal": cmd_traversal, "keys": cmd_keys, "slowloris": cmd_slowloris, "idle": cmd_idle,
+                "flood": cmd_flood}
     if cmd not in commands:
         fail(__doc__)
     commands[cmd](*args)
