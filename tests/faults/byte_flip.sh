@@ -13,8 +13,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fault_init byte-flip "${1:-}"
 
 size=$((256 * MiB))
-for n in node-a node-b; do agent_start "$n" --memory-cap 1GiB; done
-random_file "$work/node-a/weights.bin" 256
+setup_two_nodes --memory-cap 1GiB
 mkfifo "$work/holder.in"
 python3 "$fault_root/tests/faults/memfd_holder.py" "$work/node-b.sock" weights "$size" \
   < "$work/holder.in" > "$work/holder.out" 2> "$work/holder.log" &
@@ -22,25 +21,7 @@ fault_pids+=($!)
 exec 3> "$work/holder.in"
 wait_for 20 "the holder importing its memfd as region weights on node-b" grep -q '^imported weights' "$work/holder.out"
 [ "$(api node-b GET /v1/regions/weights | jq -r .source)" = imported ] || fault_fail "region weights is not imported"
-
-controller_start
-job_apply weights << 'YAML'
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: weights
-spec:
-  source:
-    node: node-a
-    file: weights.bin
-  targets:
-    - node: node-b
-      region: weights
-  transport:
-    type: tcp
-  verify: crc32c
-  maxBytesPerSecond: 67108864
-YAML
+file_job weights weights.bin weights "" 'maxBytesPerSecond: 67108864'
 
 wait_for 30 "the transfer reaching 128 MiB" transfer_past node-a $((128 * MiB))
 at=$((16 * MiB + 1))
@@ -54,19 +35,16 @@ after="$(newest_transfer node-a)"
   || fault_fail "the flip did not land while the transfer was still sending: $(jq -c '{state, bytesDone}' <<< "$after")"
 id="$(jq -r .id <<< "$after")"
 
-done_() { case "$(job_phase weights)" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
-wait_for 60 "the job finishing" done_
+wait_for 60 "the job finishing" job_finished weights
 t_done=$(now)
-phase="$(job_phase weights)"
-[ "$phase" = Succeeded ] || fault_fail "job $phase: $(job_condition weights Failed)"
+job_must_succeed weights job
 t="$(api node-a GET "/v1/transfers/$id")"
 [ "$(jq -r '.state' <<< "$t")" = Succeeded ] && [ "$(jq -r '.verified' <<< "$t")" = true ] \
   || fault_fail "source transfer: $(jq -c '{state, verified, reason, message}' <<< "$t")"
 resent="$(jq -r '.slicesResent' <<< "$t")"
 [ "$resent" = 1 ] || fault_fail "slicesResent $resent, not 1: $(jq -c . <<< "$t")"
 grep -q 're-sending mismatching slices' "$work/node-a.log" || fault_fail "the source agent did not log the re-send"
-job_condition weights Complete | grep -q '^True TransferSucceeded: .*verified crc32c' \
-  || fault_fail "Complete condition does not say verified: $(job_condition weights Complete)"
+job_must_be_verified weights
 echo "peek $at" >&3
 wait_for 5 "peeking at byte $at" grep -q "^byte $at " "$work/holder.out"
 save_and_compare node-b weights "$work/node-a/weights.bin"

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the fault scenarios (tests/faults/*.sh): real conduit-agents (on loopback, or each in its own
 # network namespace where a link matters), conduit-controller in local mode on a directory of TransferJob
 # YAML files, and helpers to inject a fault mid-transfer, wait for an outcome with a bound, and compare the
@@ -13,9 +14,15 @@
 #   newest_transfer NODE            the agent's newest transfer (JSON); transfer_past NODE BYTES: running
 #                                   and past BYTES; transfer_seconds JSON: its startedAt -> finishedAt
 #   metric NODE NAME                a sample of the agent's /metrics
+#   agent_healthy NODE              the agent answers /healthz with status ok
 #   controller_start                conduit-controller --local-dir $work/jobs for every started agent
+#   setup_two_nodes ARGS...         agents node-a and node-b (each with ARGS), a 256 MiB node-a/weights.bin,
+#                                   the controller
 #   job_apply NAME <<YAML           write $work/jobs/NAME.yaml; job_get NAME JQ: a field of the stored job;
 #                                   job_phase, job_condition NAME TYPE, job_events NAME (the controller's)
+#   file_job NAME FILE REGION [BYTES] [SPEC...]   job_apply a job: node-a's FILE -> node-b's REGION
+#   job_finished NAME               Succeeded or Failed; job_must_succeed NAME WHAT, job_must_be_verified
+#                                   NAME, job_must_have_retried NAME REASON: fault_fail otherwise
 #   wait_for SECONDS WHAT CMD...    poll CMD every 0.1 s until it succeeds, else fail with WHAT
 #   random_file PATH MIB            random bytes (from a seeded openssl stream: fast)
 #   save_and_compare NODE REGION SOURCE_FILE   save the region under the node's data dir and cmp it
@@ -137,6 +144,9 @@ agent_start() {
   fault_fail "agent $node did not start: $(tail -n 2 "$work/$node.log" | tr '\n' ' ')"
 }
 
+# agent_healthy NODE: the agent answers /healthz with status ok.
+agent_healthy() { [ "$(curl -s --max-time 5 "${agent_url[$1]}/healthz" | jq -r .status 2> /dev/null)" = ok ]; }
+
 agent_kill() {
   kill -9 "${agent_pid[$1]}" 2> /dev/null
   wait "${agent_pid[$1]}" 2> /dev/null
@@ -166,6 +176,15 @@ controller_start() {
   fault_pids+=($!)
 }
 
+# setup_two_nodes ARGS...: agents node-a and node-b (each with ARGS), 256 MiB of random bytes as node-a's
+# weights.bin, and the controller: where most scenarios start.
+setup_two_nodes() {
+  local n
+  for n in node-a node-b; do agent_start "$n" "$@"; done
+  random_file "$work/node-a/weights.bin" 256
+  controller_start
+}
+
 job_apply() { cat > "$work/jobs/.$1.tmp" && mv "$work/jobs/.$1.tmp" "$work/jobs/$1.yaml"; }
 # job_get NAME JQ_FILTER: from the job's YAML file, which the controller rewrites atomically (rename).
 job_get() {
@@ -181,6 +200,51 @@ job_phase() { job_get "$1" '.status.phase // ""'; }
 job_condition() { job_get "$1" ".status.conditions[]? | select(.type == \"$2\") | \"\(.status) \(.reason): \(.message)\""; }
 # The controller's Events for a job (local mode logs them: event job=... type=... reason=... message=...).
 job_events() { grep 'msg="event"' "$work/controller.log" | grep -E "job=([^ ]*/)?$1 " | sed 's/^.*type=/type=/'; }
+
+# file_job NAME FILE REGION [BYTES] [SPEC...]: job_apply NAME moving node-a's FILE into REGION on node-b
+# (created with BYTES unless BYTES is ""), over tcp, verified crc32c, plus SPEC lines ("backoffLimit: 6").
+file_job() {
+  local name="$1" file="$2" region="$3" create="" spec="" line
+  shift 3
+  [ -z "${1:-}" ] || create=$'\n'"      create:"$'\n'"        bytes: $1"
+  [ $# -eq 0 ] || shift
+  for line in "$@"; do spec+=$'\n'"  $line"; done
+  job_apply "$name" << YAML
+apiVersion: conduit.dev/v1alpha1
+kind: TransferJob
+metadata:
+  name: $name
+spec:
+  source:
+    node: node-a
+    file: $file
+  targets:
+    - node: node-b
+      region: $region$create
+  transport:
+    type: tcp
+  verify: crc32c$spec
+YAML
+}
+
+# job_finished NAME: the job's phase is Succeeded or Failed.
+job_finished() { case "$(job_phase "$1")" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
+# job_must_succeed NAME WHAT: fault_fail "WHAT PHASE: the Failed condition" unless the job Succeeded.
+job_must_succeed() {
+  local phase
+  phase="$(job_phase "$1")"
+  [ "$phase" = Succeeded ] || fault_fail "$2 $phase: $(job_condition "$1" Failed)"
+}
+# job_must_be_verified NAME: fault_fail unless its Complete condition is True TransferSucceeded, verified crc32c.
+job_must_be_verified() {
+  job_condition "$1" Complete | grep -q '^True TransferSucceeded: .*verified crc32c' \
+    || fault_fail "Complete condition does not say verified: $(job_condition "$1" Complete)"
+}
+# job_must_have_retried NAME REASON: fault_fail unless the controller logged a Retrying event naming REASON.
+job_must_have_retried() {
+  job_events "$1" | grep -q "reason=Retrying.*$2" \
+    || fault_fail "no Retrying event naming $2: $(job_events "$1" | tr '\n' ' ')"
+}
 
 wait_for() {
   local limit="$1" what="$2"

@@ -13,29 +13,8 @@ fault_init link-cut "${1:-}"
 fault_up_nodes node-a node-b
 
 stall_ms=3000
-for n in node-a node-b; do agent_start "$n" --memory-cap 1GiB --stall-timeout-ms "$stall_ms"; done
-random_file "$work/node-a/weights.bin" 256
-controller_start
-job_apply weights << 'YAML'
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: weights
-spec:
-  source:
-    node: node-a
-    file: weights.bin
-  targets:
-    - node: node-b
-      region: weights
-      create:
-        bytes: 268435456
-  transport:
-    type: tcp
-  verify: crc32c
-  backoffLimit: 6
-  maxBytesPerSecond: 67108864
-YAML
+setup_two_nodes --memory-cap 1GiB --stall-timeout-ms "$stall_ms"
+file_job weights weights.bin weights 268435456 'backoffLimit: 6' 'maxBytesPerSecond: 67108864'
 
 wait_for 30 "the transfer reaching 64 MiB" transfer_past node-a $((64 * MiB))
 first_id="$(newest_transfer node-a | jq -r .id)"
@@ -59,15 +38,11 @@ moving_again() {
 }
 wait_for 60 "a retried transfer moving bytes after the link is back" moving_again
 t_moving=$(now)
-done_() { case "$(job_phase weights)" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
-wait_for 90 "the job finishing after the link is back" done_
+wait_for 90 "the job finishing after the link is back" job_finished weights
 t_done=$(now)
-phase="$(job_phase weights)"
-[ "$phase" = Succeeded ] || fault_fail "job $phase: $(job_condition weights Failed)"
-job_condition weights Complete | grep -q '^True TransferSucceeded: .*verified crc32c' \
-  || fault_fail "Complete condition does not say verified: $(job_condition weights Complete)"
-job_events weights | grep -q 'reason=Retrying.*Stalled' \
-  || fault_fail "no Retrying event naming Stalled: $(job_events weights | tr '\n' ' ')"
+job_must_succeed weights job
+job_must_be_verified weights
+job_must_have_retried weights Stalled
 retries="$(job_get weights '.status.retries // 0')"
 save_and_compare node-b weights "$work/node-a/weights.bin"
 left="$(api node-b GET /v1/grants | jq -c '[.items[] | {id, region, expiresAt}]')"

@@ -37,37 +37,13 @@ else
     netns_exec "$n" ip link set dev "$dev" gso_max_segs 1 || fault_fail "cannot limit GSO on $n's $dev"
   done
 fi
-for n in node-a node-b; do agent_start "$n" --memory-cap 1GiB; done
-random_file "$work/node-a/weights.bin" 256
-controller_start
-job() {  # job NAME
-  job_apply "$1" << YAML
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: $1
-spec:
-  source:
-    node: node-a
-    file: weights.bin
-  targets:
-    - node: node-b
-      region: $1
-      create:
-        bytes: 268435456
-  transport:
-    type: tcp
-  verify: crc32c
-  backoffLimit: 6
-YAML
-}
-finished() { case "$(job_phase "$1")" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
+setup_two_nodes --memory-cap 1GiB
 # run_job NAME: sets rate (the job's reported throughput), took (its agent transfer's start -> end, s) and
 # retries.
 run_job() {
-  job "$1"
-  wait_for 120 "job $1 finishing" finished "$1"
-  [ "$(job_phase "$1")" = Succeeded ] || fault_fail "job $1: $(job_condition "$1" Failed)"
+  file_job "$1" weights.bin "$1" 268435456 'backoffLimit: 6'
+  wait_for 120 "job $1 finishing" job_finished "$1"
+  job_must_succeed "$1" "job $1"
   job_condition "$1" Complete | grep -q 'verified crc32c' || fault_fail "job $1 not verified"
   rate="$(job_get "$1" '.status.throughput')"
   retries="$(job_get "$1" '.status.retries // 0')"

@@ -15,37 +15,14 @@ agent_start node-a --memory-cap 1GiB
 agent_start node-b --memory-cap 384MiB
 random_file "$work/node-a/weights.bin" 256
 controller_start
-job() {  # job NAME REGION CREATE_BYTES
-  job_apply "$1" << YAML
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: $1
-spec:
-  source:
-    node: node-a
-    file: weights.bin
-  targets:
-    - node: node-b
-      region: $2
-      create:
-        bytes: $3
-  transport:
-    type: tcp
-  verify: crc32c
-  maxBytesPerSecond: 67108864
-YAML
-}
-finished() { case "$(job_phase "$1")" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
-healthy() { [ "$(curl -s --max-time 5 "${agent_url[node-b]}/healthz" | jq -r .status 2> /dev/null)" = ok ]; }
 
-job weights weights $((256 * MiB))
+file_job weights weights.bin weights $((256 * MiB)) 'maxBytesPerSecond: 67108864'
 wait_for 30 "the first transfer reaching 64 MiB" transfer_past node-a $((64 * MiB))
 
 # Over the whole cap: can never fit.
 t_apply=$(now)
-job too-big too-big $((512 * MiB))
-wait_for 30 "the over-cap job finishing" finished too-big
+file_job too-big weights.bin too-big $((512 * MiB)) 'maxBytesPerSecond: 67108864'
+wait_for 30 "the over-cap job finishing" job_finished too-big
 t_failed=$(now)
 [ "$(job_phase too-big)" = Failed ] || fault_fail "the over-cap job is $(job_phase too-big)"
 failed="$(job_condition too-big Failed)"
@@ -58,10 +35,10 @@ body="$(api node-b POST /v1/regions "{\"name\":\"more\",\"bytes\":$((256 * MiB))
 [ "$code" = 422 ] || fault_fail "a region over the cap: HTTP $code $body"
 [ "$(jq -r .error.code <<< "$body")" = ResourceExhausted ] || fault_fail "error body: $body"
 [ "$(api_code node-b GET /v1/regions/more)" = 404 ] || fault_fail "the refused region exists"
-healthy || fault_fail "node-b does not answer /healthz after the refusals"
+agent_healthy node-b || fault_fail "node-b does not answer /healthz after the refusals"
 
-wait_for 30 "the first job finishing" finished weights
-[ "$(job_phase weights)" = Succeeded ] || fault_fail "the first job: $(job_phase weights) $(job_condition weights Failed)"
+wait_for 30 "the first job finishing" job_finished weights
+job_must_succeed weights "the first job"
 job_condition weights Complete | grep -q 'verified crc32c' || fault_fail "first job not verified"
 save_and_compare node-b weights "$work/node-a/weights.bin"
 used="$(api node-b GET /v1/node | jq -r '.memory.used')"
@@ -69,28 +46,11 @@ used="$(api node-b GET /v1/node | jq -r '.memory.used')"
 
 # Another transfer into node-b still works (into what is left of the cap: 128 MiB).
 random_file "$work/node-a/small.bin" 64
-job_apply after << 'YAML'
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: after
-spec:
-  source:
-    node: node-a
-    file: small.bin
-  targets:
-    - node: node-b
-      region: after
-      create:
-        bytes: 67108864
-  transport:
-    type: tcp
-  verify: crc32c
-YAML
-wait_for 30 "the job after the refusals finishing" finished after
-[ "$(job_phase after)" = Succeeded ] || fault_fail "the job after the refusals: $(job_condition after Failed)"
+file_job after small.bin after 67108864
+wait_for 30 "the job after the refusals finishing" job_finished after
+job_must_succeed after "the job after the refusals"
 save_and_compare node-b after "$work/node-a/small.bin"
-healthy || fault_fail "node-b unhealthy at the end"
+agent_healthy node-b || fault_fail "node-b unhealthy at the end"
 
 fault_ok "create.bytes 512 MiB > cap 384 MiB: Failed in $(seconds_between "$t_apply" "$t_failed") s after apply, retries=$retries: $failed"
 fault_ok "POST /v1/regions 256 MiB with 256 of 384 MiB used: 422 $(jq -r .error.code <<< "$body"): $(jq -r .error.message <<< "$body")"

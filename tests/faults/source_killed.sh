@@ -13,30 +13,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 fault_init source-killed "${1:-}"
 
-agent_start node-a --memory-cap 1GiB
-agent_start node-b --memory-cap 1GiB
-random_file "$work/node-a/weights.bin" 256
-controller_start
-job_apply weights << 'YAML'
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: weights
-spec:
-  source:
-    node: node-a
-    file: weights.bin
-  targets:
-    - node: node-b
-      region: weights
-      create:
-        bytes: 268435456
-  transport:
-    type: tcp
-  verify: crc32c
-  backoffLimit: 3
-  maxBytesPerSecond: 67108864
-YAML
+setup_two_nodes --memory-cap 1GiB
+file_job weights weights.bin weights 268435456 'backoffLimit: 3' 'maxBytesPerSecond: 67108864'
 
 wait_for 30 "the transfer reaching 64 MiB" transfer_past node-a $((64 * MiB))
 before="$(newest_transfer node-a)"
@@ -53,17 +31,13 @@ retry_moving() {
 }
 wait_for 30 "the retried transfer moving bytes on the restarted node-a" retry_moving
 t_moving=$(now)
-done_() { case "$(job_phase weights)" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
-wait_for 60 "the job finishing after the restart" done_
+wait_for 60 "the job finishing after the restart" job_finished weights
 t_done=$(now)
-phase="$(job_phase weights)"
-[ "$phase" = Succeeded ] || fault_fail "job $phase: $(job_condition weights Failed)"
+job_must_succeed weights job
 retries="$(job_get weights '.status.retries // 0')"
 [ "$retries" -ge 1 ] || fault_fail "job Succeeded with retries=$retries: the kill was not seen"
-job_condition weights Complete | grep -q '^True TransferSucceeded: .*verified crc32c' \
-  || fault_fail "Complete condition does not say verified: $(job_condition weights Complete)"
-job_events weights | grep -q 'reason=Retrying.*TransferLost' \
-  || fault_fail "no Retrying event naming TransferLost: $(job_events weights | tr '\n' ' ')"
+job_must_be_verified weights
+job_must_have_retried weights TransferLost
 save_and_compare node-b weights "$work/node-a/weights.bin"
 fault_ok "killed at $(jq -r '.bytesDone' <<< "$before") of 268435456 bytes; Retrying (TransferLost)," \
   "retries=$retries, Succeeded verified, target bytes == source file"
@@ -73,26 +47,7 @@ fault_ok "recovery: kill -> agent back $(seconds_between "$t_fault" "$t_restarte
 # ---- The same kill while the controller is away (stopped: a controller pod being rescheduled). Meanwhile
 # another client starts a transfer on the restarted node-a. When the controller is back, the transfer id it
 # recorded must not lead it to that other transfer: the job must see its own transfer gone and retry.
-job_apply second << 'YAML'
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: second
-spec:
-  source:
-    node: node-a
-    file: weights.bin
-  targets:
-    - node: node-b
-      region: second
-      create:
-        bytes: 268435456
-  transport:
-    type: tcp
-  verify: crc32c
-  backoffLimit: 3
-  maxBytesPerSecond: 67108864
-YAML
+file_job second weights.bin second 268435456 'backoffLimit: 3' 'maxBytesPerSecond: 67108864'
 wait_for 30 "the second job's transfer reaching 64 MiB" transfer_past node-a $((64 * MiB))
 recorded="$(newest_transfer node-a | jq -r .id)"
 kill -STOP "$controller_pid"
@@ -116,10 +71,9 @@ for _ in 1 2 3 4; do
 done
 kill -CONT "$controller_pid"
 t_back=$(now)
-done_second() { case "$(job_phase second)" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
-wait_for 60 "the second job finishing" done_second
+wait_for 60 "the second job finishing" job_finished second
 t_done=$(now)
-[ "$(job_phase second)" = Succeeded ] || fault_fail "second job $(job_phase second): $(job_condition second Failed)"
+job_must_succeed second "second job"
 retries="$(job_get second '.status.retries // 0')"
 if [ "$retries" -lt 1 ]; then
   api node-b POST /v1/regions/second/save '{"file":"second.bin"}' > /dev/null

@@ -55,8 +55,7 @@ first_failure() {
 wait_for 60 "the source agent noticing the dead target" first_failure
 t_noticed=$(now)
 first="$(newest_transfer node-a)"
-done_() { case "$(job_phase weights)" in Succeeded | Failed) return 0 ;; *) return 1 ;; esac; }
-wait_for 70 "the job finishing" done_
+wait_for 70 "the job finishing" job_finished weights
 t_done=$(now)
 phase="$(job_phase weights)"
 failed="$(job_condition weights Failed)"
@@ -77,7 +76,7 @@ users="$(api node-a GET /v1/regions/weights | jq -r '.users')"
 active="$(metric node-a conduit_agent_active_transfers)"
 [ "$active" = 0 ] || fault_fail "node-a reports $active active transfers"
 for n in node-a node-c; do
-  [ "$(curl -s --max-time 5 "${agent_url[$n]}/healthz" | jq -r .status)" = ok ] || fault_fail "$n unhealthy"
+  agent_healthy "$n" || fault_fail "$n unhealthy"
 done
 del="$(api_code node-a DELETE /v1/regions/weights)"
 [ "$del" = 204 ] || fault_fail "deleting the source region on node-a: HTTP $del (a registration leaked?)"
