@@ -13,37 +13,11 @@ bin=$PWD/build/bin
 work=$(mktemp -d)
 source scripts/lib/agents.sh
 trap 'stop_agents; rm -rf "$work"' EXIT
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
+two_agents
 export CONDUIT_TOKEN_FILE=$work/token
-
-start_agent node-a tcp 1GiB && a=$agent_url
-start_agent node-b tcp 1GiB && b=$agent_url
 echo "== agents: node-a at $a, node-b at $b"
 
-head -c $((256 << 20)) /dev/urandom > "$work/node-a/checkpoint.bin"
-mkdir -p "$work/jobs"
-cat > "$work/jobs/checkpoint.yaml" <<'YAML'
-# Load checkpoint.bin on node-a, move it into a new 256 MiB region on node-b, verify every slice with
-# CRC32C, then save the region to restored.bin on node-b.
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: checkpoint
-spec:
-  source:
-    node: node-a
-    file: checkpoint.bin
-  targets:
-    - node: node-b
-      region: checkpoint
-      create:
-        bytes: 268435456
-      file: restored.bin
-  strategy: PointToPoint
-  transport:
-    type: tcp
-  verify: crc32c
-YAML
+checkpoint_job restored.bin
 echo "== TransferJob $work/jobs/checkpoint.yaml: node-a checkpoint.bin -> node-b/checkpoint (crc32c verified)"
 echo "== conduit-controller --local-dir $work/jobs (progress below; status is written into the job's file)"
 # --once-job: exits 0 when the job Succeeded, 1 when it Failed, with one summary line on stdout.

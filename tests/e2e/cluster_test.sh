@@ -25,6 +25,8 @@ fail() {
 pass() { passed=$((passed + 1)); echo "ok - $*"; }
 
 source "$root/scripts/lib/netns.sh"
+source "$root/scripts/lib/agents.sh"
+source "$root/scripts/lib/kube.sh"
 if ! netns_supported; then
   echo "cluster e2e: SKIPPED: cannot create network namespaces here (needs root and a working 'ip netns')"
   exit 0
@@ -45,14 +47,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-out="$("$root/scripts/kube-env.sh" start "$work/env" 2> "$work/start.err")" \
-  || fail "kube-env start: $(grep -m1 'kube-env:' "$work/start.err" || tail -n1 "$work/start.err")"
-eval "$out"
 ns=conduit-e2e
-kc() { "$KUBECTL" --request-timeout=20s -n "$ns" "$@"; }
-kc apply -f "$root/crds/transferjobs.conduit.dev.yaml" -f "$root/crds/fabricnodes.conduit.dev.yaml" > /dev/null \
-  && kc wait --for=condition=Established --timeout=30s crd/transferjobs.conduit.dev crd/fabricnodes.conduit.dev \
-    > /dev/null && kc create namespace "$ns" > /dev/null || fail "CRDs or namespace not accepted"
+kube_up "$ns"
 
 # ---- four nodes, one agent each, listening on its veth address
 nodes=(node-a node-b node-c node-d)
@@ -68,8 +64,7 @@ for n in "${nodes[@]}"; do
   pids+=($!)
 done
 for n in "${nodes[@]}"; do
-  for _ in $(seq 100); do grep -q '^listening ' "$work/$n.out" && break; sleep 0.1; done
-  grep -q '^listening ' "$work/$n.out" || fail "agent $n did not start: $(tail -n 3 "$work/$n.log")"
+  agent_listening "$n" || fail "agent $n did not start: $(tail -n 3 "$work/$n.log")"
 done
 pass "4 agents in network namespaces at $(for n in "${nodes[@]}"; do printf '%s ' "${netns_addr[$n]}"; done)"
 
@@ -80,28 +75,7 @@ agent() {
 }
 
 # ---- the agent Service and its EndpointSlice: what the endpointslice controller writes for a DaemonSet
-{
-  cat << EOF
-apiVersion: v1
-kind: Service
-metadata: {name: conduit-agent}
-spec:
-  clusterIP: None
-  ports: [{name: http, port: $port}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: conduit-agent-x1
-  labels: {kubernetes.io/service-name: conduit-agent}
-addressType: IPv4
-ports: [{name: http, port: $port, protocol: TCP}]
-endpoints:
-EOF
-  for n in "${nodes[@]}"; do
-    printf '  - {addresses: ["%s"], nodeName: %s, conditions: {ready: true}}\n' "${netns_addr[$n]}" "$n"
-  done
-} > "$work/service.yaml"
+agent_endpointslice "$port" "${nodes[@]}" > "$work/service.yaml"
 r="$(kc apply -f "$work/service.yaml" 2>&1)" || fail "Service/EndpointSlice rejected: $r"
 
 "$bin/conduit-controller" --kubeconfig "$KUBECONFIG" --namespace "$ns" --agent-service conduit-agent \

@@ -83,10 +83,7 @@ for dash in "${dashboards[@]}"; do
 done
 
 # ---- two agents, a Prometheus scraping them and the controller, then the controller with two jobs
-head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' > "$work/token"
-: > "$work/node-a.out" && : > "$work/node-b.out" # start_agent greps them, maybe before the agents create them
-start_agent node-a tcp 1GiB && a=$agent_url || die "agent node-a did not start"
-start_agent node-b tcp 1GiB && b=$agent_url || die "agent node-b did not start"
+two_agents || die "agents node-a and node-b did not start"
 dead_port="$(free_port)" && ctl_port="$(free_port)" && prom_port="$(free_port)" || die "no free port"
 prom="http://127.0.0.1:$prom_port"
 
@@ -141,27 +138,8 @@ wait_for() { # QUERY SECONDS: until the query returns data
 wait_for 'count(up{job="conduit-agent"} == 1) == 2' 30 && pass "Prometheus scrapes both agents" \
   || die "Prometheus does not scrape the agents: $(query 'up' | jq -c .data.result 2> /dev/null)"
 
-head -c $((256 << 20)) /dev/urandom > "$work/node-a/checkpoint.bin"
+checkpoint_job
 head -c $((1 << 20)) /dev/urandom > "$work/node-a/small.bin"
-mkdir -p "$work/jobs"
-cat > "$work/jobs/checkpoint.yaml" << 'YAML'
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: checkpoint
-spec:
-  source:
-    node: node-a
-    file: checkpoint.bin
-  targets:
-    - node: node-b
-      region: checkpoint
-      create:
-        bytes: 268435456
-  transport:
-    type: tcp
-  verify: crc32c
-YAML
 "$bin/conduit-controller" --local-dir "$work/jobs" --agents "node-a=$a,node-b=$b,node-c=http://127.0.0.1:$dead_port" \
   --agent-token-file "$work/token" --metrics-listen "127.0.0.1:$ctl_port" --log-level warn > "$work/controller.log" 2>&1 &
 controller_pid=$!

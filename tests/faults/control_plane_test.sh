@@ -53,6 +53,8 @@ if [ ! -x "$KUBECTL" ]; then
 fi
 
 source "$root/scripts/lib/netns.sh"
+source "$root/scripts/lib/agents.sh"
+source "$root/scripts/lib/kube.sh"
 use_netns=0
 if [ "${FAULTS_NETNS:-1}" != 0 ] && netns_supported; then use_netns=1; fi
 
@@ -70,18 +72,12 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # ---- the apiserver, the CRDs, a namespace
-out="$("$root/scripts/kube-env.sh" start "$work/env" 2> "$work/env-start.err")" \
-  || fail "kube-env start: $(grep -m1 'kube-env:' "$work/env-start.err" || tail -n1 "$work/env-start.err")"
-eval "$out"
+ns=conduit-faults
+kube_up "$ns"
 source "$work/env/env"
 api_url="$KUBE_APISERVER_URL"
 ca="$work/env/certs/apiserver.crt"
 ktoken="$(cat "$work/env/token")"
-ns=conduit-faults
-kc() { "$KUBECTL" --request-timeout=20s -n "$ns" "$@"; }
-kc apply -f "$root/crds/transferjobs.conduit.dev.yaml" -f "$root/crds/fabricnodes.conduit.dev.yaml" > /dev/null \
-  && kc wait --for=condition=Established --timeout=30s crd/transferjobs.conduit.dev crd/fabricnodes.conduit.dev \
-    > /dev/null && kc create namespace "$ns" > /dev/null || fail "CRDs or namespace not accepted"
 # The apiserver's REST API directly: a poll every 50 ms costs a few ms instead of a kubectl start.
 api() { curl -s --max-time 5 --cacert "$ca" -H "Authorization: Bearer $ktoken" "$api_url$1"; }
 jobs_path="/apis/conduit.dev/v1alpha1/namespaces/$ns/transferjobs"
@@ -110,9 +106,8 @@ for n in "${nodes[@]}"; do
   pids+=($!)
 done
 for n in "${nodes[@]}"; do
-  for _ in $(seq 100); do grep -q '^listening ' "$work/$n.out" && break; sleep 0.1; done
-  grep -q '^listening ' "$work/$n.out" || fail "agent $n did not start: $(tail -n 3 "$work/$n.log")"
-  url[$n]="http://$(sed -n 's/^listening //p' "$work/$n.out")"
+  agent_listening "$n" || fail "agent $n did not start: $(tail -n 3 "$work/$n.log")"
+  url[$n]="$agent_url"
 done
 agent() {
   curl -s --max-time 60 -X "$2" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
@@ -120,28 +115,7 @@ agent() {
 }
 
 if [ "$use_netns" -eq 1 ]; then
-  {
-    cat << EOF
-apiVersion: v1
-kind: Service
-metadata: {name: conduit-agent}
-spec:
-  clusterIP: None
-  ports: [{name: http, port: 7070}]
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: conduit-agent-x1
-  labels: {kubernetes.io/service-name: conduit-agent}
-addressType: IPv4
-ports: [{name: http, port: 7070, protocol: TCP}]
-endpoints:
-EOF
-    for n in "${nodes[@]}"; do
-      printf '  - {addresses: ["%s"], nodeName: %s, conditions: {ready: true}}\n' "${netns_addr[$n]}" "$n"
-    done
-  } > "$work/service.yaml"
+  agent_endpointslice 7070 "${nodes[@]}" > "$work/service.yaml"
   r="$(kc apply -f "$work/service.yaml" 2>&1)" || fail "Service/EndpointSlice rejected: $r"
   agent_flags=(--agent-service conduit-agent --agent-service-namespace "$ns")
   pass "agents node-a and node-b in network namespaces at ${url[node-a]} and ${url[node-b]}, listed by an EndpointSlice"
