@@ -26,11 +26,17 @@ namespace {
 // read(2)/write(2) move at most ~2 GiB per call; 1 GiB pieces keep each call large without hitting that.
 constexpr std::size_t kIoPiece = std::size_t{1} << 30;
 constexpr std::uint64_t kMaxChecksumSlices = 65536;
+constexpr std::size_t kMaxPathBytes = 1024;
+constexpr std::size_t kMaxNameBytes = 255 - 17;
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
+// Errors the shape of a request's file path causes (a file where a directory should be, a directory where
+// a file should be, a link loop, a name too long) are the request's fault: 400, not 500.
 Error io_error(const std::string& what, int err) {
-  return make_error(ErrorCode::Io, what + ": " + std::strerror(err));
+  const bool path_shape = err == ENOTDIR || err == EISDIR || err == ELOOP || err == ENAMETOOLONG;
+  return make_error(path_shape ? ErrorCode::InvalidArgument : ErrorCode::Io,
+                    what + ": " + std::strerror(err));
 }
 
 // Owns one fd so every early return closes it.
@@ -214,6 +220,13 @@ Result<fs::path> RegionStore::data_path(const std::string& relative) const {
                       "path " + quoted(relative) + " is outside the data directory");
   };
   if (relative.empty()) return make_error(ErrorCode::InvalidArgument, "file path is empty");
+  // The TransferJob CRD allows 1024 bytes; a component leaves room for the save's temporary suffix
+  // (".tmp-" + 12 hex) within the 255 bytes file systems allow, so a save never fails half-way on it.
+  if (relative.size() > kMaxPathBytes) {
+    return make_error(ErrorCode::InvalidArgument, "file path is " + std::to_string(relative.size()) +
+                                                      " bytes, at most " + std::to_string(kMaxPathBytes) +
+                                                      " are allowed");
+  }
   // The OS would stop at an embedded NUL and open a different file than the one checked.
   if (relative.find('\0') != std::string::npos) return outside();
   const fs::path given(relative);
@@ -222,6 +235,14 @@ Result<fs::path> RegionStore::data_path(const std::string& relative) const {
   if (!normal.empty() && *normal.begin() == "..") return outside();
   if (normal.empty() || normal == "." || !normal.has_filename()) {
     return make_error(ErrorCode::InvalidArgument, "path " + quoted(relative) + " does not name a file");
+  }
+  for (const auto& part : normal) {
+    if (part.native().size() > kMaxNameBytes) {
+      return make_error(ErrorCode::InvalidArgument, "a name in file path " + quoted(relative) + " is " +
+                                                        std::to_string(part.native().size()) +
+                                                        " bytes, at most " + std::to_string(kMaxNameBytes) +
+                                                        " are allowed");
+    }
   }
 
   // Lexical checks miss a link inside the data directory that points out of it; resolving the part that

@@ -580,8 +580,7 @@ std::set<std::string> secrets_of(const json& key) {
 }
 
 TEST(Logs, NeitherTheTokenNorAGrantKeyAppearsInDebugLogsOfAWholeJob) {
-  // The controller is built next to the agent.
-  const auto controller_bin = std::filesystem::path(CONDUIT_AGENT_BIN).parent_path() / "conduit-controller";
+  const std::filesystem::path controller_bin = CONDUIT_CONTROLLER_BIN;
   ASSERT_TRUE(std::filesystem::exists(controller_bin)) << controller_bin;
   testing::TempDir dir("conduit-log-secrets");
   const std::string token = "log-secret-token-5f3a9c1e7b2d4f60";

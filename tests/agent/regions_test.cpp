@@ -219,6 +219,28 @@ TEST_F(RegionStoreTest, LoadErrors) {
   EXPECT_TRUE(store.list().size() == 1 && tiny.list().empty());
 }
 
+// Found by schemathesis: a 300-byte file name was a 500 (ENAMETOOLONG from the file system).
+TEST_F(RegionStoreTest, OverlongOrUnresolvablePathsAreTheRequestsFault) {
+  ASSERT_TRUE(store.create("r", 10, "host").ok());
+  const std::string longest(238, 'n');  // with the save's ".tmp-<12 hex>" suffix: 255 bytes
+  ASSERT_TRUE(store.save("r", longest).ok());
+  EXPECT_TRUE(fs::exists(data / longest));
+  const auto too_long = store.save("r", longest + "n");
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_EQ(code(too_long.error()), "InvalidArgument");
+  EXPECT_NE(too_long.error().message.find("at most 238 are allowed"), std::string::npos)
+      << too_long.error().message;
+  EXPECT_EQ(code(store.load("x", std::string(300, 'z') + "/f").error()), "InvalidArgument");
+  std::string deep;
+  for (int i = 0; i < 600; ++i) deep += "d/";  // 1,202 bytes
+  EXPECT_EQ(code(store.data_path(deep + "f").error()), "InvalidArgument");
+  write_file(data / "plain", pattern(10, 1));
+  EXPECT_EQ(code(store.save("r", "plain/f").error()), "InvalidArgument");  // a file used as a directory
+  fs::create_symlink("loop", data / "loop");
+  EXPECT_EQ(code(store.load("y", "loop/f").error()), "InvalidArgument");
+  EXPECT_EQ(store.list().size(), 1u);
+}
+
 TEST_F(RegionStoreTest, DataPathStaysInside) {
   fs::create_directories(data / "sub");
   fs::create_symlink(fs::temp_directory_path(), data / "escape");
@@ -273,7 +295,7 @@ TEST_F(RegionStoreTest, FailedSaveLeavesNothingBehind) {
   fs::create_directories(data / "out" / "target");
   const auto st = store.save("r", "out/target");
   ASSERT_FALSE(st.ok());
-  EXPECT_EQ(code(st.error()), "IoError");
+  EXPECT_EQ(code(st.error()), "InvalidArgument");
   EXPECT_TRUE(fs::is_directory(data / "out" / "target"));
   for (const auto& e : fs::recursive_directory_iterator(data)) {
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();

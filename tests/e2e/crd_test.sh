@@ -30,8 +30,9 @@ else
 fi
 if grep -qi warning "$work/apply.out"; then fail "CRD apply warned: $(grep -i warning "$work/apply.out")"; else pass "CRD apply without warnings"; fi
 
-# Valid examples are created; invalid ones rejected with their expected message.
-for f in "$root"/crds/examples/*.yaml; do
+# Valid examples are created; invalid ones (the shipped examples' and the table in tests/hostile/transferjobs/,
+# listed in docs/reliability.md) rejected with their expected message.
+for f in "$root"/crds/examples/*.yaml "$root"/tests/hostile/transferjobs/*.yaml; do
   name="$(basename "$f")"
   expect="$(sed -n 's/^# expect: //p' "$f" | head -n1)"
   if [ -z "$expect" ]; then
