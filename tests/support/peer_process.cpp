@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <thread>
 
 namespace conduit::testing {
 
@@ -76,6 +77,22 @@ void PeerProcess::kill(int signal) {
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;
+}
+
+std::optional<int> PeerProcess::terminate(std::chrono::milliseconds grace) {
+  if (pid_ <= 0) return std::nullopt;
+  ::kill(pid_, SIGTERM);
+  const auto end = std::chrono::steady_clock::now() + grace;
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() >= end) {
+      kill(SIGKILL);
+      return std::nullopt;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
 int PeerProcess::wait() {

@@ -25,7 +25,10 @@ class PeerProcess {
   std::optional<std::string> ask(const std::string& line,
                                  std::chrono::milliseconds timeout = std::chrono::seconds(60));
   void kill(int signal);  // and reap
-  int wait();             // exit status of a process that exits by itself
+  // SIGTERM, then up to `grace` for it to exit (SIGKILL after that). The exit status (128 + signal when a
+  // signal ended it), or nullopt when it had to be killed or was not running.
+  std::optional<int> terminate(std::chrono::milliseconds grace);
+  int wait();  // exit status of a process that exits by itself
 
  private:
   int pid_ = -1;
