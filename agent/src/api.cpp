@@ -306,10 +306,18 @@ void install_health_routes(Router& r, AgentState& state) {
   });
 }
 
+// A region as GET shows it, with the rails (and their NICs) each transport registers it on: the ones
+// nearest its memory (conduit/rail_choice.h), decided again at each registration from the same inputs.
+json region_json(const AgentState& state, const Region& region) {
+  json out = region.to_json();
+  out["rails"] = state.fabric.rails_json(region.memory());
+  return out;
+}
+
 void install_region_routes(Router& r, AgentState& state) {
   r.get("/v1/regions", [&state](const Request&, Response& res) {
     json list = json::array();
-    for (const auto& region : state.regions.list()) list.push_back(region->to_json());
+    for (const auto& region : state.regions.list()) list.push_back(region_json(state, *region));
     send_json(res, 200, items(std::move(list)));
   });
 
@@ -326,7 +334,7 @@ void install_region_routes(Router& r, AgentState& state) {
                                 : state.regions.create(request->name, request->bytes, request->memory);
     if (!region) return send_error(res, region.error());
     res.set_header("Location", "/v1/regions/" + request->name);
-    send_json(res, 201, (*region)->to_json());
+    send_json(res, 201, region_json(state, **region));
   });
 
   r.get(kRegion, [&state](const Request& req, Response& res) {
@@ -334,7 +342,7 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!name) return;
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
-    send_json(res, 200, (*region)->to_json());
+    send_json(res, 200, region_json(state, **region));
   });
 
   r.del(kRegion, [&state](const Request& req, Response& res) {

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 16> kSettings{{
+const std::array<Setting, 17> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -110,6 +110,14 @@ const std::array<Setting, 16> kSettings{{
        const auto n = parse_uint(trim(v));
        if (!n || *n < 1 || *n > 64) return invalid("must be 1..64, got \"" + v + "\"");
        c.rails = static_cast<int>(*n);
+       return {};
+     }},
+    {"stripe-all-rails", "",
+     "register every region on every rail, not only the rails whose NIC is nearest its memory", "false",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto b = parse_bool(v);
+       if (!b) return b.error();
+       c.stripe_all_rails = *b;
        return {};
      }},
     {"bind-address", "IP", "local address the fabric endpoints bind to", "the provider's default interface",

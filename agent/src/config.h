@@ -16,6 +16,9 @@ struct AgentConfig {
   std::string listen = "127.0.0.1:7070";  // REST listen HOST:PORT (port 0 = any; the bound one is logged)
   std::vector<std::string> providers{"auto"};  // tcp, shm, efa, verbs, auto
   int rails = 1;
+  // Register every region on every rail instead of only the rails whose NIC is nearest its memory
+  // (conduit/rail_choice.h): for nodes whose cross-switch bandwidth is known to be worth it, or to compare.
+  bool stripe_all_rails = false;
   std::string bind_address;  // fabric endpoints' local address ("" = provider default)
   std::string token_file;    // bearer token; required unless --insecure-no-auth
   bool insecure_no_auth = false;

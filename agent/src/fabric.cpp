@@ -1,5 +1,12 @@
 #include "fabric.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "conduit/cuda_device.h"
 #include "conduit/remote_key.h"
 
 namespace conduit::agent {
@@ -52,10 +59,59 @@ nlohmann::json Fabric::to_json() const {
     out.push_back({{"provider", caps.provider},
                    {"name", std::string(t->name())},
                    {"rails", t->rails()},
+                   {"railNics", caps.rail_nics},
                    {"address", to_hex(address)},
                    {"mrMode", caps.mr_mode_text},
                    {"orderedWaw", caps.ordered_waw},
                    {"deviceMemory", caps.device_memory}});
+  }
+  return out;
+}
+
+MemoryPlace place_of(const MemoryRegion& memory) {
+  MemoryPlace place;
+  if (memory.kind() == MemoryKind::Cuda) {
+    const auto& devices = cuda::availability().devices;
+    if (memory.device() >= 0 && static_cast<std::size_t>(memory.device()) < devices.size()) {
+      place.gpu_pci = devices[static_cast<std::size_t>(memory.device())].pci_bus_id;
+      // sysfs writes PCI addresses in lower case; the driver's may not be.
+      std::transform(place.gpu_pci.begin(), place.gpu_pci.end(), place.gpu_pci.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    }
+    return place;
+  }
+  if (memory.data() == nullptr) return place;
+  // move_pages with no target nodes only reports where each page is; the raw syscall avoids a libnuma
+  // dependency for this one question.
+  void* page = memory.data();
+  int status = -1;
+  if (::syscall(SYS_move_pages, 0, 1UL, &page, nullptr, &status, 0) == 0 && status >= 0) {
+    place.numa_node = status;
+  }
+  return place;
+}
+
+void Fabric::set_rail_policy(std::optional<Topology> topology, RailPolicy policy) {
+  topology_ = std::move(topology);
+  policy_ = policy;
+}
+
+RailChoice Fabric::rails_for(const Transport& transport, const MemoryRegion& memory) const {
+  std::vector<std::string> nics = transport.capabilities().rail_nics;
+  // tcp and shm name no NIC: every rail is on the one interface (choose_rails says so).
+  if (nics.empty()) nics.resize(static_cast<std::size_t>(transport.rails()));
+  const Result<NicChoice> ranked =
+      topology_ ? choose_nics(*topology_, place_of(memory), {"infiniband", /*best_class_only=*/false})
+                : Result<NicChoice>(make_error(ErrorCode::Unavailable, "the node's topology is unknown"));
+  return choose_rails(nics, ranked, policy_);
+}
+
+nlohmann::json Fabric::rails_json(const MemoryRegion& memory) const {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& t : transports_) {
+    const RailChoice c = rails_for(*t, memory);
+    out.push_back(
+        {{"provider", t->capabilities().provider}, {"rails", c.rails}, {"nics", c.nics}, {"why", c.why}});
   }
   return out;
 }

@@ -3,10 +3,14 @@
 
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "conduit/memory_region.h"
+#include "conduit/rail_choice.h"
+#include "conduit/topology.h"
 #include "conduit/transport.h"
 
 namespace conduit::agent {
@@ -20,11 +24,26 @@ class Fabric {
   Transport* find(std::string_view provider) const;  // by canonical name ("tcp;ofi_rxm") or alias ("tcp")
   Transport* primary() const { return transports_.empty() ? nullptr : transports_.front().get(); }
   const std::vector<std::unique_ptr<Transport>>& transports() const { return transports_; }
-  // [{provider, name, rails, address (hex), mrMode, orderedRaw, deviceMemory}]
+  // [{provider, name, rails, railNics, address (hex), mrMode, orderedRaw, deviceMemory}]
   nlohmann::json to_json() const;
+
+  // How regions pick their rails: the node's topology (nullopt when sysfs could not be read: every region
+  // then uses every rail) and whether to stripe over every rail regardless (--stripe-all-rails).
+  void set_rail_policy(std::optional<Topology> topology, RailPolicy policy);
+  // The rails of `transport` that `memory` is registered on: those whose NIC is nearest it. What grants
+  // and transfer sources pass to register_memory.
+  RailChoice rails_for(const Transport& transport, const MemoryRegion& memory) const;
+  // [{provider, rails, nics, why}] for every transport: what GET /v1/regions shows per region.
+  nlohmann::json rails_json(const MemoryRegion& memory) const;
 
  private:
   std::vector<std::unique_ptr<Transport>> transports_;
+  std::optional<Topology> topology_;
+  RailPolicy policy_ = RailPolicy::Nearest;
 };
+
+// Where a region's memory lives: its GPU's PCI address for CUDA memory, otherwise the NUMA node of its
+// first page (-1 when the kernel does not say, e.g. a page never touched).
+MemoryPlace place_of(const MemoryRegion& memory);
 
 }  // namespace conduit::agent

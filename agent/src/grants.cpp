@@ -52,7 +52,8 @@ nlohmann::json Grant::to_json() const {
           {"provider", provider},
           {"expiresAt", rfc3339(expires_at)},
           {"key", key},
-          {"gpuPath", gpu_path}};
+          {"gpuPath", gpu_path},
+          {"nics", nics}};
 }
 
 Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::uint64_t offset,
@@ -106,7 +107,11 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
     grant->gpu_path = "staged";
     memory = &grant->staging->memory();
   }
-  auto registration = transport->register_memory(*memory, access, offset, length);
+  // The rails nearest the region's memory (its GPU's, even where a staging buffer stands in for it), so
+  // the key hands the writer only those.
+  const RailChoice rails = fabric_.rails_for(*transport, region->memory());
+  grant->nics = rails.nics;
+  auto registration = transport->register_memory(*memory, access, offset, length, rails.rails);
   if (!registration) {
     return make_error(registration.error().code, "registering " + range_text(offset, length) + " of region " +
                                                      region->name() + ": " + registration.error().message);

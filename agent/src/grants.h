@@ -34,10 +34,11 @@ struct Grant {
   // registration goes first.
   std::shared_ptr<StagingBuffer> staging;
   std::string gpu_path = "none";
+  std::vector<std::string> nics;  // the NICs of the rails the key names; empty where rails name none (tcp)
   Registration registration;
 
   // {id, region, offset, length, access: "write"|"read", provider, expiresAt (RFC 3339), key: RemoteKey,
-  //  gpuPath: "none" (host memory) | "dmabuf" | "peermem" | "staged"}
+  //  gpuPath: "none" (host memory) | "dmabuf" | "peermem" | "staged", nics}
   nlohmann::json to_json() const;
 };
 

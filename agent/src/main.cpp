@@ -141,6 +141,14 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     return kStartError;
   }
   Fabric fabric = std::move(*opened);
+  {
+    // Scanned once: PCIe wiring does not change while we run. Without it every region uses every rail.
+    auto topology = Topology::scan("/sys");
+    if (!topology)
+      log::warn("topology unknown: regions use every rail", {{"error", topology.error().message}});
+    fabric.set_rail_policy(topology ? std::optional<Topology>(std::move(*topology)) : std::nullopt,
+                           config.stripe_all_rails ? RailPolicy::All : RailPolicy::Nearest);
+  }
   for (const auto& transport : fabric.transports()) {
     log::info("transport open",
               {{"transport", std::string(transport->name())}, {"rails", std::to_string(transport->rails())}});

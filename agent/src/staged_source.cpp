@@ -7,7 +7,8 @@ namespace conduit::agent {
 Result<std::unique_ptr<StagedSource>> StagedSource::open(const MemoryRegion& device, Transport& transport,
                                                          std::uint64_t slot_bytes,
                                                          std::unique_ptr<cuda::DeviceCopier> copier,
-                                                         MemoryRegion bounce) {
+                                                         MemoryRegion bounce,
+                                                         std::vector<std::uint32_t> rails) {
   if (slot_bytes == 0) return make_error(ErrorCode::InvalidArgument, "staging slots must not be empty");
   std::unique_ptr<StagedSource> s(new StagedSource());
   s->slot_bytes_ = slot_bytes;
@@ -29,7 +30,7 @@ Result<std::unique_ptr<StagedSource>> StagedSource::open(const MemoryRegion& dev
     copier = std::move(*made);
   }
   s->copier_ = std::move(copier);
-  auto reg = transport.register_memory(s->bounce_, Access::Local, 0, slot_bytes * kSlots);
+  auto reg = transport.register_memory(s->bounce_, Access::Local, 0, slot_bytes * kSlots, rails);
   if (!reg) {
     return make_error(reg.error().code, "registering the bounce buffer: " + reg.error().message);
   }

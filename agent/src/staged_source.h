@@ -15,10 +15,12 @@ class StagedSource {
  public:
   // Bounce slots of `slot_bytes` (2 of them) registered with `transport` for local use. `copier` replaces
   // the CUDA one (tests); `bounce` replaces the pinned allocation (tests; must hold 2 * slot_bytes).
+  // `rails`: the rails to register the slots on (those nearest the device; empty = every rail).
   static Result<std::unique_ptr<StagedSource>> open(const MemoryRegion& device, Transport& transport,
                                                     std::uint64_t slot_bytes,
                                                     std::unique_ptr<cuda::DeviceCopier> copier = {},
-                                                    MemoryRegion bounce = {});
+                                                    MemoryRegion bounce = {},
+                                                    std::vector<std::uint32_t> rails = {});
 
   static constexpr int kSlots = 2;
   std::uint64_t slot_bytes() const { return slot_bytes_; }

@@ -37,10 +37,19 @@ std::optional<Failure> TransferManager::Transfer::prepare(TransferManager& m, Tr
   const MemoryRegion& memory = source->memory();
   const auto t0 = SteadyClock::now();
   const Capabilities& caps = transport.capabilities();
+  // The rails nearest the source's memory; a staged source's bounce slots take its GPU's rails too.
+  const RailChoice rails = m.fabric_.rails_for(transport, memory);
+  {
+    std::lock_guard lock(mu);
+    for (const auto& nic : rails.nics) {
+      if (std::find(status.source_nics.begin(), status.source_nics.end(), nic) == status.source_nics.end())
+        status.source_nics.push_back(nic);
+    }
+  }
   if (memory.kind() == MemoryKind::Cuda && !caps.device_memory) {
     const std::uint64_t slot =
         std::min(length, std::max(request.chunk_bytes, std::min(m.options_.segment_bytes, kMaxStageSlot)));
-    auto s = StagedSource::open(memory, transport, slot);
+    auto s = StagedSource::open(memory, transport, slot, {}, {}, rails.rails);
     if (!s) {
       return Failure{TransferState::Failed, reason::kRegistrationFailed,
                      "staging the CUDA source through host memory on " + std::string(transport.name()) +
@@ -56,7 +65,7 @@ std::optional<Failure> TransferManager::Transfer::prepare(TransferManager& m, Tr
                                                                  {"transport", std::string(transport.name())},
                                                                  {"why", caps.gpu_path_detail}});
   } else {
-    auto reg = transport.register_memory(memory, Access::Local, request.offset, length);
+    auto reg = transport.register_memory(memory, Access::Local, request.offset, length, rails.rails);
     if (!reg) {
       return Failure{TransferState::Failed, reason::kRegistrationFailed,
                      "registering the source range: " + reg.error().message};

@@ -209,6 +209,7 @@ json TransferStatus::to_json() const {
           {"slicesResent", slices_resent},
           {"verified", verified},
           {"gpuPath", gpu_path},
+          {"sourceNics", source_nics},
           {"reason", reason},
           {"message", message},
           {"targets", std::move(target_list)},

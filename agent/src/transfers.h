@@ -96,6 +96,9 @@ struct TransferStatus {
   // How the source region is reached: "none" (host memory), "dmabuf" / "peermem" (CUDA memory registered
   // with the NIC), "staged" (CUDA memory through pinned host bounce buffers).
   std::string gpu_path = "none";
+  // The NICs the source's registrations use (the rails nearest its memory, conduit/rail_choice.h); empty
+  // where the transport's rails name no NIC (tcp, shm).
+  std::vector<std::string> source_nics;
   std::string reason;   // set when Failed or Cancelled
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
@@ -104,8 +107,8 @@ struct TransferStatus {
   std::optional<std::chrono::system_clock::time_point> finished_at;
 
   // {id, state, bytesTotal, bytesDone, throughputBytesPerSecond, retries, slicesResent, verified, gpuPath,
-  //  reason, message, targets: [{state, bytesDone, committedBytes, lastError, staged}], createdAt,
-  //  startedAt, finishedAt}
+  //  sourceNics, reason, message, targets: [{state, bytesDone, committedBytes, lastError, staged}],
+  //  createdAt, startedAt, finishedAt}
   nlohmann::json to_json() const;
 };
 

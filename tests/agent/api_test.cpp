@@ -548,6 +548,12 @@ TEST(AgentApi, RegionLoadSaveRoundTripIsByteIdentical) {
   EXPECT_EQ(loaded.body["name"], "src");
   EXPECT_EQ(loaded.body["bytes"], size);
   EXPECT_EQ(loaded.body["memory"], "host");
+  // Which rails the region is registered on: tcp's rails share one interface, so all of them, no NIC named.
+  ASSERT_EQ(loaded.body["rails"].size(), 1u) << loaded.body.dump();
+  EXPECT_EQ(loaded.body["rails"][0]["provider"], "tcp;ofi_rxm");
+  EXPECT_EQ(loaded.body["rails"][0]["rails"], nlohmann::json::array({0}));
+  EXPECT_EQ(loaded.body["rails"][0]["nics"], nlohmann::json::array());
+  EXPECT_NE(loaded.body["rails"][0]["why"].get<std::string>().find("one interface"), std::string::npos);
 
   auto listed = agent.get("/v1/regions");
   ASSERT_EQ(listed.status, 200);

@@ -88,6 +88,19 @@ TEST(AgentConfig, ProvidersAsCommaSeparatedText) {
   EXPECT_EQ(r->config.providers, (std::vector<std::string>{"tcp", "shm"}));
 }
 
+// Regions use only the rails nearest their memory unless told to stripe over every rail.
+TEST(AgentConfig, StripeAllRailsIsOffByDefaultAndSetByFlagOrVariable) {
+  auto plain = parse({"--insecure-no-auth"});
+  ASSERT_TRUE(plain) << error_of(plain);
+  EXPECT_FALSE(plain->config.stripe_all_rails);
+  auto flag = parse({"--insecure-no-auth", "--stripe-all-rails"});
+  ASSERT_TRUE(flag) << error_of(flag);
+  EXPECT_TRUE(flag->config.stripe_all_rails);
+  auto env = parse({"--insecure-no-auth"}, {"CONDUIT_STRIPE_ALL_RAILS=true"});
+  ASSERT_TRUE(env) << error_of(env);
+  EXPECT_TRUE(env->config.stripe_all_rails);
+}
+
 TEST(AgentConfig, UnknownYamlKeyIsNamed) {
   TempDir dir;
   const std::string file = dir.write("agent.yaml", "insecure-no-auth: true\ncolour: blue\n");

@@ -34,11 +34,12 @@ struct Target {
 };
 
 Target spawn_target(const std::string& provider, std::uint64_t bytes, std::uint64_t seed,
-                    const std::string& access = "rw", int rails = 1) {
+                    const std::string& access = "rw", int rails = 1, const std::string& register_rails = "") {
   Target t;
-  t.process = std::make_unique<PeerProcess>(std::vector<std::string>{
-      CONDUIT_TEST_PEER, "--provider", provider, "--bytes", std::to_string(bytes), "--seed",
-      std::to_string(seed), "--access", access, "--rails", std::to_string(rails)});
+  t.process = std::make_unique<PeerProcess>(
+      std::vector<std::string>{CONDUIT_TEST_PEER, "--provider", provider, "--bytes", std::to_string(bytes),
+                               "--seed", std::to_string(seed), "--access", access, "--rails",
+                               std::to_string(rails), "--register-rails", register_rails});
   auto line = t.process->read_line(30s);
   if (!line) {
     ADD_FAILURE() << "target printed no key";
@@ -140,6 +141,41 @@ TEST_P(Rma, RailsStripeOneBatchIntact) {
   const BatchStatus s = run(OpKind::Write, local, 0, target.key, 0, 64 * MiB, {256 * KiB, 8});
   ASSERT_FALSE(s.error) << s.error->message;
   EXPECT_EQ(target.crc(0, 64 * MiB), crc32c(region.bytes()));
+}
+
+// A region registered on some rails only (the ones nearest its memory): its key names just those, and a
+// writer whose own registration covers other rails, and another count of them, still lands every byte.
+TEST_P(Rma, RegistrationOnChosenRailsCarriesOnlyThoseAndStillLands) {
+  Target target = spawn_target(GetParam(), 32 * MiB, 5, "rw", /*rails=*/4, /*register_rails=*/"1,3");
+  ASSERT_EQ(target.key.rails.size(), 2u) << "the key names only rails 1 and 3";
+  EXPECT_NE(target.key.rails[0].address, target.key.rails[1].address);
+  TransportConfig config;
+  config.provider = GetParam();
+  config.bind_address = "127.0.0.1";
+  config.rails = 3;
+  auto t = open_transport(config);
+  ASSERT_TRUE(t) << t.error().message;
+  transport_ = std::move(*t);
+  auto region = MemoryRegion::allocate_host(32 * MiB);
+  ASSERT_TRUE(region);
+  fill_pattern(region->bytes(), 12);
+  for (const std::vector<std::uint32_t>& rails :
+       {std::vector<std::uint32_t>{0, 2}, std::vector<std::uint32_t>{1}, std::vector<std::uint32_t>{}}) {
+    SCOPED_TRACE("local rails " + std::to_string(rails.size()));
+    auto local = transport_->register_memory(*region, Access::Local, 0, Transport::kWholeRegion, rails);
+    ASSERT_TRUE(local) << local.error().message;
+    EXPECT_EQ(local->remote_key().rails.size(), rails.empty() ? 3u : rails.size());
+    fill_pattern(region->bytes(), 12 + rails.size());
+    const BatchStatus s = run(OpKind::Write, *local, 0, target.key, 0, 32 * MiB, {256 * KiB, 8});
+    ASSERT_FALSE(s.error) << s.error->message;
+    EXPECT_EQ(target.crc(0, 32 * MiB), crc32c(region->bytes()));
+    const BatchStatus r = run(OpKind::Read, *local, 0, target.key, 0, 32 * MiB, {256 * KiB, 8});
+    ASSERT_FALSE(r.error) << r.error->message;
+  }
+  const std::vector<std::uint32_t> missing{3};
+  auto bad = transport_->register_memory(*region, Access::Local, 0, Transport::kWholeRegion, missing);
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::InvalidArgument);
 }
 
 TEST_P(Rma, OutOfRangeIsRejectedBeforePosting) {

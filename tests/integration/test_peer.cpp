@@ -1,6 +1,8 @@
 // conduit-test-peer: the passive side of the integration tests, a real second process. It allocates a
 // region, fills it with a seeded pattern, registers it and prints the RemoteKey as one JSON line, then
-// answers commands on stdin while its transport's progress threads serve remote reads and writes:
+// (--register-rails 1,3 registers on those rails only, as the agent does for the rails nearest a region's
+// memory), then answers commands on stdin while its transport's progress threads serve remote reads and
+// writes:
 //   crc OFFSET LENGTH -> CRC32C of that range      dereg -> deregisters the key, "ok"
 //   fill SEED         -> refills the region, "ok"  quit (or EOF) -> exits 0
 #include <boost/program_options.hpp>
@@ -19,11 +21,13 @@ int main(int argc, char** argv) {
   std::uint64_t bytes = 0;
   std::uint64_t seed = 0;
   std::string access = "rw";
+  std::string register_rails;
   po::options_description desc("conduit-test-peer");
   desc.add_options()("provider", po::value(&config.provider)->required())(
       "bytes", po::value(&bytes)->required())("seed", po::value(&seed)->default_value(1))(
       "access", po::value(&access)->default_value("rw"))("rails", po::value(&config.rails)->default_value(1))(
-      "bind", po::value(&config.bind_address)->default_value("127.0.0.1"));
+      "bind", po::value(&config.bind_address)->default_value("127.0.0.1"))(
+      "register-rails", po::value(&register_rails)->default_value(""));
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, desc), vm);
@@ -47,7 +51,11 @@ int main(int argc, char** argv) {
   const conduit::Access a = access == "write"  ? conduit::Access::RemoteWrite
                             : access == "read" ? conduit::Access::RemoteRead
                                                : conduit::Access::RemoteReadWrite;
-  auto reg = (*transport)->register_memory(*region, a);
+  std::vector<std::uint32_t> rails;
+  std::istringstream rail_list(register_rails);
+  for (std::string r; std::getline(rail_list, r, ',');)
+    rails.push_back(static_cast<std::uint32_t>(std::stoul(r)));
+  auto reg = (*transport)->register_memory(*region, a, 0, conduit::Transport::kWholeRegion, rails);
   if (!reg) {
     std::cout << "error " << reg.error().message << std::endl;
     return 1;

@@ -163,6 +163,33 @@ TEST(VerbsSim, SelectiveSignalingAsksForAFractionOfTheCompletions) {
   EXPECT_LT(completions, 1024u / 2) << "selective signaling should not ask for most completions";
 }
 
+// A source registered on one rail (the one nearest its memory) writes only there; a target's registration
+// keeps every rail, since each of the writer's rails is paired with one of ours at handshake.
+TEST(VerbsSim, ASourceOnChosenRailsWritesOnlyThere) {
+  auto a = verbs::open(config(2), verbs::VerbsOptions{});
+  auto b = verbs::open(config(2), verbs::VerbsOptions{});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)->capabilities().rail_nics, (std::vector<std::string>{"sim_roce0", "sim_roce0"}));
+  auto src = MemoryRegion::allocate_host(4 << 20);
+  auto dst = MemoryRegion::allocate_host(4 << 20);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  fill_pattern(src->bytes(), 23);
+  const std::vector<std::uint32_t> rail1{1};
+  auto local = (*a)->register_memory(*src, Access::Local, 0, Transport::kWholeRegion, rail1);
+  auto remote = (*b)->register_memory(*dst, Access::RemoteWrite, 0, Transport::kWholeRegion, rail1);
+  ASSERT_TRUE(local.ok() && remote.ok());
+  EXPECT_EQ(local->remote_key().rails.size(), 1u);
+  EXPECT_EQ(remote->remote_key().rails.size(), 2u);
+  BatchOptions options;
+  options.chunk_bytes = 64 << 10;
+  std::vector<Op> ops{Op{OpKind::Write, &*local, 0, remote->remote_key(), 0, 4 << 20}};
+  auto id = (*a)->submit(ops, options);
+  ASSERT_TRUE(id.ok()) << id.error().message;
+  const BatchStatus s = wait(**a, *id);
+  ASSERT_FALSE(s.error) << s.error->message;
+  EXPECT_EQ(crc32c(dst->bytes()), crc32c(src->bytes()));
+}
+
 TEST(VerbsSim, APeerThatWentAwayIsPeerUnreachable) {
   auto a = verbs::open(config(), verbs::VerbsOptions{});
   auto b = verbs::open(config(), verbs::VerbsOptions{});

@@ -77,6 +77,7 @@ struct FabricRegistration final : Registration::Handles {
     Fid<fid_mr> mr;
   };
   std::vector<RailMr> rails;
+  std::vector<std::uint32_t> indices;  // the transport's rail index of each entry of `rails`, ascending
 };
 
 }  // namespace conduit::fabric

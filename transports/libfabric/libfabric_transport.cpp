@@ -109,11 +109,17 @@ Result<std::unique_ptr<LibfabricTransport>> LibfabricTransport::open_rails(const
   t->caps_.mr_mode = static_cast<std::uint64_t>(first.domain_attr->mr_mode);
   t->caps_.mr_mode_text = mr_mode_to_string(t->caps_.mr_mode);
 
-  // NICs with a domain each (efa, verbs devices) take the rails in turn; tcp and shm have one domain per
-  // interface, so their rails are further endpoints on the first one.
+  // NICs with a domain each (efa, verbs devices) take the rails in turn, and each rail records its NIC so
+  // a region can be registered on the rails nearest its memory. tcp and shm have one domain per interface:
+  // their rails are further endpoints on the first one, all on the same interface, so there is no NIC to
+  // choose and rail_nics stays empty (every region uses every rail).
   const bool domain_per_nic = provider == "efa" || provider == "verbs;ofi_rxm";
   for (int r = 0; r < config.rails; ++r) {
     const fi_info& info = domain_per_nic ? *entries[r % entries.size()] : first;
+    if (domain_per_nic) {
+      t->caps_.rail_nics.push_back(
+          nic_of_domain(provider, info.domain_attr->name != nullptr ? info.domain_attr->name : ""));
+    }
     auto endpoint = Endpoint::open(info, *policy);
     if (!endpoint) {
       return make_error(endpoint.error().code,
@@ -139,9 +145,12 @@ std::vector<std::byte> LibfabricTransport::address() const {
 }
 
 Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& region, Access access,
-                                                         std::uint64_t offset, std::uint64_t length) {
+                                                         std::uint64_t offset, std::uint64_t length,
+                                                         std::span<const std::uint32_t> rails) {
   if (region.data() == nullptr)
     return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
+  auto chosen = registration_rails(rails, static_cast<int>(rails_.size()));
+  if (!chosen) return chosen.error();
   const bool device = region.kind() == MemoryKind::Cuda;
   if (device && !caps_.device_memory) {
     return make_error(ErrorCode::Unsupported,
@@ -172,11 +181,13 @@ Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& reg
       hmem.dmabuf_offset = region.dmabuf_offset() + offset;
     }
   }
-  for (const auto& rail : rails_) {
+  for (const std::uint32_t r : *chosen) {
+    const auto& rail = rails_[r];
     auto mr = rail->endpoint()->register_range(start, length, flags, device ? &hmem : nullptr);
     if (!mr) return mr.error();
     key.rails.push_back(RailKey{rail->endpoint()->address(), fi_mr_key(mr->get())});
     handles->rails.push_back({rail->endpoint(), std::move(*mr)});
+    handles->indices.push_back(r);
   }
   // Under FI_MR_VIRT_ADDR peers address our memory by virtual address; otherwise by offset into the MR.
   key.base =
@@ -211,8 +222,9 @@ Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions&
     const Op& op = ops[i];
     if (op.local == nullptr || !op.local->valid()) return bad(i, "local registration is missing or released");
     auto* handles = dynamic_cast<FabricRegistration*>(op.local->handles());
-    if (handles == nullptr || handles->rails.size() != rails_.size() ||
-        handles->rails.front().endpoint != rails_.front()->endpoint()) {
+    if (handles == nullptr || handles->rails.empty() || handles->indices.size() != handles->rails.size() ||
+        handles->indices.back() >= rails_.size() ||
+        handles->rails.front().endpoint != rails_[handles->indices.front()]->endpoint()) {
       return bad(i, "local registration belongs to another transport");
     }
     if (op.remote.provider != caps_.provider) {
@@ -240,22 +252,35 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
   batch->parts.resize(nrails);
   for (RailPart& part : batch->parts) part.window = Window(options.window);
 
-  // Resolve each op's peer on each local rail once; local rail r talks to remote rail r mod (its rails).
+  // An op goes out only on the rails its local registration was made on (the ones nearest its memory).
+  // The i-th of them talks to remote key rail i mod (the key's rails): keys name only the target's chosen
+  // rails, and the two sides may have chosen different counts. Resolve each pair once.
   struct Target {
     fi_addr_t peer;
     std::uint64_t key;
   };
   std::vector<std::vector<Target>> targets(ops.size());
+  std::vector<Slice> slices;        // Slice::rail: the transport's rail
+  std::vector<std::uint32_t> lane;  // per slice: which of its registration's rails (index into targets)
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    for (std::uint32_t r = 0; r < nrails; ++r) {
-      const RailKey& rk = ops[i].remote.rails[r % ops[i].remote.rails.size()];
-      auto peer = rails_[r]->endpoint()->resolve(rk.address);
+    const auto& local_rails = static_cast<FabricRegistration*>(ops[i].local->handles())->indices;
+    const auto n = static_cast<std::uint32_t>(local_rails.size());
+    for (std::uint32_t k = 0; k < n; ++k) {
+      const RailKey& rk = ops[i].remote.rails[k % ops[i].remote.rails.size()];
+      auto peer = rails_[local_rails[k]]->endpoint()->resolve(rk.address);
       if (!peer) return peer.error();
       targets[i].push_back(Target{*peer, rk.key});
     }
+    // Starting where the previous op left off keeps the round-robin going from op to op, as slice_ops does.
+    const std::uint64_t start = slices.size();
+    for (Slice s : slice_ops(ops.subspan(i, 1), options.chunk_bytes, n)) {
+      const auto k = static_cast<std::uint32_t>((s.rail + start) % n);
+      s.op = static_cast<std::uint32_t>(i);
+      s.rail = local_rails[k];
+      slices.push_back(s);
+      lane.push_back(k);
+    }
   }
-
-  const std::vector<Slice> slices = slice_ops(ops, options.chunk_bytes, nrails);
   std::vector<std::size_t> per_rail(nrails, 0);
   for (const Slice& s : slices) ++per_rail[s.rail];
   for (std::uint32_t r = 0; r < nrails; ++r) batch->parts[r].ops.reserve(per_rail[r]);
@@ -264,9 +289,10 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
   // write to each target on each rail asks for FI_DELIVERY_COMPLETE: its completion proves the earlier
   // ones (asking on every write costs 18-42% on tcp). Elsewhere (shm) every write asks.
   std::vector<std::map<std::pair<fi_addr_t, std::uint64_t>, std::size_t>> last_write(nrails);
-  for (const Slice& s : slices) {
+  for (std::size_t j = 0; j < slices.size(); ++j) {
+    const Slice& s = slices[j];
     const Op& op = ops[s.op];
-    const Target& target = targets[s.op][s.rail];
+    const Target& target = targets[s.op][lane[j]];
     auto* handles = static_cast<FabricRegistration*>(op.local->handles());
     PostedOp p{};
     p.batch = batch.get();
@@ -274,7 +300,7 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
     p.kind = op.kind;
     p.buffer = op.local->address() + s.local_offset;
     p.length = s.length;
-    p.desc = fi_mr_desc(handles->rails[s.rail].mr.get());
+    p.desc = fi_mr_desc(handles->rails[lane[j]].mr.get());
     p.peer = target.peer;
     p.remote_address = op.remote.base + s.remote_offset;
     p.key = target.key;

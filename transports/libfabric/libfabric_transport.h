@@ -26,7 +26,7 @@ class LibfabricTransport final : public Transport {
   std::vector<std::byte> address() const override;
 
   Result<Registration> register_memory(const MemoryRegion& region, Access access, std::uint64_t offset,
-                                       std::uint64_t length) override;
+                                       std::uint64_t length, std::span<const std::uint32_t> rails) override;
   Result<PeerId> connect(std::span<const std::byte> peer_address) override;
   Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options) override;
   BatchStatus poll(BatchId id) override;

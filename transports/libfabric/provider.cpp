@@ -31,6 +31,17 @@ constexpr std::array<Alias, 7> kAliases{{
 
 std::span<const std::string_view> auto_providers() { return kAuto; }
 
+std::string nic_of_domain(std::string_view provider, std::string_view domain_name) {
+  if (provider != "efa" && provider != "verbs;ofi_rxm") return {};
+  for (std::string_view suffix : {"-rdm", "-dgrm", "-xrc"}) {
+    if (domain_name.size() > suffix.size() && domain_name.ends_with(suffix)) {
+      domain_name.remove_suffix(suffix.size());
+      break;
+    }
+  }
+  return std::string(domain_name);
+}
+
 Result<std::string> canonical_provider(std::string_view name) {
   for (const Alias& a : kAliases) {
     if (a.name == name) return std::string(a.provider);

@@ -39,6 +39,7 @@ Result<NicChoice> choose_nics(const Topology& topology, const MemoryPlace& place
   for (const auto& [distance, nic] : ranked) {
     if (options.best_class_only && distance != best) break;
     choice.nics.push_back(nic->name);
+    choice.distances.push_back(distance);
     choice.distance = distance;
   }
   const std::string memory = gpu != nullptr ? "GPU " + gpu->pci_address

@@ -18,6 +18,27 @@ Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& config)
   return fabric::LibfabricTransport::open(config);
 }
 
+Result<std::vector<std::uint32_t>> registration_rails(std::span<const std::uint32_t> asked, int rails) {
+  std::vector<std::uint32_t> out;
+  if (asked.empty()) {
+    for (int r = 0; r < rails; ++r) out.push_back(static_cast<std::uint32_t>(r));
+    return out;
+  }
+  for (const std::uint32_t r : asked) {
+    if (r >= static_cast<std::uint32_t>(rails)) {
+      return make_error(
+          ErrorCode::InvalidArgument,
+          "rail " + std::to_string(r) + " does not exist (this transport has " + std::to_string(rails) + ")");
+    }
+    if (!out.empty() && r <= out.back()) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "rails to register on must be ascending, without repeats");
+    }
+    out.push_back(r);
+  }
+  return out;
+}
+
 BatchStatus wait(Transport& transport, BatchId id) {
   // The rails progress on their own threads; this thread only watches, so a short sleep costs nothing.
   for (;;) {

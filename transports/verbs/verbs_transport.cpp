@@ -133,6 +133,7 @@ Result<std::unique_ptr<Transport>> VerbsTransport::open(const TransportConfig& c
   caps.manual_progress = false;
   caps.mr_mode = 0;
   caps.mr_mode_text = t->devices_.front()->dmabuf() ? "ibv_reg_mr|ibv_reg_dmabuf_mr" : "ibv_reg_mr";
+  caps.rail_nics = choice->rails;
   t->probe_gpu();
 
   // Where peers reach our handshake listener: asked for, else the address the data path itself uses.
@@ -168,9 +169,13 @@ VerbsTransport::~VerbsTransport() {
 }
 
 Result<Registration> VerbsTransport::register_memory(const MemoryRegion& region, Access access,
-                                                     std::uint64_t offset, std::uint64_t length) {
+                                                     std::uint64_t offset, std::uint64_t length,
+                                                     std::span<const std::uint32_t> rails) {
   if (region.data() == nullptr)
     return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
+  auto chosen = registration_rails(access == Access::Local ? rails : std::span<const std::uint32_t>{},
+                                   static_cast<int>(devices_.size()));
+  if (!chosen) return chosen.error();
   if (length == kWholeRegion) length = offset <= region.size() ? region.size() - offset : 0;
   if (offset > region.size() || length > region.size() - offset || length == 0) {
     return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
@@ -196,7 +201,8 @@ Result<Registration> VerbsTransport::register_memory(const MemoryRegion& region,
                           (caps_.gpu_path_detail.empty() ? "" : ": " + caps_.gpu_path_detail) + ")");
   }
   const bool dmabuf = device_memory && caps_.gpu_path == GpuPath::Dmabuf && region.dmabuf_fd() >= 0;
-  for (const auto& device : devices_) {
+  for (const std::uint32_t r : *chosen) {
+    const auto& device = devices_[r];
     // Host memory, and CUDA memory without a DMA-BUF (nvidia-peermem), register by address.
     Result<MrPtr> mr = dmabuf ? device->register_dmabuf(region.dmabuf_fd(), region.dmabuf_offset() + offset,
                                                         length, iova, flags)
@@ -204,6 +210,7 @@ Result<Registration> VerbsTransport::register_memory(const MemoryRegion& region,
     if (!mr) return mr.error();
     key.rails.push_back(RailKey{address_, (*mr)->rkey});
     handles->rails.push_back({device, std::move(*mr)});
+    handles->indices.push_back(r);
   }
   return Registration(start, length, std::move(key), std::move(handles));
 }
@@ -291,8 +298,9 @@ Status VerbsTransport::validate(std::span<const Op> ops, const BatchOptions& opt
     const Op& op = ops[i];
     if (op.local == nullptr || !op.local->valid()) return bad(i, "local registration is missing or released");
     auto* handles = dynamic_cast<VerbsRegistration*>(op.local->handles());
-    if (handles == nullptr || handles->rails.size() != rails_.size() ||
-        handles->rails.front().device != devices_.front()) {
+    if (handles == nullptr || handles->rails.empty() || handles->indices.size() != handles->rails.size() ||
+        handles->indices.back() >= devices_.size() ||
+        handles->rails.front().device != devices_[handles->indices.front()]) {
       return bad(i, "local registration belongs to another transport");
     }
     if (op.remote.provider != caps_.provider) {
@@ -344,11 +352,27 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
   auto batch = std::make_shared<Batch>();
   batch->parts.resize(nrails);
   for (RailPart& part : batch->parts) part.window = Window(options.window);
-  const std::vector<Slice> slices = slice_ops(ops, options.chunk_bytes, nrails);
+  // An op goes out only on the rails its local registration was made on (the ones nearest its memory),
+  // continuing the round-robin from op to op as slice_ops does within one.
+  std::vector<Slice> slices;        // Slice::rail: the transport's rail
+  std::vector<std::uint32_t> lane;  // per slice: which of its registration's rails
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto& local_rails = static_cast<VerbsRegistration*>(ops[i].local->handles())->indices;
+    const auto n = static_cast<std::uint32_t>(local_rails.size());
+    const std::uint64_t start = slices.size();
+    for (Slice s : slice_ops(ops.subspan(i, 1), options.chunk_bytes, n)) {
+      const auto k = static_cast<std::uint32_t>((s.rail + start) % n);
+      s.op = static_cast<std::uint32_t>(i);
+      s.rail = local_rails[k];
+      slices.push_back(s);
+      lane.push_back(k);
+    }
+  }
   std::vector<std::size_t> per_rail(nrails, 0);
   for (const Slice& s : slices) ++per_rail[s.rail];
   for (std::uint32_t r = 0; r < nrails; ++r) batch->parts[r].ops.reserve(per_rail[r]);
-  for (const Slice& s : slices) {
+  for (std::size_t j = 0; j < slices.size(); ++j) {
+    const Slice& s = slices[j];
     const Op& op = ops[s.op];
     auto* handles = static_cast<VerbsRegistration*>(op.local->handles());
     const std::shared_ptr<Connection>& connection = connections[s.op];
@@ -357,7 +381,7 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
     p.connection = connection;
     p.kind = op.kind;
     p.local_address = reinterpret_cast<std::uint64_t>(op.local->address() + s.local_offset);
-    p.lkey = handles->rails[s.rail].mr->lkey;
+    p.lkey = handles->rails[lane[j]].mr->lkey;
     p.remote_address = op.remote.base + s.remote_offset;
     p.rkey = static_cast<std::uint32_t>(op.remote.rails[connection->rail(s.rail).peer_rail].key);
     p.length = static_cast<std::uint32_t>(s.length);

@@ -32,6 +32,7 @@ struct VerbsRegistration final : Registration::Handles {
     MrPtr mr;
   };
   std::vector<RailMr> rails;
+  std::vector<std::uint32_t> indices;  // the transport's rail index of each entry of `rails`, ascending
 };
 
 class VerbsTransport final : public Transport {
@@ -44,8 +45,11 @@ class VerbsTransport final : public Transport {
   int rails() const override { return static_cast<int>(rails_.size()); }
   std::vector<std::byte> address() const override { return address_; }
 
+  // Registrations for remote access are made on every rail whatever `rails` says: a connection pairs
+  // each local rail with one peer rail (r mod n) at handshake, so a writer's rail may land on any of ours.
+  // Local-only registrations (the source of writes, the sink of reads) honour `rails`.
   Result<Registration> register_memory(const MemoryRegion& region, Access access, std::uint64_t offset,
-                                       std::uint64_t length) override;
+                                       std::uint64_t length, std::span<const std::uint32_t> rails) override;
   Result<PeerId> connect(std::span<const std::byte> peer_address) override;
   Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options) override;
   BatchStatus poll(BatchId id) override;

@@ -19,6 +19,7 @@ struct MemoryPlace {
 
 struct NicChoice {
   std::vector<std::string> nics;                      // nearest first, then by name
+  std::vector<PcieDistance> distances;                // of each NIC in `nics`
   PcieDistance distance = PcieDistance::CrossSocket;  // of the farthest NIC chosen
   std::string why;                                    // one line for logs and /v1/node
 };

@@ -100,6 +100,10 @@ struct Capabilities {
   bool manual_progress = true;
   std::uint64_t mr_mode = 0;
   std::string mr_mode_text;
+  // The NIC each rail sits on (its /sys/class/infiniband name), so a region can be registered on the rails
+  // nearest its memory (conduit/rail_choice.h). Empty where every rail is an endpoint on one interface
+  // (tcp, shm): there is nothing to choose between.
+  std::vector<std::string> rail_nics;
 };
 
 struct TransportConfig {
@@ -118,9 +122,12 @@ class Transport {
   virtual std::vector<std::byte> address() const = 0;  // what a peer needs to reach every rail of ours
 
   static constexpr std::uint64_t kWholeRegion = std::numeric_limits<std::uint64_t>::max();
+  // `rails`: the rails to register on (ascending indices, conduit/rail_choice.h); empty = every rail. The
+  // RemoteKey names only those rails, and batches whose local side is this registration go out only on
+  // them. InvalidArgument for an index out of range.
   virtual Result<Registration> register_memory(const MemoryRegion& region, Access access,
-                                               std::uint64_t offset = 0,
-                                               std::uint64_t length = kWholeRegion) = 0;
+                                               std::uint64_t offset = 0, std::uint64_t length = kWholeRegion,
+                                               std::span<const std::uint32_t> rails = {}) = 0;
   virtual Result<PeerId> connect(std::span<const std::byte> peer_address) = 0;
 
   // Validates every op (bounds, keys, provider) before posting anything, then runs the batch in the
@@ -131,6 +138,10 @@ class Transport {
 
 // Opens a backend for `config.provider`. Unknown names are NotFound; known but absent ones Unavailable.
 Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& config);
+
+// The rails a register_memory call asked for, checked: ascending, no repeats, each below `rails`; empty
+// asks for all of them. Shared by the backends so they read the argument alike.
+Result<std::vector<std::uint32_t>> registration_rails(std::span<const std::uint32_t> asked, int rails);
 
 // Runs poll() until the batch finishes, sleeping between polls (the transport progresses on its own).
 BatchStatus wait(Transport& transport, BatchId id);
