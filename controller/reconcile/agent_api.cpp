@@ -46,13 +46,33 @@ TransferInfo TransferInfo::from_json(const json& body) {
   t.verified = body.value("verified", false);
   t.reason = body.value("reason", "");
   t.message = body.value("message", "");
+  // Only the values the CRD allows: the status schema would refuse anything else, and the field is a
+  // statement about the path, not free text.
+  const std::string gpu_path =
+      body.contains("gpuPath") && body["gpuPath"].is_string() ? body["gpuPath"].get<std::string>() : "";
+  if (gpu_path == "none" || gpu_path == "dmabuf" || gpu_path == "peermem" || gpu_path == "staged") {
+    t.gpu_path = gpu_path;
+  }
   if (body.contains("targets") && body["targets"].is_array()) {
     for (const auto& target : body["targets"]) {
+      if (!target.is_object()) {
+        t.targets.emplace_back();  // keeps the others at their spec.targets index
+        continue;
+      }
       t.targets.push_back({target.value("state", ""), target.value("bytesDone", std::uint64_t{0}),
-                           target.value("lastError", ""), target.value("committedBytes", std::uint64_t{0})});
+                           target.value("lastError", ""), target.value("committedBytes", std::uint64_t{0}),
+                           target.value("staged", false)});
     }
   }
   return t;
+}
+
+bool TransferInfo::any_staged() const {
+  if (gpu_path == "staged") return true;
+  for (const auto& target : targets) {
+    if (target.staged) return true;
+  }
+  return false;
 }
 
 std::string transport_name(const std::string& provider) {

@@ -66,6 +66,7 @@ struct TransferInfo {
     std::uint64_t bytes_done = 0;
     std::string last_error;
     std::uint64_t committed_bytes = 0;  // [0, this) has landed at the target
+    bool staged = false;                // the target's CUDA region was reached through a host staging buffer
   };
   std::string id;
   std::string state;  // Queued, Running, Succeeded, Failed, Cancelled
@@ -74,11 +75,15 @@ struct TransferInfo {
   double throughput = 0;  // bytes per second
   std::uint32_t retries = 0;
   bool verified = false;
+  // How the source region was reached: none (host memory), dmabuf, peermem or staged (docs/gpu.md). ""
+  // from an agent that does not say.
+  std::string gpu_path;
   std::string reason;  // when Failed or Cancelled: Stalled, PeerUnreachable, ChecksumMismatch, ...
   std::string message;
   std::vector<Target> targets;
 
   bool finished() const { return state == "Succeeded" || state == "Failed" || state == "Cancelled"; }
+  bool any_staged() const;  // either end of any target ran through host bounce or staging buffers
   static TransferInfo from_json(const nlohmann::json& body);
 };
 

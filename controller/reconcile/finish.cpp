@@ -49,11 +49,19 @@ void Reconciler::track(Pass& p, const TransferInfo& t) {
       entry["state"] = target_state(t.targets[i], p.run.length, spec.verify);
       entry["bytes"] = t.targets[i].bytes_done;
       if (!t.targets[i].last_error.empty()) entry["lastError"] = t.targets[i].last_error.substr(0, 4096);
+      set_gpu_path(entry, t, i);
     } else {
       entry["state"] = t.finished() ? t.state : "Running";
     }
     entry["verified"] = spec.verify && t.state == "Succeeded" && t.verified;
     targets.push_back(std::move(entry));
+  }
+  // A staged run succeeds but at host-copy speed: say so once, as a Warning Event (what `kubectl describe`
+  // and `kubectl get events --field-selector type=Warning` show), when the status first records it.
+  if (const std::string staged = staged_summary(t, spec);
+      !staged.empty() && !status_shows_staged(p.stored_status) && !status_shows_staged(p.status)) {
+    store_.record_event(p.key, "Warning", "StagedGpuPath", staged);
+    log::warn("GPU memory staged through host memory", {{"job", p.job_name()}, {"detail", staged}});
   }
   p.status["targets"] = std::move(targets);
   p.memory.committed.clear();
@@ -101,10 +109,14 @@ void Reconciler::complete(Pass& p, const TransferInfo& t) {
                               (spec.targets.size() == 1 ? "" : "s") +
                               (spec.verify ? (t.verified ? ", verified crc32c" : ", NOT verified") : "") +
                               " at " + format_throughput(t.throughput);
-  set_condition(p.status, "Complete", true, "TransferSucceeded", message, p.now, p.generation);
+  // The condition that reports the outcome says how it was reached too: a staged run is a success that
+  // ran at host-copy speed, and `kubectl wait`/`describe` readers should not have to find an Event.
+  const std::string staged = staged_summary(t, spec);
+  const std::string condition_message = staged.empty() ? message : message + "; " + staged;
+  set_condition(p.status, "Complete", true, "TransferSucceeded", condition_message, p.now, p.generation);
   set_condition(p.status, "Running", false, "Completed", "the transfer finished", p.now, p.generation);
-  store_.record_event(p.key, "Normal", "Succeeded", message);
-  log::info("job succeeded", {{"job", p.job_name()}, {"detail", message}});
+  store_.record_event(p.key, "Normal", "Succeeded", condition_message);
+  log::info("job succeeded", {{"job", p.job_name()}, {"detail", condition_message}});
 }
 
 void Reconciler::fail(Pass& p, const std::string& r, const std::string& message) {

@@ -92,4 +92,34 @@ bool is_transition(const json& from, const json& to) {
   return field(from, "phase") != field(to, "phase") || field(from, "conditions") != field(to, "conditions");
 }
 
+void set_gpu_path(nlohmann::json& entry, const TransferInfo& t, std::size_t target) {
+  if (!t.gpu_path.empty()) entry["gpuPath"] = t.gpu_path;
+  if (target < t.targets.size()) entry["staged"] = t.targets[target].staged;
+}
+
+std::string staged_summary(const TransferInfo& t, const TransferJobSpec& spec) {
+  std::string ends;
+  if (t.gpu_path == "staged") {
+    ends = "source " + spec.source.node + "/" +
+           (spec.source.region.empty() ? spec.source.file : spec.source.region);
+  }
+  for (std::size_t i = 0; i < t.targets.size() && i < spec.targets.size(); ++i) {
+    if (!t.targets[i].staged) continue;
+    ends += (ends.empty() ? "" : ", ") + std::string("target ") + spec.targets[i].node + "/" +
+            spec.targets[i].region;
+  }
+  if (ends.empty()) return {};
+  return "CUDA memory went through host memory (staged), not GPU-direct: " + ends;
+}
+
+bool status_shows_staged(const nlohmann::json& status) {
+  if (!status.is_object() || !status.contains("targets") || !status["targets"].is_array()) return false;
+  for (const auto& entry : status["targets"]) {
+    if (!entry.is_object()) continue;
+    if (entry.value("gpuPath", std::string()) == "staged") return true;
+    if (entry.contains("staged") && entry["staged"].is_boolean() && entry["staged"].get<bool>()) return true;
+  }
+  return false;
+}
+
 }  // namespace conduit::controller

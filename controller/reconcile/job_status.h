@@ -7,7 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "agent_api.h"
 #include "clock.h"
+#include "transfer_job.h"
 
 namespace conduit::controller {
 
@@ -40,5 +42,18 @@ nlohmann::json merge_diff(const nlohmann::json& from, const nlohmann::json& to);
 // True when phase or conditions differ: a transition users and --once-job wait for, written at once; other
 // differences (bytes, throughput) are progress and may wait for the status rate limit.
 bool is_transition(const nlohmann::json& from, const nlohmann::json& to);
+
+// status.targets[i]'s GPU path fields from the agent's transfer: gpuPath (how the source's memory was
+// reached for it: none, dmabuf, peermem or staged; absent when the agent does not say) and staged (this
+// target's CUDA region was reached through a host staging buffer). Sets or leaves `entry`'s keys.
+void set_gpu_path(nlohmann::json& entry, const TransferInfo& t, std::size_t target);
+
+// One sentence naming the ends that ran staged ("CUDA memory went through host memory (staged), not
+// GPU-direct: source node-a/weights, target node-b/w"); "" when none did.
+std::string staged_summary(const TransferInfo& t, const TransferJobSpec& spec);
+
+// Whether a stored status already says a staged path ran (so the event saying so is not repeated, across
+// controller restarts too).
+bool status_shows_staged(const nlohmann::json& status);
 
 }  // namespace conduit::controller

@@ -654,5 +654,106 @@ TEST(WorkQueue, AKeyHeldByOneWorkerIsNotHandedToAnother) {
   EXPECT_EQ(second->name, "a") << "the change made while it was held is not lost";
 }
 
+// The agent's transfer JSON says which GPU path ran; the controller keeps only the values the CRD allows and
+// keeps every target at its spec index.
+TEST(TransferInfoJson, CarriesTheGpuPathAndEachTargetsStagedFlag) {
+  const auto t = TransferInfo::from_json(json::parse(R"({
+    "id": "t-1", "state": "Running", "gpuPath": "staged",
+    "targets": [{"state": "Running", "bytesDone": 5, "staged": true}, 7, {"state": "Running"}]})"));
+  EXPECT_EQ(t.gpu_path, "staged");
+  ASSERT_EQ(t.targets.size(), 3U);
+  EXPECT_TRUE(t.targets[0].staged);
+  EXPECT_EQ(t.targets[0].bytes_done, 5U);
+  EXPECT_FALSE(t.targets[1].staged) << "a malformed entry keeps its place";
+  EXPECT_FALSE(t.targets[2].staged) << "absent: not staged";
+  EXPECT_TRUE(t.any_staged());
+
+  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"gpuPath": "dmabuf"})")).gpu_path, "dmabuf");
+  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"gpuPath": "warp-drive"})")).gpu_path, "")
+      << "a value the CRD would refuse is not copied";
+  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"gpuPath": 3})")).gpu_path, "");
+  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"id": "t-2"})")).gpu_path, "") << "an older agent";
+  EXPECT_FALSE(TransferInfo::from_json(json::parse(R"({"gpuPath": "none"})")).any_staged());
+}
+
+TEST(JobStatusGpuPath, NamesTheEndsThatRanStaged) {
+  TransferJobSpec spec;
+  spec.source = {"node-a", "weights", ""};
+  spec.targets = {TargetSpec{"node-b", "w1", std::nullopt, ""}, TargetSpec{"node-c", "w2", std::nullopt, ""}};
+  TransferInfo t;
+  t.gpu_path = "peermem";
+  t.targets.resize(2);
+  EXPECT_EQ(staged_summary(t, spec), "");
+  t.targets[1].staged = true;
+  EXPECT_EQ(staged_summary(t, spec),
+            "CUDA memory went through host memory (staged), not GPU-direct: target node-c/w2");
+  t.gpu_path = "staged";
+  EXPECT_EQ(staged_summary(t, spec),
+            "CUDA memory went through host memory (staged), not GPU-direct: source node-a/weights, target "
+            "node-c/w2");
+
+  json entry = json::object();
+  set_gpu_path(entry, t, 1);
+  EXPECT_EQ(entry, (json{{"gpuPath", "staged"}, {"staged", true}}));
+  json unknown = json::object();
+  set_gpu_path(unknown, TransferInfo{}, 0);
+  EXPECT_EQ(unknown, json::object()) << "nothing said, nothing claimed";
+
+  EXPECT_FALSE(status_shows_staged(json::object()));
+  EXPECT_FALSE(status_shows_staged(json{{"targets", {{{"gpuPath", "dmabuf"}, {"staged", false}}}}}));
+  EXPECT_TRUE(status_shows_staged(json{{"targets", {{{"gpuPath", "none"}, {"staged", true}}}}}));
+  EXPECT_TRUE(status_shows_staged(json{{"targets", {{{"gpuPath", "staged"}}}}}));
+}
+
+TEST_F(ReconcilerTest, GpuDirectPathIsCopiedPerTargetWithoutAWarning) {
+  store.put(job("direct"));
+  start("direct");
+  agents.last().gpu_path = "dmabuf";
+  clock.advance(1s);
+  agents.progress(8 * MiB);
+  reconcile("direct");
+  EXPECT_EQ(status("direct")["targets"][0]["gpuPath"], "dmabuf");
+  EXPECT_EQ(status("direct")["targets"][0]["staged"], false);
+  clock.advance(1s);
+  agents.finish("Succeeded");
+  reconcile("direct");
+  EXPECT_EQ(phase("direct"), "Succeeded");
+  EXPECT_EQ(status("direct")["targets"][0]["gpuPath"], "dmabuf");
+  EXPECT_EQ(condition("direct", "Complete")["message"].get<std::string>().find("staged"), std::string::npos);
+  EXPECT_EQ(std::count(store.events.begin(), store.events.end(), "Warning/StagedGpuPath"), 0);
+}
+
+TEST_F(ReconcilerTest, AStagedRunSaysSoInStatusOneWarningEventAndTheCompleteCondition) {
+  store.put(job("staged"));
+  start("staged");
+  agents.last().gpu_path = "none";         // host source ...
+  agents.last().targets[0].staged = true;  // ... into a CUDA target its transport cannot register
+  for (int i = 1; i <= 3; ++i) {
+    clock.advance(1s);
+    agents.progress(static_cast<std::uint64_t>(i) * 8 * MiB);
+    reconcile("staged");
+  }
+  EXPECT_EQ(status("staged")["targets"][0]["gpuPath"], "none");
+  EXPECT_EQ(status("staged")["targets"][0]["staged"], true);
+  EXPECT_EQ(std::count(store.events.begin(), store.events.end(), "Warning/StagedGpuPath"), 1)
+      << "said once, not on every look";
+
+  // A controller that restarts mid-job reads the stored status and does not say it again.
+  Reconciler fresh(store, agents, clock.clock());
+  clock.advance(1s);
+  agents.progress(40 * MiB);
+  reconcile("staged", &fresh);
+  EXPECT_EQ(std::count(store.events.begin(), store.events.end(), "Warning/StagedGpuPath"), 1);
+
+  clock.advance(1s);
+  agents.finish("Succeeded");
+  reconcile("staged", &fresh);
+  EXPECT_EQ(phase("staged"), "Succeeded");
+  const std::string message = condition("staged", "Complete")["message"];
+  EXPECT_NE(message.find("staged"), std::string::npos) << message;
+  EXPECT_NE(message.find("target node-b/weights"), std::string::npos) << message;
+  EXPECT_EQ(status("staged")["targets"][0]["staged"], true) << "kept after success";
+}
+
 }  // namespace
 }  // namespace conduit::controller
