@@ -99,6 +99,7 @@ grep -q 'hostNetwork: true' "$work/render-flipped.yaml" && fail "agent.hostNetwo
 grep -q '^kind: ServiceMonitor$' "$work/render-default.yaml" && fail "ServiceMonitor rendered though off by default"
 grep -q '^kind: ClusterRole$' "$work/render-flipped.yaml" && fail "rbac.create=false still renders ClusterRoles"
 grep -q 'path: /dev/infiniband' "$work/render-flipped.yaml" && fail "agent.rdma.enabled=false still mounts /dev/infiniband"
+grep -q -- '- --stripe-all-rails' "$work/render-flipped.yaml" || fail "agent.stripeAllRails=true does not pass --stripe-all-rails"
 grep -q 'rdma/rdma_shared_device_a: "1"' "$work/render-rdma-device-plugin.yaml" \
   || fail "agent.rdma.resourceName is not requested"
 pass "switches change the rendering (hook Job, hostNetwork, monitoring, RBAC, RDMA mounts and resource)"
