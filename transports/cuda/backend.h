@@ -3,6 +3,9 @@
 // memory for a device when CONDUIT_CUDA_HOST_DOUBLE=1 (tests of the staged path on machines without a GPU).
 #pragma once
 
+#include <cstdint>
+#include <string>
+
 #include "conduit/cuda_device.h"
 #include "conduit/cuda_staging.h"
 
@@ -20,6 +23,19 @@
   Result<CopyBandwidth> measure_copy_bandwidth(int device, std::uint64_t bytes, int rounds);
 
 namespace conduit::cuda {
+// Both implementations refuse what is not CUDA memory, or a range outside it, alike.
+inline Status check_range(const MemoryRegion& region, std::uint64_t offset, std::uint64_t length) {
+  if (region.kind() != MemoryKind::Cuda || region.data() == nullptr) {
+    return make_error(ErrorCode::InvalidArgument, "not a CUDA memory region");
+  }
+  if (offset > region.size() || length > region.size() - offset) {
+    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
+                                                      std::to_string(length) + ") is outside the " +
+                                                      std::to_string(region.size()) + "-byte CUDA region");
+  }
+  return {};
+}
+
 namespace backend {
 CONDUIT_CUDA_API_DECLARATIONS
 }  // namespace backend

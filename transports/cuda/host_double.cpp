@@ -17,18 +17,6 @@ namespace {
 
 constexpr std::uint64_t kDeviceBytes = 64ULL << 30;
 
-Status check_range(const MemoryRegion& region, std::uint64_t offset, std::uint64_t length) {
-  if (region.kind() != MemoryKind::Cuda || region.data() == nullptr) {
-    return make_error(ErrorCode::InvalidArgument, "not a CUDA memory region");
-  }
-  if (offset > region.size() || length > region.size() - offset) {
-    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
-                                                      std::to_string(length) + ") is outside the " +
-                                                      std::to_string(region.size()) + "-byte CUDA region");
-  }
-  return {};
-}
-
 std::byte* at(const MemoryRegion& region, std::uint64_t offset) {
   return static_cast<std::byte*>(region.data()) + offset;
 }

@@ -19,18 +19,6 @@ CUdeviceptr device_pointer(const MemoryRegion& region, std::uint64_t offset) {
   return reinterpret_cast<CUdeviceptr>(region.data()) + offset;
 }
 
-Status check_range(const MemoryRegion& region, std::uint64_t offset, std::uint64_t length) {
-  if (region.kind() != MemoryKind::Cuda || region.data() == nullptr) {
-    return make_error(ErrorCode::InvalidArgument, "not a CUDA memory region");
-  }
-  if (offset > region.size() || length > region.size() - offset) {
-    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
-                                                      std::to_string(length) + ") is outside the " +
-                                                      std::to_string(region.size()) + "-byte CUDA region");
-  }
-  return {};
-}
-
 // The loaded driver with `device`'s context current on this thread.
 Result<const Driver*> on_device(int device) {
   auto d = driver();

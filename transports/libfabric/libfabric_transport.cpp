@@ -2,9 +2,12 @@
 
 #include <rdma/fi_domain.h>
 
+#include <limits>
 #include <map>
 #include <string>
 
+#include "../src/op_validation.h"
+#include "../src/registration_checks.h"
 #include "conduit/cuda_device.h"
 #include "conduit/slicer.h"
 #include "mr_mode.h"
@@ -151,19 +154,11 @@ Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& reg
     return make_error(ErrorCode::InvalidArgument, "cannot register an empty region");
   auto chosen = registration_rails(rails, static_cast<int>(rails_.size()));
   if (!chosen) return chosen.error();
+  if (auto ok = check_memory_kind(region, caps_, name_); !ok) return ok.error();
   const bool device = region.kind() == MemoryKind::Cuda;
-  if (device && !caps_.device_memory) {
-    return make_error(ErrorCode::Unsupported,
-                      name_ + " cannot register CUDA memory directly (gpuDirect: " +
-                          std::string(to_string(caps_.gpu_path)) +
-                          (caps_.gpu_path_detail.empty() ? "" : ": " + caps_.gpu_path_detail) + ")");
-  }
-  if (length == kWholeRegion) length = offset <= region.size() ? region.size() - offset : 0;
-  if (offset > region.size() || length > region.size() - offset || length == 0) {
-    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
-                                                      std::to_string(length) + ") is outside the " +
-                                                      std::to_string(region.size()) + "-byte region");
-  }
+  auto range = registration_length(region, offset, length);
+  if (!range) return range.error();
+  length = *range;
   std::uint64_t flags = FI_READ | FI_WRITE;
   if (allows(access, Access::RemoteRead)) flags |= FI_REMOTE_READ;
   if (allows(access, Access::RemoteWrite)) flags |= FI_REMOTE_WRITE;
@@ -208,49 +203,23 @@ Result<PeerId> LibfabricTransport::connect(std::span<const std::byte> peer_addre
 }
 
 Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions& options) const {
-  auto bad = [](std::size_t i, const std::string& why) {
-    return make_error(ErrorCode::InvalidArgument, "op " + std::to_string(i) + ": " + why);
+  OpRules rules;
+  rules.provider = caps_.provider;
+  rules.transport = name_;
+  rules.max_message = caps_.max_message != 0 ? caps_.max_message : std::numeric_limits<std::uint64_t>::max();
+  rules.max_message_what = "the provider's maximum message";
+  rules.owns = [this](const Registration& local) {
+    auto* handles = dynamic_cast<FabricRegistration*>(local.handles());
+    return handles != nullptr && !handles->rails.empty() &&
+           handles->indices.size() == handles->rails.size() && handles->indices.back() < rails_.size() &&
+           handles->rails.front().endpoint == rails_[handles->indices.front()]->endpoint();
   };
-  if (options.chunk_bytes == 0) return make_error(ErrorCode::InvalidArgument, "chunk size must be > 0");
-  if (caps_.max_message != 0 && options.chunk_bytes > caps_.max_message) {
-    return make_error(ErrorCode::InvalidArgument, "chunk size " + std::to_string(options.chunk_bytes) +
-                                                      " exceeds the provider's maximum message of " +
-                                                      std::to_string(caps_.max_message));
-  }
-  if (options.window == 0) return make_error(ErrorCode::InvalidArgument, "window must be > 0");
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    if (op.local == nullptr || !op.local->valid()) return bad(i, "local registration is missing or released");
-    auto* handles = dynamic_cast<FabricRegistration*>(op.local->handles());
-    if (handles == nullptr || handles->rails.empty() || handles->indices.size() != handles->rails.size() ||
-        handles->indices.back() >= rails_.size() ||
-        handles->rails.front().endpoint != rails_[handles->indices.front()]->endpoint()) {
-      return bad(i, "local registration belongs to another transport");
-    }
-    if (op.remote.provider != caps_.provider) {
-      return bad(i, "remote key is for provider \"" + op.remote.provider + "\", this transport is " + name_);
-    }
-    if (op.remote.rails.empty()) return bad(i, "remote key has no rails");
-    if (op.local_offset > op.local->length() || op.length > op.local->length() - op.local_offset) {
-      return bad(i, "local range [" + std::to_string(op.local_offset) + ", +" + std::to_string(op.length) +
-                        ") is outside the " + std::to_string(op.local->length()) +
-                        "-byte local registration");
-    }
-    if (op.remote_offset > op.remote.length || op.length > op.remote.length - op.remote_offset) {
-      return bad(i, "remote range [" + std::to_string(op.remote_offset) + ", +" + std::to_string(op.length) +
-                        ") is outside the " + std::to_string(op.remote.length) + "-byte remote region");
-    }
-  }
-  return {};
+  return validate_ops(ops, options, rules);
 }
 
 Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchOptions& options) {
   if (auto ok = validate(ops, options); !ok) return ok.error();
   const auto nrails = static_cast<std::uint32_t>(rails_.size());
-
-  auto batch = std::make_shared<Batch>();
-  batch->parts.resize(nrails);
-  for (RailPart& part : batch->parts) part.window = Window(options.window);
 
   // An op goes out only on the rails its local registration was made on (the ones nearest its memory).
   // The i-th of them talks to remote key rail i mod (the key's rails): keys name only the target's chosen
@@ -260,39 +229,29 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
     std::uint64_t key;
   };
   std::vector<std::vector<Target>> targets(ops.size());
-  std::vector<Slice> slices;        // Slice::rail: the transport's rail
-  std::vector<std::uint32_t> lane;  // per slice: which of its registration's rails (index into targets)
+  std::vector<std::span<const std::uint32_t>> local_rails(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const auto& local_rails = static_cast<FabricRegistration*>(ops[i].local->handles())->indices;
-    const auto n = static_cast<std::uint32_t>(local_rails.size());
-    for (std::uint32_t k = 0; k < n; ++k) {
+    local_rails[i] = static_cast<FabricRegistration*>(ops[i].local->handles())->indices;
+    for (std::size_t k = 0; k < local_rails[i].size(); ++k) {
       const RailKey& rk = ops[i].remote.rails[k % ops[i].remote.rails.size()];
-      auto peer = rails_[local_rails[k]]->endpoint()->resolve(rk.address);
+      auto peer = rails_[local_rails[i][k]]->endpoint()->resolve(rk.address);
       if (!peer) return peer.error();
       targets[i].push_back(Target{*peer, rk.key});
     }
-    // Starting where the previous op left off keeps the round-robin going from op to op, as slice_ops does.
-    const std::uint64_t start = slices.size();
-    for (Slice s : slice_ops(ops.subspan(i, 1), options.chunk_bytes, n)) {
-      const auto k = static_cast<std::uint32_t>((s.rail + start) % n);
-      s.op = static_cast<std::uint32_t>(i);
-      s.rail = local_rails[k];
-      slices.push_back(s);
-      lane.push_back(k);
-    }
   }
-  std::vector<std::size_t> per_rail(nrails, 0);
-  for (const Slice& s : slices) ++per_rail[s.rail];
-  for (std::uint32_t r = 0; r < nrails; ++r) batch->parts[r].ops.reserve(per_rail[r]);
+  const RailSlices sliced = slice_on_rails(ops, options.chunk_bytes, local_rails);
+  auto batch = std::make_shared<Batch>(nrails, options.window);
+  batch->reserve(sliced.slices);
 
   // "Finished" must mean "visible at the target". Where writes land in order (tcp: WAW), only the last
   // write to each target on each rail asks for FI_DELIVERY_COMPLETE: its completion proves the earlier
   // ones (asking on every write costs 18-42% on tcp). Elsewhere (shm) every write asks.
   std::vector<std::map<std::pair<fi_addr_t, std::uint64_t>, std::size_t>> last_write(nrails);
-  for (std::size_t j = 0; j < slices.size(); ++j) {
-    const Slice& s = slices[j];
+  for (std::size_t j = 0; j < sliced.slices.size(); ++j) {
+    const Slice& s = sliced.slices[j];
+    const std::uint32_t lane = sliced.lanes[j];
     const Op& op = ops[s.op];
-    const Target& target = targets[s.op][lane[j]];
+    const Target& target = targets[s.op][lane];
     auto* handles = static_cast<FabricRegistration*>(op.local->handles());
     PostedOp p{};
     p.batch = batch.get();
@@ -300,58 +259,22 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
     p.kind = op.kind;
     p.buffer = op.local->address() + s.local_offset;
     p.length = s.length;
-    p.desc = fi_mr_desc(handles->rails[lane[j]].mr.get());
+    p.desc = fi_mr_desc(handles->rails[lane].mr.get());
     p.peer = target.peer;
     p.remote_address = op.remote.base + s.remote_offset;
     p.key = target.key;
-    batch->bytes_total += s.length;
     if (op.kind == OpKind::Write) {
       p.deliver = !caps_.ordered_waw;
       last_write[s.rail][{target.peer, target.key}] = batch->parts[s.rail].ops.size();
     }
     batch->parts[s.rail].ops.push_back(p);
   }
-  int open_parts = 0;
   for (std::uint32_t r = 0; r < nrails; ++r) {
     for (const auto& [_, index] : last_write[r]) batch->parts[r].ops[index].deliver = true;
-    if (!batch->parts[r].ops.empty()) ++open_parts;
   }
-  batch->parts_open.store(open_parts);
-  batch->touch();
-
-  BatchId id;
-  {
-    std::lock_guard lock(mu_);
-    id = next_batch_++;
-    batch->id = id;
-    batches_.emplace(id, batch);
-  }
-  for (std::uint32_t r = 0; r < nrails; ++r) {
-    if (!batch->parts[r].ops.empty()) rails_[r]->enqueue(batch);
-  }
-  return id;
+  return batches_.start(batch, rails_);
 }
 
-BatchStatus LibfabricTransport::poll(BatchId id) {
-  std::shared_ptr<Batch> batch;
-  {
-    std::lock_guard lock(mu_);
-    auto it = batches_.find(id);
-    if (it == batches_.end()) {
-      return BatchStatus{0, 0, true, make_error(ErrorCode::NotFound, "unknown batch " + std::to_string(id))};
-    }
-    batch = it->second;
-  }
-  BatchStatus status;
-  status.bytes_total = batch->bytes_total;
-  status.finished = batch->finished();
-  status.bytes_done = batch->bytes_done.load();
-  status.error = batch->error();
-  if (status.finished) {
-    std::lock_guard lock(mu_);
-    batches_.erase(id);
-  }
-  return status;
-}
+BatchStatus LibfabricTransport::poll(BatchId id) { return batches_.poll(id); }
 
 }  // namespace conduit::fabric

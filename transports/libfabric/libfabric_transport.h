@@ -6,9 +6,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "../src/batch_table.h"
 #include "batch.h"
 #include "conduit/transport.h"
 #include "rail.h"
@@ -49,9 +49,8 @@ class LibfabricTransport final : public Transport {
   Capabilities caps_;
   std::vector<std::unique_ptr<Rail>> rails_;
 
+  BatchTable batches_;
   std::mutex mu_;
-  BatchId next_batch_ = 1;
-  std::unordered_map<BatchId, std::shared_ptr<Batch>> batches_;
   std::vector<std::vector<std::vector<std::byte>>> peers_;  // PeerId - 1 -> rail addresses
 };
 

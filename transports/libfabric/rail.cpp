@@ -4,9 +4,6 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -96,76 +93,49 @@ ProgressMode choose_progress_mode(const Endpoint& endpoint) {
 }
 
 Rail::Rail(std::shared_ptr<Endpoint> endpoint, Options options)
-    : endpoint_(std::move(endpoint)), options_(options) {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  thread_ = std::thread([this] { run(); });
+    : endpoint_(std::move(endpoint)),
+      options_(options),
+      batches_(options.index),
+      thread_(batches_.wake(), [this] { round(); }) {}
+
+void Rail::round() {
+  const bool progressed = batches_.round([this] { return post_all(); }, [this] { return reap(); },
+                                         options_.stall_timeout, [this] { return stall_error(); });
+  if (progressed) {
+    idle_rounds_ = 0;
+    last_active_ = Clock::now();
+  } else {
+    idle_wait(!batches_.empty());
+  }
 }
 
-Rail::~Rail() {
-  stop_.store(true);
-  if (wake_fd_ >= 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
-  }
-  if (thread_.joinable()) thread_.join();
-  if (wake_fd_ >= 0) close(wake_fd_);
-}
-
-void Rail::enqueue(std::shared_ptr<Batch> batch) {
-  {
-    std::lock_guard lock(inbox_mu_);
-    inbox_.push_back(std::move(batch));
-  }
-  const std::uint64_t one = 1;
-  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
-}
-
-void Rail::run() {
-  // Sleeps of a few microseconds are the point of the backoff; the default 50 us timer slack would
-  // stretch every one of them.
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  while (!stop_.load(std::memory_order_relaxed)) {
-    {
-      std::lock_guard lock(inbox_mu_);
-      for (auto& b : inbox_) active_.push_back(std::move(b));
-      inbox_.clear();
-    }
-    bool progressed = post_all();
-    progressed |= reap();
-    check_stalls();
-    std::erase_if(active_, [this](const std::shared_ptr<Batch>& b) { return b->parts[options_.index].done; });
-    if (progressed) {
-      idle_rounds_ = 0;
-      last_active_ = Clock::now();
-    } else {
-      idle_wait(!active_.empty());
-    }
-  }
+Error Rail::stall_error() const {
+  return make_error(ErrorCode::TimedOut, "no completion from the peer for " +
+                                             std::to_string(options_.stall_timeout.count()) +
+                                             " ms: the peer is gone or not driving progress");
 }
 
 bool Rail::post_all() {
   bool progressed = false;
-  for (auto& b : active_) progressed |= post(*b, b->parts[options_.index]);
+  for (auto& b : batches_) progressed |= post(*b);
   return progressed;
 }
 
-bool Rail::post(Batch& batch, RailPart& part) {
-  if (part.done) return false;
+bool Rail::post(Batch& batch) {
+  const std::uint32_t rail = options_.index;
+  if (batch.done(rail)) return false;
   bool progressed = false;
-  while (!batch.failed.load(std::memory_order_relaxed) && part.next < part.ops.size() &&
-         part.window.has_room()) {
-    PostedOp& op = part.ops[part.next];
-    const int rc = post_one(op);
+  while (PostedOp* op = batch.next_to_post(rail)) {
+    const int rc = post_one(*op);
     if (rc == -FI_EAGAIN) return progressed;  // provider queue full: reap, then retry
     if (rc != 0) {
-      batch.fail(make_error(classify(-rc), describe(op) + " could not be posted: " + fi_strerror(-rc)));
+      batch.fail(make_error(classify(-rc), describe(*op) + " could not be posted: " + fi_strerror(-rc)));
       break;
     }
-    part.window.try_acquire();
-    ++part.next;
+    batch.posted(rail);
     progressed = true;
   }
-  finish_if_done(batch, part);
+  batch.close_if_done(rail);
   return progressed;
 }
 
@@ -232,40 +202,7 @@ bool Rail::reap() {
 }
 
 void Rail::complete(PostedOp& op, const Error* error) {
-  Batch& batch = *op.batch;
-  RailPart& part = batch.parts[options_.index];
-  part.window.release();
-  if (error != nullptr) {
-    batch.fail(*error);
-  } else {
-    batch.bytes_done.fetch_add(op.length, std::memory_order_relaxed);
-    batch.touch();
-  }
-  finish_if_done(batch, part);
-}
-
-void Rail::finish_if_done(Batch& batch, RailPart& part) {
-  if (part.done || !part.idle()) return;
-  if (part.all_posted() || batch.failed.load(std::memory_order_relaxed)) {
-    part.done = true;
-    batch.parts_open.fetch_sub(1);
-  }
-}
-
-void Rail::check_stalls() {
-  for (auto& b : active_) {
-    RailPart& part = b->parts[options_.index];
-    // Ops in flight that never complete, and ops the provider keeps refusing with EAGAIN (a peer that
-    // accepted the connection but never answers), are both a stall.
-    if (part.done || (part.idle() && part.all_posted()) || b->failed.load(std::memory_order_relaxed))
-      continue;
-    if (b->since_progress() > options_.stall_timeout) {
-      b->fail(make_error(ErrorCode::TimedOut, "no completion from the peer for " +
-                                                  std::to_string(options_.stall_timeout.count()) +
-                                                  " ms: the peer is gone or not driving progress"));
-      finish_if_done(*b, part);
-    }
-  }
+  op.batch->complete(options_.index, op.length, error);
 }
 
 void Rail::idle_wait(bool busy) {
@@ -277,7 +214,7 @@ void Rail::idle_wait(bool busy) {
     return;
   }
   ++idle_rounds_;
-  std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{-1, POLLIN, 0}};
+  std::array<pollfd, 2> fds{pollfd{batches_.wake().fd(), POLLIN, 0}, pollfd{-1, POLLIN, 0}};
   timespec timeout{};
   if (options_.mode == ProgressMode::Fd && !busy &&
       Clock::now() - last_active_ > std::chrono::milliseconds(10)) {
@@ -298,8 +235,7 @@ void Rail::idle_wait(bool busy) {
     timeout.tv_nsec = std::min<long>(1L << shift, cap_us) * 1000;
   }
   if (ppoll(fds.data(), fds[1].fd >= 0 ? 2 : 1, &timeout, nullptr) > 0 && (fds[0].revents & POLLIN) != 0) {
-    std::uint64_t drained = 0;
-    [[maybe_unused]] auto n = read(wake_fd_, &drained, sizeof(drained));
+    batches_.wake().drain();
   }
 }
 

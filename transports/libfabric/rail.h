@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "../src/progress_thread.h"
+#include "../src/rail_batches.h"
 #include "batch.h"
 #include "endpoint.h"
 
@@ -34,39 +34,30 @@ class Rail {
   };
 
   Rail(std::shared_ptr<Endpoint> endpoint, Options options);
-  ~Rail();
-  Rail(const Rail&) = delete;
-  Rail& operator=(const Rail&) = delete;
 
   const std::shared_ptr<Endpoint>& endpoint() const { return endpoint_; }
   ProgressMode mode() const { return options_.mode; }
 
   // Hands a batch with work on this rail to the progress thread.
-  void enqueue(std::shared_ptr<Batch> batch);
+  void enqueue(std::shared_ptr<Batch> batch) { batches_.enqueue(std::move(batch)); }
 
  private:
-  void run();
+  void round();               // one turn of the progress thread: post, reap, fail stalls, sleep if idle
+  Error stall_error() const;  // why a batch with work on this rail and no completion for so long failed
   bool post_all();
-  bool post(Batch& batch, RailPart& part);
+  bool post(Batch& batch);
   int post_one(PostedOp& op);
   bool reap();
   void complete(PostedOp& op, const Error* error);
-  void finish_if_done(Batch& batch, RailPart& part);
-  void check_stalls();
   void idle_wait(bool busy);
 
   std::shared_ptr<Endpoint> endpoint_;
   Options options_;
-  int wake_fd_ = -1;
-  std::atomic<bool> stop_{false};
-
-  std::mutex inbox_mu_;
-  std::vector<std::shared_ptr<Batch>> inbox_;
-  std::vector<std::shared_ptr<Batch>> active_;  // progress thread only
-  std::uint32_t idle_rounds_ = 0;               // idle sleeps since the last activity
+  RailBatches<Batch> batches_;
+  std::uint32_t idle_rounds_ = 0;  // idle sleeps since the last activity
   std::chrono::steady_clock::time_point last_active_;
 
-  std::thread thread_;  // last: starts after everything above is constructed
+  ProgressThread thread_;  // last: starts after everything above is built, stops before it goes
 };
 
 }  // namespace conduit::fabric

@@ -19,4 +19,23 @@ std::vector<Slice> slice_ops(std::span<const Op> ops, std::uint64_t chunk_bytes,
   return slices;
 }
 
+RailSlices slice_on_rails(std::span<const Op> ops, std::uint64_t chunk_bytes,
+                          std::span<const std::span<const std::uint32_t>> rails_of) {
+  RailSlices out;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const std::span<const std::uint32_t> rails = rails_of[i];
+    const auto n = static_cast<std::uint32_t>(rails.size());
+    // Starting where the previous op left off keeps the round-robin going from op to op.
+    const std::uint64_t start = out.slices.size();
+    for (Slice s : slice_ops(ops.subspan(i, 1), chunk_bytes, n)) {
+      const auto k = static_cast<std::uint32_t>((s.rail + start) % n);
+      s.op = static_cast<std::uint32_t>(i);
+      s.rail = rails[k];
+      out.slices.push_back(s);
+      out.lanes.push_back(k);
+    }
+  }
+  return out;
+}
+
 }  // namespace conduit

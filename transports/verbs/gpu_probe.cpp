@@ -1,7 +1,9 @@
-// Which way this backend reaches CUDA memory, found by trying, as the libfabric backend does: register a
-// small device buffer on rail 0 through its DMA-BUF first, then by device address (nvidia-peermem). The
-// CUDA calls go through conduit/cuda_device.h, which is a stub in builds without CUDA, so this backend
-// never needs CUDA to build.
+// Which way this backend reaches CUDA memory, found by trying as the libfabric backend does
+// (../src/gpu_probe.h): the probe buffer registered on rail 0 through its DMA-BUF, then by device address
+// (nvidia-peermem). The CUDA calls go through conduit/cuda_device.h, which is a stub in builds without
+// CUDA, so this backend never needs CUDA to build.
+#include "../src/gpu_probe.h"
+
 #include "conduit/cuda_device.h"
 #include "verbs_transport.h"
 
@@ -15,37 +17,22 @@ void VerbsTransport::probe_gpu() {
     caps_.gpu_path_detail = gpu.reason;
     return;
   }
-  caps_.gpu_path = GpuPath::Staged;
-  constexpr std::uint64_t kProbeBytes = 2ULL << 20;
-  auto region = cuda::allocate(0, kProbeBytes);
-  if (!region) {
-    caps_.gpu_path_detail = "probe allocation on CUDA device 0: " + region.error().message;
-    return;
-  }
   const Device& device = *devices_.front();
   const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
-  const auto iova = reinterpret_cast<std::uint64_t>(region->data());
-  std::string why;
-  if (region->dmabuf_fd() >= 0) {
-    auto mr = device.register_dmabuf(region->dmabuf_fd(), region->dmabuf_offset(), kProbeBytes, iova, access);
-    if (mr) {
-      caps_.device_memory = true;
-      caps_.gpu_path = GpuPath::Dmabuf;
-      caps_.gpu_path_detail.clear();
-      return;
-    }
-    why = "dmabuf: " + mr.error().message;
-  } else {
-    why = "dmabuf: CUDA device 0 exported no DMA-BUF";
-  }
-  auto mr = device.register_host(region->data(), kProbeBytes, access);
-  if (mr) {
-    caps_.device_memory = true;
-    caps_.gpu_path = GpuPath::Peermem;
-    caps_.gpu_path_detail = why;
-    return;
-  }
-  caps_.gpu_path_detail = why + "; by device address (nvidia-peermem): " + mr.error().message;
+  auto registered = [](const Result<MrPtr>& mr) -> Status {
+    if (!mr) return mr.error();
+    return {};
+  };
+  probe_gpu_path(
+      caps_,
+      [&](const MemoryRegion& probe) {
+        return registered(device.register_dmabuf(probe.dmabuf_fd(), probe.dmabuf_offset(), probe.size(),
+                                                 reinterpret_cast<std::uint64_t>(probe.data()), access));
+      },
+      [&](const MemoryRegion& probe) {
+        return registered(device.register_host(probe.data(), probe.size(), access));
+      },
+      "nvidia-peermem");
 }
 
 }  // namespace conduit::verbs

@@ -1,9 +1,6 @@
 #include "rail.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/prctl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -37,29 +34,11 @@ std::string hex(std::uint64_t v) {
 
 }  // namespace
 
-Rail::Rail(std::shared_ptr<Device> device, Options options) : device_(std::move(device)), options_(options) {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  thread_ = std::thread([this] { run(); });
-}
-
-Rail::~Rail() {
-  stop_.store(true);
-  if (wake_fd_ >= 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
-  }
-  if (thread_.joinable()) thread_.join();
-  if (wake_fd_ >= 0) close(wake_fd_);
-}
-
-void Rail::enqueue(std::shared_ptr<Batch> batch) {
-  {
-    std::lock_guard lock(inbox_mu_);
-    inbox_.push_back(std::move(batch));
-  }
-  const std::uint64_t one = 1;
-  [[maybe_unused]] auto n = write(wake_fd_, &one, sizeof(one));
-}
+Rail::Rail(std::shared_ptr<Device> device, Options options)
+    : device_(std::move(device)),
+      options_(options),
+      batches_(options.index),
+      thread_(batches_.wake(), [this] { round(); }) {}
 
 std::string Rail::describe(const PostedOp& op) const {
   return std::string(op.kind == OpKind::Write ? "RDMA write" : "RDMA read") + " of " +
@@ -67,39 +46,36 @@ std::string Rail::describe(const PostedOp& op) const {
          ") on " + device_->name() + " toward " + op.connection->peer_name();
 }
 
-void Rail::run() {
-  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  while (!stop_.load(std::memory_order_relaxed)) {
-    {
-      std::lock_guard lock(inbox_mu_);
-      for (auto& b : inbox_) active_.push_back(std::move(b));
-      inbox_.clear();
-    }
-    bool progressed = post_all();
-    progressed |= reap();
-    check_stalls();
-    std::erase_if(active_, [this](const std::shared_ptr<Batch>& b) { return b->parts[options_.index].done; });
-    if (progressed) {
-      last_active_ = Clock::now();
-    } else {
-      idle_wait();
-    }
+void Rail::round() {
+  const bool progressed = batches_.round([this] { return post_all(); }, [this] { return reap(); },
+                                         options_.stall_timeout, [this] { return stall_error(); });
+  if (progressed) {
+    last_active_ = Clock::now();
+  } else {
+    idle_wait();
   }
+}
+
+Error Rail::stall_error() const {
+  return make_error(ErrorCode::TimedOut, "no completion on " + device_->name() + " for " +
+                                             std::to_string(options_.stall_timeout.count()) +
+                                             " ms: the device or the peer stopped answering");
 }
 
 bool Rail::post_all() {
   std::vector<Chain> chains;
   bool progressed = false;
-  for (auto& b : active_) progressed |= post(*b, b->parts[options_.index], chains);
+  for (auto& b : batches_) progressed |= post(*b, chains);
   for (Chain& c : chains) flush(c);
   return progressed;
 }
 
-bool Rail::post(Batch& batch, RailPart& part, std::vector<Chain>& chains) {
-  if (part.done) return false;
+bool Rail::post(Batch& batch, std::vector<Chain>& chains) {
+  const std::uint32_t rail = options_.index;
+  if (batch.done(rail)) return false;
   bool progressed = false;
-  while (!batch.failed.load(std::memory_order_relaxed) && !part.all_posted() && part.window.has_room()) {
-    PostedOp& op = part.ops[part.next];
+  while (PostedOp* next = batch.next_to_post(rail)) {
+    PostedOp& op = *next;
     Connection& connection = *op.connection;
     if (connection.broken()) {
       const auto reason = connection.broken_reason();
@@ -108,7 +84,7 @@ bool Rail::post(Batch& batch, RailPart& part, std::vector<Chain>& chains) {
                                 " broke: " + (reason ? reason->message : std::string("unknown reason"))));
       break;
     }
-    RailLink& link = connection.rail(options_.index);
+    RailLink& link = connection.rail(rail);
     const auto n = static_cast<std::uint32_t>(link.qps.size());
     std::uint32_t chosen = n;
     for (std::uint32_t k = 0; k < n && chosen == n; ++k) {
@@ -123,11 +99,10 @@ bool Rail::post(Batch& batch, RailPart& part, std::vector<Chain>& chains) {
     if (chain == chains.end()) chain = chains.insert(chains.end(), Chain{&connection, chosen, {}});
     chain->ops.push_back(&op);
     track(op.connection);
-    part.window.try_acquire();
-    ++part.next;
+    batch.posted(rail);
     progressed = true;
   }
-  finish_if_done(batch, part);
+  batch.close_if_done(rail);
   return progressed;
 }
 
@@ -242,38 +217,7 @@ bool Rail::reap_link(Connection& connection) {
 }
 
 void Rail::complete(PostedOp& op, const Error* error) {
-  Batch& batch = *op.batch;
-  RailPart& part = batch.parts[options_.index];
-  part.window.release();
-  if (error != nullptr) {
-    batch.fail(*error);
-  } else {
-    batch.bytes_done.fetch_add(op.length, std::memory_order_relaxed);
-    batch.touch();
-  }
-  finish_if_done(batch, part);
-}
-
-void Rail::finish_if_done(Batch& batch, RailPart& part) {
-  if (part.done || !part.idle()) return;
-  if (part.all_posted() || batch.failed.load(std::memory_order_relaxed)) {
-    part.done = true;
-    batch.parts_open.fetch_sub(1);
-  }
-}
-
-void Rail::check_stalls() {
-  for (auto& b : active_) {
-    RailPart& part = b->parts[options_.index];
-    if (part.done || (part.idle() && part.all_posted()) || b->failed.load(std::memory_order_relaxed))
-      continue;
-    if (b->since_progress() > options_.stall_timeout) {
-      b->fail(make_error(ErrorCode::TimedOut, "no completion on " + device_->name() + " for " +
-                                                  std::to_string(options_.stall_timeout.count()) +
-                                                  " ms: the device or the peer stopped answering"));
-      finish_if_done(*b, part);
-    }
-  }
+  op.batch->complete(options_.index, op.length, error);
 }
 
 void Rail::track(const std::shared_ptr<Connection>& connection) {
@@ -307,11 +251,9 @@ void Rail::idle_wait() {
     }
     timeout_ms = 1;  // keeps stall checks and new batches timely
   }
-  std::array<pollfd, 2> fds{pollfd{wake_fd_, POLLIN, 0}, pollfd{device_->channel()->fd, POLLIN, 0}};
-  if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN) != 0) {
-    std::uint64_t drained = 0;
-    [[maybe_unused]] auto n = read(wake_fd_, &drained, sizeof(drained));
-  }
+  std::array<pollfd, 2> fds{pollfd{batches_.wake().fd(), POLLIN, 0},
+                            pollfd{device_->channel()->fd, POLLIN, 0}};
+  if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN) != 0) batches_.wake().drain();
   // Acknowledge every event at once: ibv_destroy_cq waits for the events it delivered to be acknowledged.
   ibv_cq* cq = nullptr;
   void* context = nullptr;

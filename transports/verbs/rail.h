@@ -7,14 +7,13 @@
 // transport's progress threads sleep, and an initiator's thread wakes only for its own completions.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "../src/progress_thread.h"
+#include "../src/rail_batches.h"
 #include "batch.h"
 #include "device.h"
 
@@ -28,12 +27,9 @@ class Rail {
   };
 
   Rail(std::shared_ptr<Device> device, Options options);
-  ~Rail();
-  Rail(const Rail&) = delete;
-  Rail& operator=(const Rail&) = delete;
 
   const std::shared_ptr<Device>& device() const { return device_; }
-  void enqueue(std::shared_ptr<Batch> batch);
+  void enqueue(std::shared_ptr<Batch> batch) { batches_.enqueue(std::move(batch)); }
 
  private:
   struct Chain {  // WRs gathered for one QP in this round, posted with one ibv_post_send
@@ -42,15 +38,14 @@ class Rail {
     std::vector<PostedOp*> ops;
   };
 
-  void run();
+  void round();               // one turn of the progress thread: post, reap, fail stalls, sleep if idle
+  Error stall_error() const;  // why a batch with work on this rail and no completion for so long failed
   bool post_all();
-  bool post(Batch& batch, RailPart& part, std::vector<Chain>& chains);
+  bool post(Batch& batch, std::vector<Chain>& chains);
   void flush(Chain& chain);
   bool reap();
   bool reap_link(Connection& connection);
   void complete(PostedOp& op, const Error* error);
-  void finish_if_done(Batch& batch, RailPart& part);
-  void check_stalls();
   void track(const std::shared_ptr<Connection>& connection);
   bool busy() const;
   void idle_wait();
@@ -58,16 +53,11 @@ class Rail {
 
   std::shared_ptr<Device> device_;
   Options options_;
-  int wake_fd_ = -1;
-  std::atomic<bool> stop_{false};
-
-  std::mutex inbox_mu_;
-  std::vector<std::shared_ptr<Batch>> inbox_;
-  std::vector<std::shared_ptr<Batch>> active_;        // progress thread only
+  RailBatches<Batch> batches_;
   std::vector<std::shared_ptr<Connection>> polling_;  // connections with WRs outstanding on this rail
   std::chrono::steady_clock::time_point last_active_;
 
-  std::thread thread_;  // last: starts after everything above is constructed
+  ProgressThread thread_;  // last: starts after everything above is built, stops before it goes
 };
 
 }  // namespace conduit::verbs

@@ -6,6 +6,8 @@
 #include <limits>
 #include <random>
 
+#include "../src/op_validation.h"
+#include "../src/registration_checks.h"
 #include "conduit/slicer.h"
 #include "conduit/topology.h"
 #include "device_choice.h"
@@ -176,12 +178,9 @@ Result<Registration> VerbsTransport::register_memory(const MemoryRegion& region,
   auto chosen = registration_rails(access == Access::Local ? rails : std::span<const std::uint32_t>{},
                                    static_cast<int>(devices_.size()));
   if (!chosen) return chosen.error();
-  if (length == kWholeRegion) length = offset <= region.size() ? region.size() - offset : 0;
-  if (offset > region.size() || length > region.size() - offset || length == 0) {
-    return make_error(ErrorCode::InvalidArgument, "range [" + std::to_string(offset) + ", +" +
-                                                      std::to_string(length) + ") is outside the " +
-                                                      std::to_string(region.size()) + "-byte region");
-  }
+  auto range = registration_length(region, offset, length);
+  if (!range) return range.error();
+  length = *range;
   int flags = IBV_ACCESS_LOCAL_WRITE;  // the sink of a READ is written by the device
   if (allows(access, Access::RemoteRead)) flags |= IBV_ACCESS_REMOTE_READ;
   if (allows(access, Access::RemoteWrite)) flags |= IBV_ACCESS_REMOTE_WRITE;
@@ -193,13 +192,8 @@ Result<Registration> VerbsTransport::register_memory(const MemoryRegion& region,
   key.provider = kProviderName;
   key.base = iova;  // peers address the range by virtual address, as ibv_reg_mr does
   key.length = length;
+  if (auto ok = check_memory_kind(region, caps_, name_); !ok) return ok.error();
   const bool device_memory = region.kind() == MemoryKind::Cuda;
-  if (device_memory && !caps_.device_memory) {
-    return make_error(ErrorCode::Unsupported,
-                      name_ + " cannot register CUDA memory directly (gpuDirect: " +
-                          std::string(to_string(caps_.gpu_path)) +
-                          (caps_.gpu_path_detail.empty() ? "" : ": " + caps_.gpu_path_detail) + ")");
-  }
   const bool dmabuf = device_memory && caps_.gpu_path == GpuPath::Dmabuf && region.dmabuf_fd() >= 0;
   for (const std::uint32_t r : *chosen) {
     const auto& device = devices_[r];
@@ -284,44 +278,25 @@ Result<PeerId> VerbsTransport::connect(std::span<const std::byte> peer_address) 
 }
 
 Status VerbsTransport::validate(std::span<const Op> ops, const BatchOptions& options) const {
-  auto bad = [](std::size_t i, const std::string& why) {
-    return make_error(ErrorCode::InvalidArgument, "op " + std::to_string(i) + ": " + why);
+  OpRules rules;
+  rules.provider = caps_.provider;
+  rules.transport = name_;
+  rules.max_message = caps_.max_message;
+  rules.max_message_what = "the maximum message";
+  rules.owns = [this](const Registration& local) {
+    auto* handles = dynamic_cast<VerbsRegistration*>(local.handles());
+    return handles != nullptr && !handles->rails.empty() &&
+           handles->indices.size() == handles->rails.size() && handles->indices.back() < devices_.size() &&
+           handles->rails.front().device == devices_[handles->indices.front()];
   };
-  if (options.chunk_bytes == 0) return make_error(ErrorCode::InvalidArgument, "chunk size must be > 0");
-  if (options.chunk_bytes > caps_.max_message) {
-    return make_error(ErrorCode::InvalidArgument, "chunk size " + std::to_string(options.chunk_bytes) +
-                                                      " exceeds the maximum message of " +
-                                                      std::to_string(caps_.max_message));
-  }
-  if (options.window == 0) return make_error(ErrorCode::InvalidArgument, "window must be > 0");
-  for (std::size_t i = 0; i < ops.size(); ++i) {
-    const Op& op = ops[i];
-    if (op.local == nullptr || !op.local->valid()) return bad(i, "local registration is missing or released");
-    auto* handles = dynamic_cast<VerbsRegistration*>(op.local->handles());
-    if (handles == nullptr || handles->rails.empty() || handles->indices.size() != handles->rails.size() ||
-        handles->indices.back() >= devices_.size() ||
-        handles->rails.front().device != devices_[handles->indices.front()]) {
-      return bad(i, "local registration belongs to another transport");
-    }
-    if (op.remote.provider != caps_.provider) {
-      return bad(i, "remote key is for provider \"" + op.remote.provider + "\", this transport is " + name_);
-    }
-    if (op.remote.rails.empty()) return bad(i, "remote key has no rails");
-    for (const RailKey& rk : op.remote.rails) {
+  rules.key_problem = [](const RemoteKey& remote) -> std::optional<std::string> {
+    for (const RailKey& rk : remote.rails) {
       if (rk.key > std::numeric_limits<std::uint32_t>::max())
-        return bad(i, "remote key exceeds 32 bits (not an rkey)");
+        return "remote key exceeds 32 bits (not an rkey)";
     }
-    if (op.local_offset > op.local->length() || op.length > op.local->length() - op.local_offset) {
-      return bad(i, "local range [" + std::to_string(op.local_offset) + ", +" + std::to_string(op.length) +
-                        ") is outside the " + std::to_string(op.local->length()) +
-                        "-byte local registration");
-    }
-    if (op.remote_offset > op.remote.length || op.length > op.remote.length - op.remote_offset) {
-      return bad(i, "remote range [" + std::to_string(op.remote_offset) + ", +" + std::to_string(op.length) +
-                        ") is outside the " + std::to_string(op.remote.length) + "-byte remote region");
-    }
-  }
-  return {};
+    return std::nullopt;
+  };
+  return validate_ops(ops, options, rules);
 }
 
 Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptions& options) {
@@ -349,30 +324,16 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
     }
   }
 
-  auto batch = std::make_shared<Batch>();
-  batch->parts.resize(nrails);
-  for (RailPart& part : batch->parts) part.window = Window(options.window);
-  // An op goes out only on the rails its local registration was made on (the ones nearest its memory),
-  // continuing the round-robin from op to op as slice_ops does within one.
-  std::vector<Slice> slices;        // Slice::rail: the transport's rail
-  std::vector<std::uint32_t> lane;  // per slice: which of its registration's rails
+  // An op goes out only on the rails its local registration was made on (the ones nearest its memory).
+  std::vector<std::span<const std::uint32_t>> local_rails(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const auto& local_rails = static_cast<VerbsRegistration*>(ops[i].local->handles())->indices;
-    const auto n = static_cast<std::uint32_t>(local_rails.size());
-    const std::uint64_t start = slices.size();
-    for (Slice s : slice_ops(ops.subspan(i, 1), options.chunk_bytes, n)) {
-      const auto k = static_cast<std::uint32_t>((s.rail + start) % n);
-      s.op = static_cast<std::uint32_t>(i);
-      s.rail = local_rails[k];
-      slices.push_back(s);
-      lane.push_back(k);
-    }
+    local_rails[i] = static_cast<VerbsRegistration*>(ops[i].local->handles())->indices;
   }
-  std::vector<std::size_t> per_rail(nrails, 0);
-  for (const Slice& s : slices) ++per_rail[s.rail];
-  for (std::uint32_t r = 0; r < nrails; ++r) batch->parts[r].ops.reserve(per_rail[r]);
-  for (std::size_t j = 0; j < slices.size(); ++j) {
-    const Slice& s = slices[j];
+  const RailSlices sliced = slice_on_rails(ops, options.chunk_bytes, local_rails);
+  auto batch = std::make_shared<Batch>(nrails, options.window);
+  batch->reserve(sliced.slices);
+  for (std::size_t j = 0; j < sliced.slices.size(); ++j) {
+    const Slice& s = sliced.slices[j];
     const Op& op = ops[s.op];
     auto* handles = static_cast<VerbsRegistration*>(op.local->handles());
     const std::shared_ptr<Connection>& connection = connections[s.op];
@@ -381,51 +342,15 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
     p.connection = connection;
     p.kind = op.kind;
     p.local_address = reinterpret_cast<std::uint64_t>(op.local->address() + s.local_offset);
-    p.lkey = handles->rails[lane[j]].mr->lkey;
+    p.lkey = handles->rails[sliced.lanes[j]].mr->lkey;
     p.remote_address = op.remote.base + s.remote_offset;
     p.rkey = static_cast<std::uint32_t>(op.remote.rails[connection->rail(s.rail).peer_rail].key);
     p.length = static_cast<std::uint32_t>(s.length);
-    batch->bytes_total += s.length;
     batch->parts[s.rail].ops.push_back(std::move(p));
   }
-  int open_parts = 0;
-  for (const RailPart& part : batch->parts) open_parts += part.ops.empty() ? 0 : 1;
-  batch->parts_open.store(open_parts);
-  batch->touch();
-
-  BatchId id;
-  {
-    std::lock_guard lock(batches_mu_);
-    id = next_batch_++;
-    batch->id = id;
-    batches_.emplace(id, batch);
-  }
-  for (std::uint32_t r = 0; r < nrails; ++r) {
-    if (!batch->parts[r].ops.empty()) rails_[r]->enqueue(batch);
-  }
-  return id;
+  return batches_.start(batch, rails_);
 }
 
-BatchStatus VerbsTransport::poll(BatchId id) {
-  std::shared_ptr<Batch> batch;
-  {
-    std::lock_guard lock(batches_mu_);
-    auto it = batches_.find(id);
-    if (it == batches_.end()) {
-      return BatchStatus{0, 0, true, make_error(ErrorCode::NotFound, "unknown batch " + std::to_string(id))};
-    }
-    batch = it->second;
-  }
-  BatchStatus status;
-  status.bytes_total = batch->bytes_total;
-  status.finished = batch->finished();
-  status.bytes_done = batch->bytes_done.load();
-  status.error = batch->error();
-  if (status.finished) {
-    std::lock_guard lock(batches_mu_);
-    batches_.erase(id);
-  }
-  return status;
-}
+BatchStatus VerbsTransport::poll(BatchId id) { return batches_.poll(id); }
 
 }  // namespace conduit::verbs

@@ -11,9 +11,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "../src/batch_table.h"
 #include "batch.h"
 #include "conduit/transport.h"
 #include "conduit/verbs.h"
@@ -79,9 +79,7 @@ class VerbsTransport final : public Transport {
   std::map<std::uint64_t, std::shared_ptr<Connection>> inbound_;   // by peer instance, the latest accepted
   std::vector<std::uint64_t> peer_ids_;                            // PeerId - 1 -> peer instance
 
-  std::mutex batches_mu_;
-  BatchId next_batch_ = 1;
-  std::unordered_map<BatchId, std::shared_ptr<Batch>> batches_;
+  BatchTable batches_;
 
   std::vector<std::unique_ptr<Rail>> rails_;
   std::unique_ptr<Listener> listener_;  // last: stopped first, before anything it hands requests to

@@ -1,0 +1,25 @@
+#include "batch_progress.h"
+
+namespace conduit {
+
+void BatchProgress::fail(Error error) {
+  std::lock_guard lock(mu_);
+  if (!error_) error_ = std::move(error);
+  failed_.store(true, std::memory_order_release);
+}
+
+std::optional<Error> BatchProgress::error() const {
+  std::lock_guard lock(mu_);
+  return error_;
+}
+
+BatchStatus BatchProgress::status() const {
+  BatchStatus status;
+  status.bytes_total = bytes_total;
+  status.finished = finished();
+  status.bytes_done = bytes_done.load();
+  status.error = error();
+  return status;
+}
+
+}  // namespace conduit

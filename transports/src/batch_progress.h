@@ -1,0 +1,51 @@
+// What every rail's progress thread and poll() share about one submitted batch, in any backend: bytes
+// done, how many rails still have work in it, when a slice last completed, and the first error. Written
+// once because the accounting rules are the backends' common contract: bytes count only on success, the
+// first error wins (the slices a dead peer fails after it add nothing), and a batch has finished once it
+// failed or every rail's part of it has closed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+#include "conduit/result.h"
+#include "conduit/transport.h"
+
+namespace conduit {
+
+class BatchProgress {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  BatchId id = 0;
+  std::uint64_t bytes_total = 0;  // set by submit() before any rail sees the batch
+  std::atomic<std::uint64_t> bytes_done{0};
+  std::atomic<int> parts_open{0};  // rails whose part is not yet closed
+
+  // A slice completed: restarts the stall clock.
+  void touch() { last_progress_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed); }
+  Clock::duration since_progress() const {
+    return Clock::now().time_since_epoch() - Clock::duration(last_progress_.load(std::memory_order_relaxed));
+  }
+
+  // First error wins; later ones add nothing.
+  void fail(Error error);
+  std::optional<Error> error() const;
+  // Cheap check for the progress threads: stop posting once anything failed.
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  bool finished() const { return failed_.load(std::memory_order_acquire) || parts_open.load() == 0; }
+
+  // What poll() reports now.
+  BatchStatus status() const;
+
+ private:
+  std::atomic<Clock::rep> last_progress_{0};
+  std::atomic<bool> failed_{false};
+  mutable std::mutex mu_;
+  std::optional<Error> error_;
+};
+
+}  // namespace conduit

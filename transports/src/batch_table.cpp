@@ -1,0 +1,33 @@
+#include "batch_table.h"
+
+#include <string>
+
+namespace conduit {
+
+BatchId BatchTable::add(std::shared_ptr<BatchProgress> batch) {
+  std::lock_guard lock(mu_);
+  const BatchId id = next_++;
+  batch->id = id;
+  batches_.emplace(id, std::move(batch));
+  return id;
+}
+
+BatchStatus BatchTable::poll(BatchId id) {
+  std::shared_ptr<BatchProgress> batch;
+  {
+    std::lock_guard lock(mu_);
+    auto it = batches_.find(id);
+    if (it == batches_.end()) {
+      return BatchStatus{0, 0, true, make_error(ErrorCode::NotFound, "unknown batch " + std::to_string(id))};
+    }
+    batch = it->second;
+  }
+  BatchStatus status = batch->status();
+  if (status.finished) {
+    std::lock_guard lock(mu_);
+    batches_.erase(id);
+  }
+  return status;
+}
+
+}  // namespace conduit
