@@ -110,18 +110,6 @@ std::string describe(const std::optional<Error>& e) {
 // ---------------------------------------------------------------------------------------------------------
 // The agent's side, through its REST API only.
 
-// A region loaded from a seeded file, so every byte of it is known.
-std::vector<std::byte> seeded_region(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
-                                     std::uint64_t seed) {
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, seed);
-  std::ofstream(agent.data_dir() / (name + ".bin"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  auto r = agent.post("/v1/regions", {{"name", name}, {"file", name + ".bin"}, {"mode", "load"}});
-  EXPECT_EQ(r.status, 201) << r.body.dump();
-  return data;
-}
-
 std::uint32_t region_crc(AgentProcess& agent, const std::string& name, std::uint64_t offset,
                          std::uint64_t length) {
   auto r = agent.get("/v1/regions/" + name + "/checksum?offset=" + std::to_string(offset) +
@@ -162,7 +150,7 @@ class Grants : public ::testing::Test {
   void SetUp() override {
     ASSERT_TRUE(agent.started());
     ASSERT_TRUE(writer.ready());
-    original = seeded_region(agent, "dst", MiB, 11);
+    original = load_seeded(agent, "dst", MiB, 11);
     writer.fill(12);
   }
   // The target region's bytes in [offset, +length) are still the seeded ones.

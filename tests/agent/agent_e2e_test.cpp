@@ -28,18 +28,6 @@ AgentOptions agent_options(const std::string& provider) {
   return o;
 }
 
-// Writes `bytes` of the seeded pattern to `name` in the agent's data directory and loads it as a region.
-std::vector<std::byte> load_seeded(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
-                                   std::uint64_t seed) {
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, seed);
-  std::ofstream(agent.data_dir() / (name + ".bin"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  auto r = agent.post("/v1/regions", {{"name", name}, {"file", name + ".bin"}, {"mode", "load"}});
-  EXPECT_EQ(r.status, 201) << r.body.dump();
-  return data;
-}
-
 json grant(AgentProcess& target, const std::string& region, std::uint64_t length, int ttl = 600) {
   auto r = target.post("/v1/regions/" + region + "/grants",
                        {{"offset", 0}, {"length", length}, {"access", "write"}, {"ttlSeconds", ttl}});

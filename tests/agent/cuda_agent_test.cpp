@@ -43,17 +43,6 @@ std::string expected_cuda_error() {
                    : "this agent was built without CUDA: cuda:0 regions are not available";
 }
 
-std::vector<std::byte> load_seeded(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
-                                   std::uint64_t seed) {
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, seed);
-  std::ofstream(agent.data_dir() / (name + ".bin"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  auto r = agent.post("/v1/regions", {{"name", name}, {"file", name + ".bin"}, {"mode", "load"}});
-  EXPECT_EQ(r.status, 201) << r.body.dump();
-  return data;
-}
-
 double metric(AgentProcess& agent, const std::string& name) {
   httplib::Client client(agent.url());
   auto r = client.Get("/metrics");

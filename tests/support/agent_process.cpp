@@ -8,6 +8,8 @@
 #include <random>
 #include <thread>
 
+#include "conduit/pattern.h"
+
 namespace conduit::testing {
 
 AgentProcess::AgentProcess(const AgentOptions& options) : token_(options.token) {
@@ -95,6 +97,17 @@ nlohmann::json AgentProcess::wait_transfer(const std::string& id, std::chrono::s
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   return last;
+}
+
+std::vector<std::byte> load_seeded(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
+                                   std::uint64_t seed) {
+  std::vector<std::byte> data(bytes);
+  fill_pattern(data, seed);
+  std::ofstream(agent.data_dir() / (name + ".bin"), std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  auto r = agent.post("/v1/regions", {{"name", name}, {"file", name + ".bin"}, {"mode", "load"}});
+  EXPECT_EQ(r.status, 201) << r.body.dump();
+  return data;
 }
 
 }  // namespace conduit::testing

@@ -4,6 +4,8 @@
 
 #include <httplib.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -63,5 +65,11 @@ class AgentProcess {
   std::unique_ptr<PeerProcess> process_;
   std::unique_ptr<httplib::Client> client_;
 };
+
+// Writes `bytes` of the seeded pattern (conduit/pattern.h) to NAME.bin in the agent's data directory, loads
+// it as region NAME (expecting 201 Created) and returns the bytes, so the test knows every byte of the
+// region.
+std::vector<std::byte> load_seeded(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
+                                   std::uint64_t seed);
 
 }  // namespace conduit::testing
