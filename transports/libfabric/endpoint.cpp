@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <random>
 #include <string>
+#include <string_view>
+
+#include "shm_names.h"
 
 namespace conduit::fabric {
 
@@ -76,6 +79,16 @@ Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPo
   if (int rc = fi_ep_bind(ep, &av->fid, 0); rc != 0) return fi_error("fi_ep_bind(av)", rc);
   if (int rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV); rc != 0)
     return fi_error("fi_ep_bind(cq)", rc);
+  // shm's default endpoint name is the pid: a killed process's leftover file makes the next holder of that
+  // pid fail here with EBUSY (shm_names.h).
+  const bool shm = info.fabric_attr != nullptr && info.fabric_attr->prov_name != nullptr &&
+                   std::string_view(info.fabric_attr->prov_name) == "shm";
+  if (shm) {
+    remove_stale_shm_endpoints();
+    const std::string name = shm_endpoint_name();
+    if (int rc = fi_setname(&ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); rc != 0)
+      return fi_error("fi_setname", rc);
+  }
   if (int rc = fi_enable(ep); rc != 0) return fi_error("fi_enable", rc);
 
   std::size_t len = 0;
