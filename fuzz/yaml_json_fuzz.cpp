@@ -1,7 +1,8 @@
-// YAML as people and tools write it, turned into the JSON the controller works with: the Kubernetes-mode
-// reader (controller/kube/yaml_json: kubeconfig, CRDs, examples, multi-document) and the local store's
-// (controller/store/yaml_json: one object per file). Neither may throw past its Result or crash, and the
-// local store's writer must read back what it wrote: to_yaml(parse_yaml(x)) parses to the same JSON.
+// YAML as people and tools write it, turned into the JSON the controller works with by the one reader
+// (controller/store/yaml_json_reader): every document of a stream as Kubernetes mode reads kubeconfigs, CRDs
+// and examples, and the first one as the local store reads a job file. Neither entry may throw past its
+// Result or crash, and the local store's writer (controller/store/yaml_json) must read back what it wrote:
+// to_yaml(parse_yaml(x)) parses to the same JSON.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -9,8 +10,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "controller/kube/yaml_json.h"
 #include "controller/store/yaml_json.h"
+#include "controller/store/yaml_json_reader.h"
 
 namespace {
 
@@ -29,7 +30,7 @@ bool has_nan(const nlohmann::json& j) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  (void)conduit::controller::kube::parse_yaml_documents(text);
+  (void)conduit::controller::parse_yaml_documents(text);
 
   auto parsed = conduit::controller::parse_yaml(text);
   if (!parsed || has_nan(*parsed)) return 0;

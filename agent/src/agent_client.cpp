@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "conduit/http_error.h"
 
@@ -10,7 +11,8 @@ namespace conduit::agent {
 
 namespace {
 
-// A checksum of a few GiB takes the target well under a second; ten seconds means it is not coming.
+// A checksum of a few GiB takes the target well under a second, a staging copy of one piece (tens of MiB)
+// between pinned memory and a GPU milliseconds; ten seconds means it is not coming.
 constexpr time_t kTimeoutSeconds = 10;
 
 Error http_error(const std::string& url, const httplib::Response& response) {
@@ -52,57 +54,54 @@ Result<std::vector<std::uint32_t>> parse_checksums(const std::string& url, const
   return out;
 }
 
-}  // namespace
-
-Status AgentClient::staging(const std::string& url, const std::string& region, std::uint64_t offset,
-                            std::uint64_t length, bool to_device) const {
+// One request to the agent at `url` (scheme://host[:port]; a configured "http://node:7070/" is the same
+// agent, httplib wants no path): its 200 answer, PeerUnreachable when it does not answer, its own error
+// otherwise. `send` makes the call on the client with the headers (the bearer token, when there is one).
+template <typename Send>
+Result<httplib::Response> request(const std::string& url, const std::function<std::string()>& token,
+                                  Send send) {
   std::string base = url;
   while (base.ends_with('/')) base.pop_back();
   httplib::Client client(base);
   if (!client.is_valid()) {
     return make_error(ErrorCode::InvalidArgument, "agent URL \"" + url + "\" is not http(s)://host[:port]");
   }
-  // A copy of one piece (tens of MiB) between pinned memory and a GPU takes milliseconds.
   client.set_connection_timeout(kTimeoutSeconds, 0);
   client.set_read_timeout(kTimeoutSeconds, 0);
   client.set_write_timeout(kTimeoutSeconds, 0);
   httplib::Headers headers;
-  if (const std::string token = token_(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
-  const nlohmann::json body{
-      {"offset", offset}, {"length", length}, {"direction", to_device ? "toDevice" : "toHost"}};
-  auto response = client.Post("/v1/regions/" + region + "/staging", headers, body.dump(), "application/json");
+  if (const std::string t = token(); !t.empty()) headers.emplace("Authorization", "Bearer " + t);
+  auto response = send(client, headers);
   if (!response) {
     return make_error(ErrorCode::PeerUnreachable,
                       "agent at " + url + " did not answer: " + describe_http_error(response.error()));
   }
   if (response->status != 200) return http_error(url, *response);
+  return std::move(*response);
+}
+
+}  // namespace
+
+Status AgentClient::staging(const std::string& url, const std::string& region, std::uint64_t offset,
+                            std::uint64_t length, bool to_device) const {
+  const nlohmann::json body{
+      {"offset", offset}, {"length", length}, {"direction", to_device ? "toDevice" : "toHost"}};
+  auto response = request(url, token_, [&](httplib::Client& client, const httplib::Headers& headers) {
+    return client.Post("/v1/regions/" + region + "/staging", headers, body.dump(), "application/json");
+  });
+  if (!response) return response.error();
   return {};
 }
 
 Result<std::vector<std::uint32_t>> AgentClient::checksum(const std::string& url, const std::string& region,
                                                          std::uint64_t offset, std::uint64_t length,
                                                          std::uint64_t slice) const {
-  // httplib wants scheme://host:port only; a configured "http://node:7070/" is the same agent.
-  std::string base = url;
-  while (base.ends_with('/')) base.pop_back();
-  httplib::Client client(base);
-  if (!client.is_valid()) {
-    return make_error(ErrorCode::InvalidArgument, "agent URL \"" + url + "\" is not http(s)://host[:port]");
-  }
-  client.set_connection_timeout(kTimeoutSeconds, 0);
-  client.set_read_timeout(kTimeoutSeconds, 0);
-  client.set_write_timeout(kTimeoutSeconds, 0);
-  httplib::Headers headers;
-  if (const std::string token = token_(); !token.empty()) headers.emplace("Authorization", "Bearer " + token);
-
   const std::string path = "/v1/regions/" + region + "/checksum?offset=" + std::to_string(offset) +
                            "&length=" + std::to_string(length) + "&slice=" + std::to_string(slice);
-  auto response = client.Get(path, headers);
-  if (!response) {
-    return make_error(ErrorCode::PeerUnreachable,
-                      "agent at " + url + " did not answer: " + describe_http_error(response.error()));
-  }
-  if (response->status != 200) return http_error(url, *response);
+  auto response = request(url, token_, [&](httplib::Client& client, const httplib::Headers& headers) {
+    return client.Get(path, headers);
+  });
+  if (!response) return response.error();
   return parse_checksums(url, response->body);
 }
 

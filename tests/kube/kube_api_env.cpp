@@ -9,7 +9,7 @@
 #include <random>
 #include <thread>
 
-#include "controller/kube/yaml_json.h"
+#include "controller/store/yaml_json_reader.h"
 
 namespace conduit::controller::kube::testing {
 namespace {

@@ -1,9 +1,8 @@
 // YAML as JSON: plain scalars typed as kubectl types them, quoted ones left strings; merge-patch diffs.
-#include "controller/kube/yaml_json.h"
-
 #include <gtest/gtest.h>
 
 #include "controller/kube/merge_patch.h"
+#include "controller/store/yaml_json_reader.h"
 
 namespace conduit::controller::kube {
 namespace {

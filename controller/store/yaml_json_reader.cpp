@@ -1,60 +1,61 @@
-#include "yaml_json.h"
+#include "yaml_json_reader.h"
 
 #include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cctype>
-#include <cerrno>
 #include <charconv>
-#include <cmath>
-#include <cstdlib>
+#include <cstdint>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <sstream>
+#include <string_view>
 
-namespace conduit::controller::kube {
+namespace conduit::controller {
 namespace {
 
 using nlohmann::json;
 
-bool one_of(const std::string& s, std::initializer_list<const char*> words) {
-  for (const char* w : words) {
+bool one_of(std::string_view s, std::initializer_list<std::string_view> words) {
+  for (const std::string_view w : words) {
     if (s == w) return true;
   }
   return false;
 }
 
-// Integers as the core schema writes them: [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+.
-bool parse_int(const std::string& s, json& out) {
-  std::string_view v = s;
+// Integers as the core schema writes them: [-+]?[0-9]+, 0o[0-7]+, 0x[0-9a-fA-F]+ (no sign on the last two).
+bool parse_int(std::string_view v, json& out) {
   bool negative = false;
+  bool signed_text = false;
   if (!v.empty() && (v[0] == '-' || v[0] == '+')) {
     negative = v[0] == '-';
+    signed_text = true;
     v.remove_prefix(1);
   }
   int base = 10;
   if (v.size() > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'o')) {
-    if (s[0] == '-' || s[0] == '+') return false;  // the core schema has no signed hex or octal
+    if (signed_text) return false;
     base = v[1] == 'x' ? 16 : 8;
     v.remove_prefix(2);
   }
   if (v.empty()) return false;
   std::uint64_t magnitude = 0;
-  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), magnitude, base);
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), magnitude, base);
   if (ec != std::errc() || end != v.data() + v.size()) return false;
-  if (negative) {
-    if (magnitude > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) + 1) return false;
-    out = static_cast<std::int64_t>(0 - magnitude);
-  } else if (magnitude <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-    out = static_cast<std::int64_t>(magnitude);
-  } else {
+  if (!negative) {
     out = magnitude;
+  } else if (magnitude <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) + 1) {
+    out = static_cast<std::int64_t>(0 - magnitude);
+  } else {
+    return false;
   }
   return true;
 }
 
 // Floats: [-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?, plus .inf and .nan. Checked by hand so that
-// strtod's extras (hex floats, "infinity", leading spaces) stay strings.
-bool parse_float(const std::string& s, json& out) {
+// the extras of a library parser (hex floats, "infinity") stay strings; out of range stays a string too.
+bool parse_float(std::string_view s, json& out) {
   if (one_of(s, {".inf", ".Inf", ".INF", "+.inf", "+.Inf", "+.INF"})) {
     out = std::numeric_limits<double>::infinity();
     return true;
@@ -67,35 +68,28 @@ bool parse_float(const std::string& s, json& out) {
     out = std::numeric_limits<double>::quiet_NaN();
     return true;
   }
+  auto digit = [&s](std::size_t i) { return i < s.size() && std::isdigit(static_cast<unsigned char>(s[i])); };
   std::size_t i = 0;
   if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
   std::size_t digits = 0;
-  while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+  for (; digit(i); ++i) ++digits;
   if (i < s.size() && s[i] == '.') {
-    ++i;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
+    for (++i; digit(i); ++i) ++digits;
   }
   if (digits == 0) return false;
   if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
     ++i;
     if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
-    std::size_t exp_digits = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++exp_digits;
-    if (exp_digits == 0) return false;
+    if (!digit(i)) return false;
+    while (digit(i)) ++i;
   }
   if (i != s.size()) return false;
-  errno = 0;
-  out = std::strtod(s.c_str(), nullptr);
-  return errno == 0;
-}
-
-json plain_scalar(const std::string& s) {
-  if (s.empty() || one_of(s, {"~", "null", "Null", "NULL"})) return nullptr;
-  if (one_of(s, {"true", "True", "TRUE"})) return true;
-  if (one_of(s, {"false", "False", "FALSE"})) return false;
-  json number;
-  if (parse_int(s, number) || parse_float(s, number)) return number;
-  return s;
+  if (s[0] == '+') s.remove_prefix(1);  // from_chars takes no '+'
+  double d = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), d);
+  if (ec != std::errc() || end != s.data() + s.size()) return false;
+  out = d;
+  return true;
 }
 
 // Bounds on what aliases can make of a short text: `&a [*a]` contains itself (endless recursion), and ten
@@ -109,12 +103,16 @@ constexpr std::size_t kMaxValues = 1u << 16;
   throw YAML::Exception(node.Mark(), why);
 }
 
-// JSON text is UTF-8; a string that is not could not be sent or written back (nlohmann's dump throws).
+// JSON text is UTF-8; a string that is not could not be sent, dumped (nlohmann throws) nor written back.
 const std::string& utf8(const YAML::Node& node, const std::string& text) {
   try {
     (void)json(text).dump();
   } catch (const json::type_error&) {
     refuse(node, "a string that is not valid UTF-8");
+  }
+  // U+FFFE and U+FFFF are not YAML characters at all; yaml-cpp reads them (from UTF-16) but writes U+FFFD.
+  if (text.find("\xEF\xBF\xBE") != std::string::npos || text.find("\xEF\xBF\xBF") != std::string::npos) {
+    refuse(node, "a string holding U+FFFE or U+FFFF");
   }
   return text;
 }
@@ -146,10 +144,16 @@ json convert(const YAML::Node& node, int depth, std::size_t& values) {
   return nullptr;
 }
 
+// The bounds count per document.
+json to_json(const YAML::Node& document) {
+  std::size_t values = 0;
+  return convert(document, 0, values);
+}
+
 // yaml-cpp 0.7's LoadAll never returns on a stream where a document starts without the parser consuming a
 // token (a stray ',' at the top level, found by fuzz/yaml_json_fuzz.cpp): it appends empty documents for
 // ever. This pass runs the parser on its own events first and stops where a document starts at the same
-// position as the one before.
+// position as the one before. (Load reads one document, so only LoadAll needs it.)
 class ProgressCheck final : public YAML::EventHandler {
  public:
   void OnDocumentStart(const YAML::Mark& mark) override {
@@ -175,9 +179,21 @@ class ProgressCheck final : public YAML::EventHandler {
 
 }  // namespace
 
-json yaml_to_json(const YAML::Node& node) {
-  std::size_t values = 0;
-  return convert(node, 0, values);
+json plain_scalar(const std::string& text) {
+  if (text.empty() || one_of(text, {"~", "null", "Null", "NULL"})) return nullptr;
+  if (one_of(text, {"true", "True", "TRUE"})) return true;
+  if (one_of(text, {"false", "False", "FALSE"})) return false;
+  json number;
+  if (parse_int(text, number) || parse_float(text, number)) return number;
+  return text;
+}
+
+Result<json> parse_yaml(const std::string& text) {
+  try {
+    return to_json(YAML::Load(text));
+  } catch (const YAML::Exception& e) {
+    return make_error(ErrorCode::InvalidArgument, e.what());
+  }
 }
 
 Result<std::vector<json>> parse_yaml_documents(const std::string& text) {
@@ -189,7 +205,7 @@ Result<std::vector<json>> parse_yaml_documents(const std::string& text) {
     }
     std::vector<json> out;
     for (const auto& doc : YAML::LoadAll(text)) {
-      json j = yaml_to_json(doc);
+      json j = to_json(doc);
       if (!j.is_null()) out.push_back(std::move(j));
     }
     return out;
@@ -208,4 +224,4 @@ Result<std::vector<json>> load_yaml_file(const std::string& path) {
   return docs;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::controller
