@@ -2,13 +2,12 @@
 
 #include <rdma/fi_cm.h>
 #include <rdma/fi_errno.h>
-#include <sys/random.h>
 
 #include <cerrno>
-#include <random>
 #include <string>
 #include <string_view>
 
+#include "secure_random.h"
 #include "shm_names.h"
 
 namespace conduit::fabric {
@@ -24,12 +23,7 @@ Error fi_error(const char* call, int rc) {
 // was never given, so it must not be guessable (a counter made the first grant's key 1).
 std::uint64_t random_key(std::uint64_t mask) {
   for (;;) {
-    std::uint64_t key = 0;
-    if (::getrandom(&key, sizeof key, 0) != static_cast<ssize_t>(sizeof key)) {
-      std::random_device rd;  // no getrandom(2): the C++ library's own entropy source
-      key = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-    }
-    key &= mask;
+    const std::uint64_t key = secure_random64() & mask;
     if (key != 0) return key;
   }
 }

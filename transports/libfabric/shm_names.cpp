@@ -1,15 +1,17 @@
 #include "shm_names.h"
 
 #include <signal.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <charconv>
 #include <cstdint>
-#include <random>
+#include <span>
 #include <system_error>
+
+#include "conduit/remote_key.h"
+#include "secure_random.h"
 
 namespace conduit::fabric {
 namespace {
@@ -24,23 +26,11 @@ std::string pid_namespace() {
 
 std::string prefix() { return "conduit_" + pid_namespace() + "_"; }
 
-std::uint64_t random64() {
-  std::uint64_t x = 0;
-  if (::getrandom(&x, sizeof x, 0) != static_cast<ssize_t>(sizeof x)) {
-    std::random_device rd;
-    x = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  }
-  return x;
-}
-
 }  // namespace
 
 std::string shm_endpoint_name() {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string random(16, '0');
-  const std::uint64_t x = random64();
-  for (std::size_t i = 0; i < random.size(); ++i) random[i] = kHex[(x >> (4 * i)) & 0xf];
-  return prefix() + std::to_string(::getpid()) + "_" + random;
+  const std::uint64_t random = secure_random64();
+  return prefix() + std::to_string(::getpid()) + "_" + to_hex(std::as_bytes(std::span(&random, 1)));
 }
 
 int remove_stale_shm_endpoints(const std::filesystem::path& dir) {
