@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "conduit/common/size.h"
 #include "conduit/cuda_device.h"
-#include "conduit/size.h"
 
 int main(int argc, char** argv) {
   std::uint64_t bandwidth_bytes = 0;

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "conduit/common/size.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
-#include "conduit/size.h"
 #include "cpu_time.h"
 #include "options.h"
 

@@ -10,7 +10,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
-#include "conduit/size.h"
+#include "conduit/common/size.h"
 #include "options.h"
 
 namespace po = boost::program_options;

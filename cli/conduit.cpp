@@ -4,7 +4,6 @@
 //   conduit regions save NAME --file PATH
 //   conduit transfer --from [URL/]REGION --to [URL/]REGION [--length SIZE --verify crc32c ...]
 // Exit status: 0 done, 1 the agent or the transfer failed, 2 bad usage.
-#include <httplib.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,16 +13,17 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "conduit/http_error.h"
-#include "conduit/size.h"
+#include "conduit/api/agent_client.h"
+#include "conduit/common/size.h"
+#include "conduit/common/token_file.h"
 
 namespace {
 
@@ -49,12 +49,6 @@ struct Exit {
 };
 
 [[noreturn]] void usage(const std::string& why) { throw Exit{2, why + " (see conduit --help)"}; }
-
-std::string trim(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  return text.substr(first, text.find_last_not_of(" \t\r\n") - first + 1);
-}
 
 std::uint64_t parse_size(const std::string& flag, const std::string& text) {
   auto n = conduit::parse_size(text);
@@ -82,58 +76,39 @@ std::string gb_per_s(double bytes_per_second) {
 
 struct Globals {
   std::string agent;
-  std::string token;
+  conduit::api::TokenSource token;
   std::string ca_cert;  // trusted CA for https agents (else the system's)
   bool json = false;
 };
 
-// One agent's REST API. Failures leave through Exit with the agent's own error code and message.
-class Agent {
- public:
-  Agent(std::string url, const Globals& g) : url_(std::move(url)), client_(url_) {
-    if (!client_.is_valid()) usage("bad agent URL \"" + url_ + "\" (want http://HOST:PORT)");
-    if (!g.token.empty()) client_.set_bearer_token_auth(g.token);
-    if (!g.ca_cert.empty()) client_.set_ca_cert_path(g.ca_cert);
-    client_.set_tcp_nodelay(true);  // a POST body must not wait out a delayed ACK of its headers
-    client_.set_connection_timeout(std::chrono::seconds(5));
-    // Creating, loading and saving a region of many GiB takes a while.
-    client_.set_read_timeout(std::chrono::minutes(10));
-  }
+// The value of an agent call; a failure leaves through Exit with the agent's own error code and message.
+template <typename T>
+T check(conduit::Result<T> result) {
+  if (!result) throw Exit{1, result.error().message};
+  return std::move(*result);
+}
 
-  const std::string& url() const { return url_; }
-  void set_read_timeout(std::chrono::seconds timeout) { client_.set_read_timeout(timeout); }
+void check(const conduit::Status& status) {
+  if (!status) throw Exit{1, status.error().message};
+}
 
-  json get(const std::string& path) { return check(client_.Get(path), "GET " + path); }
-  json post(const std::string& path, const json& body) {
-    return check(client_.Post(path, body.dump(), "application/json"), "POST " + path);
-  }
-  json del(const std::string& path) { return check(client_.Delete(path), "DELETE " + path); }
+// One agent's REST API. `read_timeout`: creating, loading and saving a region of many GiB takes a while.
+conduit::api::AgentClient agent_at(const std::string& url, const Globals& g,
+                                   std::chrono::milliseconds read_timeout = std::chrono::minutes(10)) {
+  if (!conduit::api::AgentClient::valid_url(url))
+    usage("bad agent URL \"" + url + "\" (want http://HOST:PORT)");
+  return conduit::api::AgentClient(url, {.token = g.token,
+                                         .connect_timeout = std::chrono::seconds(5),
+                                         .read_timeout = read_timeout,
+                                         .write_timeout = std::chrono::seconds(5),
+                                         .slow_timeout = read_timeout,
+                                         .ca_cert = g.ca_cert});
+}
 
- private:
-  json check(const httplib::Result& result, const std::string& what) {
-    if (!result)
-      throw Exit{1, "cannot reach agent " + url_ + " (" + what +
-                        "): " + conduit::describe_http_error(result.error())};
-    json body = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
-    if (result->status < 400) return body.is_discarded() ? json::object() : body;
-    if (body.is_object() && body.contains("error") && body["error"].is_object()) {
-      const json& error = body["error"];
-      throw Exit{1, error.value("code", "Error") + ": " + error.value("message", "")};
-    }
-    throw Exit{1, url_ + " answered HTTP " + std::to_string(result->status) + " to " + what};
-  }
-
-  std::string url_;
-  httplib::Client client_;
-};
-
-std::string read_token_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string token = trim(text.str());
-  if (!in || token.empty()) throw Exit{2, "token file " + path + " is unreadable or empty"};
-  return token;
+conduit::api::TokenSource read_token_file(const std::string& path) {
+  auto file = conduit::TokenFile::open(path);
+  if (!file) throw Exit{2, "token file " + path + " is unreadable or empty"};
+  return conduit::api::TokenSource(std::shared_ptr<const conduit::TokenFile>(std::move(*file)));
 }
 
 // Parses a subcommand's own flags; `positional` names the bare arguments it takes, in order.
@@ -171,8 +146,8 @@ int cmd_node(const Globals& g, const std::vector<std::string>& args) {
   po::options_description desc("conduit node: the agent's inventory");
   desc.add_options()("help,h", "show this help");
   parse_args(args, desc);
-  Agent agent(g.agent, g);
-  const json node = agent.get("/v1/node");
+  const auto agent = agent_at(g.agent, g);
+  const json node = check(agent.node());
   std::ostringstream out;
   out << "node      " << node.value("node", "") << "\nversion   " << node.value("version", "")
       << "\nfabric   ";
@@ -205,24 +180,24 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
   }
   const std::string sub = args.front();
   args.erase(args.begin());
-  Agent agent(g.agent, g);
+  const auto agent = agent_at(g.agent, g);
   po::options_description desc("conduit regions " + sub);
   desc.add_options()("help,h", "show this help");
   if (sub == "ls") {
     parse_args(args, desc);
-    const json list = agent.get("/v1/regions");
+    const auto regions = check(agent.list_regions());
     std::ostringstream out;
     char line[256];
     std::snprintf(line, sizeof line, "%-32s %12s %-8s %-6s %s\n", "NAME", "BYTES", "MEMORY", "USERS",
                   "SOURCE");
     out << line;
-    for (const auto& r : list.value("items", json::array())) {
-      std::snprintf(line, sizeof line, "%-32s %12s %-8s %-6d %s\n", r.value("name", "").c_str(),
-                    human_bytes(r.value("bytes", 0.0)).c_str(), r.value("memory", "").c_str(),
-                    r.value("users", 0), r.value("source", "").c_str());
+    for (const auto& r : regions) {
+      std::snprintf(line, sizeof line, "%-32s %12s %-8s %-6llu %s\n", r.name.c_str(),
+                    human_bytes(static_cast<double>(r.bytes)).c_str(), r.memory.c_str(),
+                    static_cast<unsigned long long>(r.users), r.source.c_str());
       out << line;
     }
-    print(g, list, out.str());
+    print(g, conduit::api::regions_to_json(regions), out.str());
   } else if (sub == "create") {
     std::string bytes, memory, file;
     desc.add_options()("name", po::value<std::string>(), "region name")(
@@ -231,26 +206,24 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
         "file", po::value(&file)->value_name("PATH"), "load this file (under the agent's data directory)");
     const auto vm = parse_args(args, desc, {"name"});
     const std::string name = vm["name"].as<std::string>();
-    json body{{"name", name}};
     if (bytes.empty() == file.empty()) usage("regions create: say --bytes SIZE or --file PATH");
+    conduit::api::Region region;
     if (!file.empty()) {
       if (!memory.empty()) usage("regions create: --memory goes with --bytes, not --file");
-      body["file"] = file;
-      body["mode"] = "load";
+      region = check(agent.load_region({name, file}));
     } else {
-      body["bytes"] = parse_size("--bytes", bytes);
-      body["memory"] = memory.empty() ? "host" : memory;
+      region =
+          check(agent.create_region({name, parse_size("--bytes", bytes), memory.empty() ? "host" : memory}));
     }
-    const json region = agent.post("/v1/regions", body);
-    print(g, region,
-          "region " + name + " created: " + human_bytes(region.value("bytes", 0.0)) + " " +
-              region.value("memory", "") + "\n");
+    print(g, region.to_json(),
+          "region " + name + " created: " + human_bytes(static_cast<double>(region.bytes)) + " " +
+              region.memory + "\n");
   } else if (sub == "rm") {
     desc.add_options()("name", po::value<std::string>(), "region name");
     const auto vm = parse_args(args, desc, {"name"});
     const std::string name = vm["name"].as<std::string>();
-    const json body = agent.del("/v1/regions/" + name);
-    print(g, body, "region " + name + " deleted\n");
+    check(agent.delete_region(name));
+    print(g, json::object(), "region " + name + " deleted\n");
   } else if (sub == "save") {
     std::string file;
     desc.add_options()("name", po::value<std::string>(), "region name")(
@@ -258,8 +231,9 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
     const auto vm = parse_args(args, desc, {"name"});
     if (file.empty()) usage("regions save: --file PATH is required");
     const std::string name = vm["name"].as<std::string>();
-    const json saved = agent.post("/v1/regions/" + name + "/save", {{"file", file}});
-    print(g, saved, "region " + name + " saved to " + saved.value("file", file) + "\n");
+    const auto saved = check(agent.save_region(name, {file}));
+    print(g, saved.to_json(),
+          "region " + name + " saved to " + (saved.file.empty() ? file : saved.file) + "\n");
   } else if (sub == "checksum") {
     std::string slice;
     desc.add_options()("name", po::value<std::string>(), "region name")(
@@ -267,15 +241,15 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
         "bytes per CRC32C (the last slice may be shorter)");
     const auto vm = parse_args(args, desc, {"name"});
     const std::string name = vm["name"].as<std::string>();
-    const json sums =
-        agent.get("/v1/regions/" + name + "/checksum?slice=" + std::to_string(parse_size("--slice", slice)));
+    const auto sums =
+        check(agent.checksum(name, {.offset = 0, .length = 0, .slice = parse_size("--slice", slice)}));
     std::ostringstream out;
-    for (const auto& c : sums.value("crc32c", json::array())) {
+    for (const std::uint32_t c : sums.crc32c) {
       char hex[16];
-      std::snprintf(hex, sizeof hex, "%08x\n", c.get<std::uint32_t>());
+      std::snprintf(hex, sizeof hex, "%08x\n", c);
       out << hex;
     }
-    print(g, sums, out.str());
+    print(g, sums.to_json(), out.str());
   } else {
     usage("regions: unknown command \"" + sub + "\" (ls, create, rm, save, checksum)");
   }
@@ -310,28 +284,29 @@ Endpoint parse_endpoint(const std::string& flag, const std::string& text, const 
 // Revokes the grant however the transfer ends, so the target's memory is not left open to the fabric.
 class GrantGuard {
  public:
-  GrantGuard(Agent& agent, std::string id) : agent_(agent), id_(std::move(id)) {}
+  GrantGuard(const conduit::api::AgentClient& agent, std::string id) : agent_(agent), id_(std::move(id)) {}
   ~GrantGuard() {
     try {
-      agent_.del("/v1/grants/" + id_);
-    } catch (const Exit& e) {
-      std::cerr << "conduit: revoking grant " << id_ << ": " << e.message << " (it expires by itself)\n";
+      if (auto s = agent_.revoke_grant(id_); !s) {
+        std::cerr << "conduit: revoking grant " << id_ << ": " << s.error().message
+                  << " (it expires by itself)\n";
+      }
     } catch (const std::exception& e) {
       std::cerr << "conduit: revoking grant " << id_ << ": " << e.what() << " (it expires by itself)\n";
     }
   }
 
  private:
-  Agent& agent_;
+  const conduit::api::AgentClient& agent_;
   std::string id_;
 };
 
-void show_progress(const json& status, bool tty, bool final) {
+void show_progress(const conduit::api::TransferStatus& status, bool tty, bool final) {
   static auto last_line = std::chrono::steady_clock::time_point{};
-  const double total = status.value("bytesTotal", 0.0);
-  const double done = status.value("bytesDone", 0.0);
+  const auto total = static_cast<double>(status.bytes_total);
+  const auto done = static_cast<double>(status.bytes_done);
   const double fraction = total > 0 ? done / total : 0;
-  const std::string rate = gb_per_s(status.value("throughputBytesPerSecond", 0.0));
+  const std::string rate = gb_per_s(status.throughput);
   char pct[16];
   std::snprintf(pct, sizeof pct, "%5.1f%%", fraction * 100);
   if (tty) {
@@ -346,8 +321,9 @@ void show_progress(const json& status, bool tty, bool final) {
   const auto now = std::chrono::steady_clock::now();
   if (!final && now - last_line < std::chrono::seconds(1)) return;
   last_line = now;
-  std::cerr << "transfer " << status.value("id", "?") << ": " << status.value("state", "?") << " " << pct
-            << " " << human_bytes(done) << " / " << human_bytes(total) << " " << rate << "\n";
+  std::cerr << "transfer " << (status.id.empty() ? "?" : status.id) << ": "
+            << (status.state.empty() ? "?" : status.state) << " " << pct << " " << human_bytes(done) << " / "
+            << human_bytes(total) << " " << rate << "\n";
 }
 
 int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
@@ -377,14 +353,14 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
   const std::uint64_t chunk_bytes = parse_size("--chunk", chunk);
   const std::uint64_t from_offset = parse_size("--from-offset", from_offset_text);
   const std::uint64_t to_offset = parse_size("--to-offset", to_offset_text);
-  Agent source(src.url, g);
-  Agent target(dst.url, g);
+  const auto source = agent_at(src.url, g);
+  const auto target = agent_at(dst.url, g);
 
   std::uint64_t bytes = 0;
   if (!length.empty()) {
     bytes = parse_size("--length", length);
   } else {
-    const auto size = source.get("/v1/regions/" + src.region).value("bytes", std::uint64_t{0});
+    const auto size = check(source.get_region(src.region)).bytes;
     if (from_offset >= size)
       usage("--from-offset " + std::to_string(from_offset) + " is past the source's end");
     bytes = size - from_offset;
@@ -396,85 +372,77 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  const json grant =
-      target.post("/v1/regions/" + dst.region + "/grants",
-                  {{"offset", to_offset}, {"length", bytes}, {"access", "write"}, {"ttlSeconds", ttl}});
-  GrantGuard revoke(target, grant.value("id", ""));
-  json request{{"source", {{"region", src.region}, {"offset", from_offset}, {"length", bytes}}},
-               {"targets",
-                {{{"grant", grant["key"]},
-                  {"offset", 0},
-                  {"url", dst.url},
-                  {"region", dst.region},
-                  {"regionOffset", to_offset}}}},
-               {"chunkBytes", chunk_bytes},
-               {"window", window},
-               {"verify", verify},
-               {"deadlineSeconds", deadline}};
+  const auto grant = check(target.create_grant(
+      dst.region, {.offset = to_offset, .length = bytes, .access = "write", .ttl_seconds = ttl}));
+  GrantGuard revoke(target, grant.id);
+  conduit::api::TransferRequest request;
+  request.source_region = src.region;
+  request.offset = from_offset;
+  request.length = bytes;
+  request.targets.push_back(
+      {.key = grant.key, .url = dst.url, .region = dst.region, .region_offset = to_offset});
+  request.chunk_bytes = chunk_bytes;
+  request.window = window;
+  request.verify = verify == "crc32c";
+  request.deadline_seconds = deadline;
   if (g_interrupts.load() > 0) throw Exit{1, "interrupted before the transfer started"};
-  json status = source.post("/v1/transfers", request);
+  auto status = check(source.start_transfer(request));
   // A status answer is quick; a poll that hangs means the agent is in trouble.
-  source.set_read_timeout(std::chrono::seconds(10));
-  const std::string id = status.value("id", "");
+  const auto poll = agent_at(src.url, g, std::chrono::seconds(10));
+  const std::string id = status.id;
   const bool tty = isatty(STDERR_FILENO) != 0;
   bool cancelled = false;
   int unreachable = 0;
   const auto begin = std::chrono::steady_clock::now();
   while (true) {
-    const std::string state = status.value("state", "");
-    if (state == "Succeeded" || state == "Failed" || state == "Cancelled") break;
+    if (status.finished()) break;
     if (g_interrupts.load() > 0 && !cancelled) {
       cancelled = true;
       if (tty) std::cerr << "\n";
       std::cerr << "conduit: cancelling transfer " << id << "\n";
-      try {
-        source.del("/v1/transfers/" + id);
-      } catch (const Exit& e) {
-        std::cerr << "conduit: cancel: " << e.message << "\n";
-      }
+      if (auto s = poll.cancel_transfer(id); !s)
+        std::cerr << "conduit: cancel: " << s.error().message << "\n";
     }
     show_progress(status, tty, false);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    try {
-      status = source.get("/v1/transfers/" + id);
+    if (auto now = poll.get_transfer(id)) {
+      status = std::move(*now);
       unreachable = 0;
-    } catch (const Exit& e) {
+    } else if (++unreachable >= 10) {
       // A busy agent may miss one poll; ten in a row (2 s) means it is gone.
-      if (++unreachable >= 10) throw Exit{1, "transfer " + id + ": lost the source agent: " + e.message};
+      throw Exit{1, "transfer " + id + ": lost the source agent: " + now.error().message};
     }
   }
   show_progress(status, tty, true);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-  if (status.value("state", "") != "Succeeded") {
-    if (g.json) std::cout << status.dump(2) << "\n";
-    throw Exit{1, "transfer " + id + " failed: " + status.value("reason", "Unknown") + ": " +
-                      status.value("message", "")};
+  if (status.state != "Succeeded") {
+    if (g.json) std::cout << status.to_json().dump(2) << "\n";
+    throw Exit{1, "transfer " + id + " failed: " + (status.reason.empty() ? "Unknown" : status.reason) +
+                      ": " + status.message};
   }
   char summary[256];
   // Where GPU memory was staged through host memory, say so: it is not GPU-direct.
-  std::string gpu =
-      status.value("gpuPath", "none") == "none" ? "" : ", source " + status.value("gpuPath", "");
-  for (const auto& t : status.value("targets", json::array())) {
-    if (t.value("staged", false)) gpu += ", target staged";
+  std::string gpu = status.gpu_path.empty() || status.gpu_path == "none" ? "" : ", source " + status.gpu_path;
+  for (const auto& t : status.targets) {
+    if (t.staged) gpu += ", target staged";
   }
   std::snprintf(summary, sizeof summary, "transfer %s succeeded: %s in %.2f s (%s)%s%s, %u retries\n",
-                id.c_str(), human_bytes(status.value("bytesDone", 0.0)).c_str(), seconds,
-                gb_per_s(status.value("throughputBytesPerSecond", 0.0)).c_str(),
-                status.value("verified", false) ? ", verified crc32c" : "", gpu.c_str(),
-                status.value("retries", 0U));
-  print(g, status, summary);
+                id.c_str(), human_bytes(static_cast<double>(status.bytes_done)).c_str(), seconds,
+                gb_per_s(status.throughput).c_str(), status.verified ? ", verified crc32c" : "", gpu.c_str(),
+                status.retries);
+  print(g, status.to_json(), summary);
   return 0;
 }
 
 int run(int argc, char** argv) {
   Globals g;
-  std::string token_file;
+  std::string token, token_file;
   po::options_description global("options", 100);
   auto add = global.add_options();
   add("help,h", "show this help");
   add("agent", po::value(&g.agent)->value_name("URL"),
       "agent URL (env CONDUIT_AGENT, default http://127.0.0.1:7070)");
-  add("token", po::value(&g.token)->value_name("TOKEN"), "bearer token (env CONDUIT_TOKEN)");
+  add("token", po::value(&token)->value_name("TOKEN"), "bearer token (env CONDUIT_TOKEN)");
   add("token-file", po::value(&token_file)->value_name("FILE"),
       "file holding the token (env CONDUIT_TOKEN_FILE)");
   add("ca-cert", po::value(&g.ca_cert)->value_name("FILE"),
@@ -517,10 +485,17 @@ int run(int argc, char** argv) {
   if (g.agent.empty()) g.agent = env("CONDUIT_AGENT");
   if (g.agent.empty()) g.agent = "http://127.0.0.1:7070";
   while (g.agent.size() > 1 && g.agent.back() == '/') g.agent.pop_back();
-  if (g.token.empty() && !token_file.empty()) g.token = read_token_file(token_file);
-  if (g.token.empty()) g.token = env("CONDUIT_TOKEN");
-  if (g.token.empty() && !env("CONDUIT_TOKEN_FILE").empty())
+  // --token, --token-file, CONDUIT_TOKEN, CONDUIT_TOKEN_FILE: the first one set. A token file is re-read
+  // when it changes, as the agent's and the controller's are.
+  if (!token.empty()) {
+    g.token = conduit::api::TokenSource(token);
+  } else if (!token_file.empty()) {
+    g.token = read_token_file(token_file);
+  } else if (!env("CONDUIT_TOKEN").empty()) {
+    g.token = conduit::api::TokenSource(env("CONDUIT_TOKEN"));
+  } else if (!env("CONDUIT_TOKEN_FILE").empty()) {
     g.token = read_token_file(env("CONDUIT_TOKEN_FILE"));
+  }
   if (g.ca_cert.empty()) g.ca_cert = env("CONDUIT_CA_CERT");
   g.json = vm.count("json") > 0;
 

@@ -1,6 +1,7 @@
 #include "discovery.h"
 
-#include "conduit/log.h"
+#include "conduit/common/condition.h"
+#include "conduit/common/log.h"
 #include "reconcile/job_status.h"
 #include "reconcile/transfer_job.h"
 
@@ -8,22 +9,6 @@ namespace conduit::controller {
 namespace {
 
 using json = nlohmann::json;
-
-// A metav1.Condition; lastTransitionTime moves only when the status does.
-json condition(const json& previous, const std::string& type, const std::string& status,
-               const std::string& reason, const std::string& message, const std::string& now) {
-  std::string since = now;
-  for (const auto& c : previous.value("conditions", json::array())) {
-    if (c.value("type", "") == type && c.value("status", "") == status) {
-      since = c.value("lastTransitionTime", now);
-    }
-  }
-  return {{"type", type},
-          {"status", status},
-          {"lastTransitionTime", since},
-          {"reason", reason},
-          {"message", message}};
-}
 
 // The agent's readiness check `name` ("rdma", "gpu") as {ok, message}; absent: not ok, "not reported".
 std::pair<bool, std::string> agent_check(const json& info, const std::string& name) {
@@ -73,22 +58,23 @@ std::pair<int, int> NodeDiscovery::reachable_counts() const {
 }
 
 void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, ObjectStore& store) {
-  const std::string now = to_rfc3339(std::chrono::system_clock::now());
+  const auto now_time = std::chrono::system_clock::now();
+  const std::string now = format_rfc3339(now_time);
   for (const auto& node : directory.nodes()) {
     const json spec{{"nodeName", node}, {"agentEndpoint", directory.url(node).value_or("")}};
-    const json previous = last_.count(node) > 0 ? last_[node] : json::object();
-    json status = previous;
+    json status = last_.count(node) > 0 ? last_[node] : json::object();
     auto info = agents.node_info(node);
-    json conditions = json::array();
+    // Conditions are set in place on the last status: lastTransitionTime moves only when one changes.
+    const auto set = [&](const char* type, const char* value, const char* reason,
+                         const std::string& message) {
+      conduit::set_condition(status, {type, value, reason, message}, now_time);
+    };
     if (info) {
-      conditions.push_back(
-          condition(previous, "Reachable", "True", "AgentAnswered", "GET /v1/node answered", now));
+      set("Reachable", "True", "AgentAnswered", "GET /v1/node answered");
       const auto [rdma_ok, rdma_message] = agent_check(*info, "rdma");
-      conditions.push_back(condition(previous, "RDMAReady", rdma_ok ? "True" : "False",
-                                     rdma_ok ? "RDMAUsable" : "NoRDMA", rdma_message, now));
+      set("RDMAReady", rdma_ok ? "True" : "False", rdma_ok ? "RDMAUsable" : "NoRDMA", rdma_message);
       const auto [gpu_ok, gpu_message] = agent_check(*info, "gpu");
-      conditions.push_back(condition(previous, "GPUReady", gpu_ok ? "True" : "False",
-                                     gpu_ok ? "GPUsUsable" : "NoGPU", gpu_message, now));
+      set("GPUReady", gpu_ok ? "True" : "False", gpu_ok ? "GPUsUsable" : "NoGPU", gpu_message);
       status["agentVersion"] = info->value("version", "");
       std::string summary;
       json transports = json::array();
@@ -125,14 +111,11 @@ void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, Objec
       status["lastSeen"] = now;
     } else {
       // What the node last reported stays; only reachability changes, and readiness becomes unknown.
-      conditions.push_back(
-          condition(previous, "Reachable", "False", "AgentUnreachable", info.error().message, now));
+      set("Reachable", "False", "AgentUnreachable", info.error().message);
       for (const char* type : {"RDMAReady", "GPUReady"}) {
-        conditions.push_back(
-            condition(previous, type, "Unknown", "AgentUnreachable", "the agent does not answer", now));
+        set(type, "Unknown", "AgentUnreachable", "the agent does not answer");
       }
     }
-    status["conditions"] = conditions;
     if (auto s = store.upsert_node(node, spec, status); !s) {
       log::warn("writing the FabricNode failed", {{"node", node}, {"error", s.error().message}});
       continue;

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <set>
 
-#include "conduit/log.h"
+#include "conduit/common/log.h"
 #include "controller/kube/client.h"
 #include "controller/kube/kube_config.h"
 #include "controller/kube/kube_list_watch.h"
@@ -17,7 +17,7 @@
 #include "controller/kube/watcher.h"
 #include "discovery.h"
 #include "metrics_server.h"
-#include "reconcile/controller.h"
+#include "reconcile/control_loop.h"
 #include "reconcile/reconciler.h"
 
 namespace conduit::controller {
@@ -85,7 +85,7 @@ class LeaderOnlyStore : public ObjectStore {
 // replica may have moved the jobs on.
 class Acting {
  public:
-  Acting(ObjectStore& store, AgentApi& agents, ControllerOptions options)
+  Acting(ObjectStore& store, AgentApi& agents, ControlLoopOptions options)
       : store_(store), agents_(agents), options_(std::move(options)) {}
   ~Acting() { stop(); }
 
@@ -93,7 +93,7 @@ class Acting {
     std::lock_guard lock(mu_);
     if (controller_) return;
     reconciler_ = std::make_unique<Reconciler>(store_, agents_);
-    controller_ = std::make_unique<Controller>(store_, *reconciler_, options_);
+    controller_ = std::make_unique<ControlLoop>(store_, *reconciler_, options_);
     controller_->start();
     active_ = true;
     log::info("reconciling started");
@@ -117,10 +117,10 @@ class Acting {
  private:
   ObjectStore& store_;
   AgentApi& agents_;
-  ControllerOptions options_;
+  ControlLoopOptions options_;
   std::mutex mu_;
   std::unique_ptr<Reconciler> reconciler_;
-  std::unique_ptr<Controller> controller_;
+  std::unique_ptr<ControlLoop> controller_;
   std::atomic<bool> active_{false};
 };
 
@@ -211,7 +211,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   // stops it explicitly before the metrics go away.
   std::atomic<bool> ready{false};
   MetricsServer* metrics_sink = nullptr;
-  ControllerOptions controller_options;
+  ControlLoopOptions controller_options;
   controller_options.on_reconciled = [&metrics_sink](double seconds, const char* error) {
     if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
   };

@@ -1,5 +1,5 @@
 // Kubernetes mode of conduit-controller: TransferJobs from the API server (KubeObjectStore), the same
-// Controller and Reconciler as local mode, optional Lease leader election, and a health/metrics endpoint.
+// ControlLoop and Reconciler as local mode, optional Lease leader election, and a health/metrics endpoint.
 #pragma once
 
 #include <signal.h>

@@ -12,12 +12,12 @@
 #include <iostream>
 #include <memory>
 
-#include "conduit/log.h"
+#include "conduit/common/log.h"
 #include "discovery.h"
 #include "kube_mode.h"
 #include "metrics_server.h"
 #include "reconcile/agent_api.h"
-#include "reconcile/controller.h"
+#include "reconcile/control_loop.h"
 #include "reconcile/job_status.h"
 #include "reconcile/reconciler.h"
 #include "store/local_store.h"
@@ -69,20 +69,8 @@ std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& s
   const json status = job->value("status", json::object());
   const std::string phase = status.value("phase", "");
   if (!is_terminal_phase(phase)) return std::nullopt;
-  if (phase == "Succeeded") {
-    std::cout << "transferjob " << key.ns << "/" << key.name
-              << " Succeeded: " << status.value("bytesTransferred", 0) << " bytes, "
-              << format_throughput(status.value("throughputBytesPerSecond", 0.0)) << ", "
-              << (find_condition(status, "Complete")
-                      ? (*find_condition(status, "Complete")).value("message", "")
-                      : "")
-              << std::endl;
-    return 0;
-  }
-  const json* failed = find_condition(status, "Failed");
-  std::cout << "transferjob " << key.ns << "/" << key.name << " Failed: "
-            << (failed ? failed->value("reason", "") + ": " + failed->value("message", "") : "") << std::endl;
-  return 1;
+  std::cout << "transferjob " << key.ns << "/" << key.name << " " << outcome_summary(status) << std::endl;
+  return phase == phase::kSucceeded ? 0 : 1;
 }
 
 int run(int argc, char** argv) {
@@ -219,11 +207,11 @@ int run(int argc, char** argv) {
   Reconciler reconciler(store, agents);
   // Reconciles report into the metrics when they are served; the controller stops before they go away.
   std::unique_ptr<MetricsServer> metrics;
-  ControllerOptions controller_options;
+  ControlLoopOptions controller_options;
   controller_options.on_reconciled = [&metrics](double seconds, const char* error) {
     if (metrics) metrics->reconciled(seconds, error);
   };
-  Controller controller(store, reconciler, controller_options);
+  ControlLoop controller(store, reconciler, controller_options);
   // Local mode has no caches to sync and no leader election: ready, and reconciling, from the start.
   const std::atomic<bool> ready{true};
   if (!metrics_listen.empty()) {

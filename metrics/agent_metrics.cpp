@@ -52,9 +52,11 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
                          "Time to move one segment (a batch of slices kept in flight, the unit of retry) to "
                          "its target, from submit to the last completion.",
                          exponential_buckets(0.001, 60, 13))),
-      slice_retries_(counter(*registry_, "conduit_agent_slice_retries_total",
-                             "Slices or segments sent again after a failure.")
-                         .Add({})),
+      slice_retries_(
+          counter(*registry_, "conduit_agent_slice_retries_total",
+                  "Segments (the unit of retry) sent again after a transport error; each retry re-sends "
+                  "the segment's slices.")
+              .Add({})),
       staged_fallback_(counter(*registry_, "conduit_agent_staged_fallback_total",
                                "Transfers staged through a bounce buffer because the provider cannot reach "
                                "the memory directly.")

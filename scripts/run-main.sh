@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh build >/dev/null
+echo "== building conduit-agent, conduit-controller and conduit-bench (the first build takes a few minutes)"
+scripts/build.sh build -- conduit-agent conduit-controller conduit-bench
 bin=$PWD/build/bin
 
 work=$(mktemp -d)

@@ -12,7 +12,8 @@
 #include <vector>
 
 #include "api_requests.h"
-#include "conduit/log.h"
+#include "conduit/api/errors.h"
+#include "conduit/common/log.h"
 #include "http_server.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
@@ -51,8 +52,9 @@ void send_error(Response& res, int status, std::string_view code, std::string_vi
   send_json(res, status, {{"error", {{"code", code}, {"message", message}}}});
 }
 
+// The one table of codes and statuses every client reads back (conduit/api/errors.h).
 void send_error(Response& res, const Error& error) {
-  send_error(res, http_status(error.code), to_string(error.code), error.message);
+  send_error(res, api::http_status(error.code), api::wire_code(error.code), error.message);
 }
 
 json items(json array) { return {{"items", std::move(array)}}; }
@@ -97,7 +99,7 @@ HandlerResponse authorize(const AgentState& state, const Request& req, Response&
   // The body of a refused request is never read; closing keeps it from being parsed as the next request.
   res.set_header("Connection", "close");
   close_after_response();
-  send_error(res, 401, "Unauthorized", token ? "invalid bearer token" : "missing bearer token");
+  send_error(res, 401, api::code::kUnauthorized, token ? "invalid bearer token" : "missing bearer token");
   return HandlerResponse::Handled;
 }
 
@@ -112,7 +114,7 @@ HandlerResponse refuse_unbounded_body(const Request& req, Response& res) {
   }
   res.set_header("Connection", "close");
   close_after_response();
-  send_error(res, 411, "LengthRequired",
+  send_error(res, 411, api::code::kLengthRequired,
              "a request body needs a Content-Length (chunked bodies are not accepted)");
   return HandlerResponse::Handled;
 }
@@ -125,22 +127,22 @@ std::optional<json> read_json_body(const AgentState& state, const Request& req, 
   std::transform(media_type.begin(), media_type.end(), media_type.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (media_type != kJsonType) {
-    send_error(res, 415, "UnsupportedMediaType", "the body must be application/json");
+    send_error(res, 415, api::code::kUnsupportedMediaType, "the body must be application/json");
     return std::nullopt;
   }
   // httplib refuses oversized bodies it knows the length of up front; this also covers any it read whole.
   if (req.body.size() > state.config.max_body_bytes) {
-    send_error(res, 413, "PayloadTooLarge",
+    send_error(res, 413, api::code::kPayloadTooLarge,
                "the body exceeds " + std::to_string(state.config.max_body_bytes) + " bytes");
     return std::nullopt;
   }
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
-    send_error(res, 400, "MalformedJson", "the body is not valid JSON");
+    send_error(res, 400, api::code::kMalformedJson, "the body is not valid JSON");
     return std::nullopt;
   }
   if (!body.is_object()) {
-    send_error(res, 400, to_string(ErrorCode::InvalidArgument), "the body must be a JSON object");
+    send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument), "the body must be a JSON object");
     return std::nullopt;
   }
   return body;
@@ -226,10 +228,10 @@ class Router {
       } catch (const std::exception& e) {
         log::error("unhandled exception in request",
                    {{"method", req.method}, {"path", req.path}, {"what", e.what()}});
-        send_error(res, 500, "Internal", "internal error");
+        send_error(res, 500, api::code::kInternal, "internal error");
       } catch (...) {
         log::error("unhandled exception in request", {{"method", req.method}, {"path", req.path}});
-        send_error(res, 500, "Internal", "internal error");
+        send_error(res, 500, api::code::kInternal, "internal error");
       }
     };
     if (method == "GET") server_.Get(pattern, std::move(guarded));
@@ -262,28 +264,28 @@ HandlerResponse fill_error(const std::vector<Router::Route>& routes, const Reque
   const std::string allow = allowed_methods(routes, req.path);
   if ((res.status == 404 || res.status == 400) && !allow.empty() && allow.find(method) == std::string::npos) {
     res.set_header("Allow", allow);
-    send_error(res, 405, "MethodNotAllowed",
+    send_error(res, 405, api::code::kMethodNotAllowed,
                req.method + " is not allowed on " + req.path + " (allowed: " + allow + ")");
     return HandlerResponse::Handled;
   }
   switch (res.status) {
     case 404:
-      send_error(res, 404, "RouteNotFound", "no route " + req.method + " " + req.path);
+      send_error(res, 404, api::code::kRouteNotFound, "no route " + req.method + " " + req.path);
       break;
     case 413:
-      send_error(res, 413, "PayloadTooLarge", "the body is larger than this agent accepts");
+      send_error(res, 413, api::code::kPayloadTooLarge, "the body is larger than this agent accepts");
       break;
     case 414:
-      send_error(res, 414, "UriTooLong", "the request URI is too long");
+      send_error(res, 414, api::code::kUriTooLong, "the request URI is too long");
       break;
     case 400:
-      send_error(res, 400, "BadRequest", "the request could not be parsed as HTTP");
+      send_error(res, 400, api::code::kBadRequest, "the request could not be parsed as HTTP");
       break;
     case 500:
-      send_error(res, 500, "Internal", "internal error");
+      send_error(res, 500, api::code::kInternal, "internal error");
       break;
     default:
-      send_error(res, res.status, "HttpError", "HTTP error " + std::to_string(res.status));
+      send_error(res, res.status, api::code::kHttpError, "HTTP error " + std::to_string(res.status));
       break;
   }
   return HandlerResponse::Handled;
@@ -295,14 +297,14 @@ void install_health_routes(Router& r, AgentState& state) {
     if (state.ready.load()) {
       send_json(res, 200, {{"status", "ready"}});
     } else {
-      send_error(res, 503, to_string(ErrorCode::Unavailable), "the agent is not ready");
+      send_error(res, 503, api::wire_code(ErrorCode::Unavailable), "the agent is not ready");
     }
   });
   r.get("/metrics", [&state](const Request&, Response& res) {
     res.set_content(state.metrics.serialize(), kMetricsType);
   });
   r.get("/v1/node", [&state](const Request&, Response& res) {
-    send_json(res, 200, node_inventory(state.config, state.fabric, state.regions));
+    send_json(res, 200, node_inventory(state.config, state.transports, state.regions));
   });
 }
 
@@ -310,7 +312,7 @@ void install_health_routes(Router& r, AgentState& state) {
 // nearest its memory (conduit/rail_choice.h), decided again at each registration from the same inputs.
 json region_json(const AgentState& state, const Region& region) {
   json out = region.to_json();
-  out["rails"] = state.fabric.rails_json(region.memory());
+  out["rails"] = state.transports.rails_json(region.memory());
   return out;
 }
 
@@ -375,13 +377,13 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!region) return send_error(res, region.error());
     const std::uint64_t size = (*region)->bytes();
     if (query->offset > size) {
-      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
                         "offset " + std::to_string(query->offset) + " is past the end of the region (" +
                             std::to_string(size) + " bytes)");
     }
     const std::uint64_t length = query->length == 0 ? size - query->offset : query->length;
     if (length / query->slice >= kMaxChecksumSlices) {
-      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
                         "too many slices: use a larger slice or a shorter length");
     }
     auto crcs = region_checksum(**region, query->offset, length, query->slice);
@@ -409,7 +411,7 @@ void install_staging_route(Router& r, AgentState& state) {
     if (!region) return send_error(res, region.error());
     const std::uint64_t size = (*region)->bytes();
     if (request->offset > size || request->length > size - request->offset) {
-      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
                         "range [" + std::to_string(request->offset) + ", +" +
                             std::to_string(request->length) + ") is outside region " + *name + " (" +
                             std::to_string(size) + " bytes)");
@@ -444,7 +446,7 @@ void install_grant_routes(Router& r, AgentState& state) {
     const std::uint64_t size = (*region)->bytes();
     const std::uint64_t length = request->length.value_or(size - std::min(request->offset, size));
     if (request->offset > size || length > size - request->offset || length == 0) {
-      return send_error(res, 400, to_string(ErrorCode::InvalidArgument),
+      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
                         "range [" + std::to_string(request->offset) + ", +" + std::to_string(length) +
                             ") is outside region " + *name + " (" + std::to_string(size) + " bytes)");
     }
@@ -519,25 +521,6 @@ void install_transfer_routes(Router& r, AgentState& state) {
 
 }  // namespace
 
-int http_status(ErrorCode code) {
-  switch (code) {
-    case ErrorCode::InvalidArgument:
-      return 400;
-    case ErrorCode::NotFound:
-      return 404;
-    case ErrorCode::AlreadyExists:
-    case ErrorCode::Conflict:
-      return 409;
-    case ErrorCode::ResourceExhausted:
-    case ErrorCode::Unsupported:
-      return 422;
-    case ErrorCode::Unavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
 void install_routes(httplib::Server& server, AgentState& state) {
   server.set_payload_max_length(state.config.max_body_bytes);
   // Before routing, so a route added later cannot forget to check the token.
@@ -568,7 +551,7 @@ void install_routes(httplib::Server& server, AgentState& state) {
     }
     log::error("unhandled exception in request",
                {{"method", req.method}, {"path", req.path}, {"what", what}});
-    send_error(res, 500, "Internal", "internal error");
+    send_error(res, 500, api::code::kInternal, "internal error");
   });
 }
 

@@ -7,12 +7,12 @@
 #include <atomic>
 #include <string>
 
+#include "conduit/common/token_file.h"
 #include "config.h"
-#include "fabric.h"
 #include "grants.h"
 #include "regions.h"
-#include "token_file.h"
 #include "transfers.h"
+#include "transport_set.h"
 
 namespace conduit::metrics {
 class AgentMetrics;
@@ -22,7 +22,7 @@ namespace conduit::agent {
 
 struct AgentState {
   const AgentConfig& config;
-  const Fabric& fabric;
+  const TransportSet& transports;
   RegionStore& regions;
   GrantTable& grants;
   TransferManager& transfers;
@@ -33,9 +33,5 @@ struct AgentState {
 
 // Registers every route on `server`.
 void install_routes(httplib::Server& server, AgentState& state);
-
-// ErrorCode -> HTTP status: InvalidArgument 400, NotFound 404, AlreadyExists/Conflict 409,
-// ResourceExhausted/Unsupported 422, Unavailable 503, others 500.
-int http_status(ErrorCode code);
 
 }  // namespace conduit::agent

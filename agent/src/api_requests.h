@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/transport.h"
 
 namespace conduit::agent {

@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "conduit/size.h"
+#include "conduit/common/size.h"
 
 namespace conduit::agent {
 

@@ -4,6 +4,9 @@
 #include <ctime>
 #include <random>
 
+#include "conduit/common/random.h"
+#include "conduit/common/time.h"
+
 namespace conduit::agent {
 
 namespace {
@@ -13,22 +16,7 @@ constexpr std::chrono::seconds kMaxTtl{86400};
 
 // Ids are handed to other nodes and typed into URLs; unguessable ones keep a stray DELETE from revoking
 // someone else's grant.
-std::string new_grant_id() {
-  std::random_device rd;
-  const std::uint64_t bits = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
-  char text[19];
-  std::snprintf(text, sizeof(text), "g-%016llx", static_cast<unsigned long long>(bits));
-  return text;
-}
-
-std::string rfc3339(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm utc{};
-  gmtime_r(&secs, &utc);
-  char text[32];
-  std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return text;
-}
+std::string new_grant_id() { return "g-" + random_hex(16); }
 
 std::string_view access_name(Access access) {
   if (access == Access::RemoteReadWrite) return "readwrite";
@@ -50,7 +38,7 @@ nlohmann::json Grant::to_json() const {
           {"length", length},
           {"access", access_name(access)},
           {"provider", provider},
-          {"expiresAt", rfc3339(expires_at)},
+          {"expiresAt", format_rfc3339(expires_at)},
           {"key", key},
           {"gpuPath", gpu_path},
           {"nics", nics}};
@@ -80,7 +68,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
                                                       std::to_string(size) + "-byte region " +
                                                       region->name());
   }
-  Transport* transport = provider.empty() ? fabric_.primary() : fabric_.find(provider);
+  Transport* transport = provider.empty() ? transports_.primary() : transports_.find(provider);
   if (transport == nullptr) {
     return make_error(ErrorCode::InvalidArgument,
                       "no transport for provider " +
@@ -109,7 +97,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   }
   // The rails nearest the region's memory (its GPU's, even where a staging buffer stands in for it), so
   // the key hands the writer only those.
-  const RailChoice rails = fabric_.rails_for(*transport, region->memory());
+  const RailChoice rails = transports_.rails_for(*transport, region->memory());
   grant->nics = rails.nics;
   auto registration = transport->register_memory(*memory, access, offset, length, rails.rails);
   if (!registration) {

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "conduit/transport.h"
-#include "fabric.h"
 #include "regions.h"
-#include "staged_target.h"
+#include "staged/staged_target.h"
+#include "transport_set.h"
 
 namespace conduit::agent {
 
@@ -45,7 +45,7 @@ struct Grant {
 class GrantTable {
  public:
   using Clock = std::chrono::system_clock;
-  explicit GrantTable(const Fabric& fabric) : fabric_(fabric) {}
+  explicit GrantTable(const TransportSet& transports) : transports_(transports) {}
 
   // provider "" = the agent's primary transport. ttl must be 1 s .. 24 h.
   Result<std::shared_ptr<const Grant>> create(RegionPtr region, std::uint64_t offset, std::uint64_t length,
@@ -60,7 +60,7 @@ class GrantTable {
   const StagingTable& staging() const { return staging_; }
 
  private:
-  const Fabric& fabric_;
+  const TransportSet& transports_;
   StagingTable staging_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<Grant>> grants_;

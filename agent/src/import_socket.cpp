@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "conduit/common/unique_fd.h"
 #include "conduit/remote_key.h"
 
 namespace conduit::agent {
@@ -31,29 +32,6 @@ constexpr std::size_t kMaxFdsPerMessage = 16;
 Error sys_error(const std::string& what, int err) {
   return make_error(ErrorCode::Io, what + ": " + std::strerror(err));
 }
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  ~Fd() { reset(); }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
 
 Result<sockaddr_un> unix_address(const std::string& path) {
   sockaddr_un addr{};
@@ -85,7 +63,7 @@ Status wait_readable(int fd, int stop_fd, std::chrono::steady_clock::time_point 
 
 struct Request {
   std::string line;
-  std::vector<Fd> fds;  // every fd that arrived, whatever the sender attached
+  std::vector<UniqueFd> fds;  // every fd that arrived, whatever the sender attached
 };
 
 // Reads one line (or up to EOF) of at most kMaxRequest bytes, collecting any fds that ride along.
@@ -175,7 +153,7 @@ Status ImportSocket::start() {
   struct stat st {};
   if (::lstat(path_.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(path_.c_str());
 
-  Fd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (listener.get() < 0) return sys_error("creating the import socket", errno);
   if (::bind(listener.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
     return sys_error("binding the import socket " + path_, errno);
@@ -186,7 +164,7 @@ Status ImportSocket::start() {
     ::unlink(path_.c_str());
     return sys_error("preparing the import socket " + path_, err);
   }
-  Fd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  UniqueFd stop(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (stop.get() < 0) {
     ::unlink(path_.c_str());
     return sys_error("creating the import socket's stop event", errno);
@@ -206,7 +184,7 @@ void ImportSocket::serve() {
     }
     if (fds[1].revents & POLLIN) return;
     if (!(fds[0].revents & POLLIN)) continue;
-    Fd conn(::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
+    UniqueFd conn(::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC));
     if (conn.get() < 0) {
       // Out of fds: back off instead of spinning on a listen socket that stays readable.
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) ::poll(fds + 1, 1, 100);
@@ -278,7 +256,7 @@ Status import_region(const std::string& socket_path, const std::string& name, in
   if (fd < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
   auto addr = unix_address(socket_path);
   if (!addr) return addr.error();
-  Fd conn(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  UniqueFd conn(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   if (conn.get() < 0) return sys_error("creating a unix socket", errno);
   if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
     return make_error(ErrorCode::Unavailable,

@@ -87,10 +87,10 @@ nlohmann::json cuda_json() {
           {"devices", std::move(devices)}};
 }
 
-// Fabric::to_json with how each transport reaches CUDA memory (never silent: docs/gpu.md).
-nlohmann::json fabric_json(const Fabric& fabric) {
-  nlohmann::json out = fabric.to_json();
-  const auto& transports = fabric.transports();
+// TransportSet::to_json with how each transport reaches CUDA memory (never silent: docs/gpu.md).
+nlohmann::json fabric_json(const TransportSet& set) {
+  nlohmann::json out = set.to_json();
+  const auto& transports = set.transports();
   for (std::size_t i = 0; i < out.size() && i < transports.size(); ++i) {
     const Capabilities& caps = transports[i]->capabilities();
     out[i]["gpuDirect"] = std::string(to_string(caps.gpu_path));
@@ -155,8 +155,8 @@ nlohmann::json nic_choice(const Topology& topology) {
 
 // The native rdma-core backend: usable when this agent opened it, otherwise whether it could be opened here
 // and, when not, the same reason opening it gives ("no RDMA device (ibv_get_device_list found none)").
-nlohmann::json ibverbs_check(const Fabric& fabric) {
-  if (fabric.find(verbs::kProviderName) != nullptr) return check("ibverbs", true, "");
+nlohmann::json ibverbs_check(const TransportSet& transports) {
+  if (transports.find(verbs::kProviderName) != nullptr) return check("ibverbs", true, "");
   auto options = verbs::VerbsOptions::from_environment();
   if (!options) return check("ibverbs", false, options.error().message);
   const Status usable = verbs::probe(*options);
@@ -165,20 +165,20 @@ nlohmann::json ibverbs_check(const Fabric& fabric) {
 
 }  // namespace
 
-nlohmann::json node_inventory(const AgentConfig& config, const Fabric& fabric, const RegionStore& regions,
-                              const std::string& sysfs_root) {
+nlohmann::json node_inventory(const AgentConfig& config, const TransportSet& transports,
+                              const RegionStore& regions, const std::string& sysfs_root) {
   const auto topology = Topology::scan(sysfs_root);
   nlohmann::json out;
   out["node"] = config.node_name;
   out["version"] = kAgentVersion;
-  out["fabric"] = fabric_json(fabric);
+  out["fabric"] = fabric_json(transports);
   out["cuda"] = cuda_json();
   out["topology"] = topology ? topology->to_json() : nlohmann::json(nullptr);
   if (topology) out["topology"]["nicChoice"] = nic_choice(*topology);
   out["memory"] = {{"cap", regions.cap()}, {"used", regions.used_bytes()}};
   out["checks"] =
       nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
-                             memlock_check(regions.cap()), ipc_lock_check(), ibverbs_check(fabric)});
+                             memlock_check(regions.cap()), ipc_lock_check(), ibverbs_check(transports)});
   return out;
 }
 

@@ -1,5 +1,5 @@
-// conduit-agent: the node agent. Parses its settings, opens the fabric, serves the REST API until SIGTERM or
-// SIGINT, then fails in-flight transfers, revokes every grant and exits 0.
+// conduit-agent: the node agent. Parses its settings, opens the transports, serves the REST API until SIGTERM
+// or SIGINT, then fails in-flight transfers, revokes every grant and exits 0.
 #include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -12,19 +12,18 @@
 #include <memory>
 #include <thread>
 
-#include "agent_client.h"
 #include "api.h"
-#include "conduit/log.h"
+#include "conduit/common/log.h"
+#include "conduit/common/token_file.h"
 #include "config.h"
-#include "fabric.h"
 #include "grants.h"
 #include "http_server.h"
 #include "import_socket.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
-#include "token_file.h"
 #include "transfers.h"
+#include "transport_set.h"
 
 namespace conduit::agent {
 namespace {
@@ -121,7 +120,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     log::warn("--insecure-no-auth: ignoring the token file", {{"file", config.token_file}});
   }
 
-  // Before the fabric opens, so a bad certificate fails fast.
+  // Before the transports open, so a bad certificate fails fast.
   auto made = make_server(config);
   if (!made) {
     std::cerr << "conduit-agent: " << made.error().message << "\n";
@@ -135,34 +134,36 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     return kStartError;
   }
 
-  auto opened = Fabric::open(config.providers, config.rails, config.bind_address, config.stall_timeout);
+  auto opened = TransportSet::open(config.providers, config.rails, config.bind_address, config.stall_timeout);
   if (!opened) {
     log::error("cannot open the fabric", {{"error", opened.error().message}});
     return kStartError;
   }
-  Fabric fabric = std::move(*opened);
+  TransportSet transports = std::move(*opened);
   {
     // Scanned once: PCIe wiring does not change while we run. Without it every region uses every rail.
     auto topology = Topology::scan("/sys");
     if (!topology)
       log::warn("topology unknown: regions use every rail", {{"error", topology.error().message}});
-    fabric.set_rail_policy(topology ? std::optional<Topology>(std::move(*topology)) : std::nullopt,
-                           config.stripe_all_rails ? RailPolicy::All : RailPolicy::Nearest);
+    transports.set_rail_policy(topology ? std::optional<Topology>(std::move(*topology)) : std::nullopt,
+                               config.stripe_all_rails ? RailPolicy::All : RailPolicy::Nearest);
   }
-  for (const auto& transport : fabric.transports()) {
+  for (const auto& transport : transports.transports()) {
     log::info("transport open",
               {{"transport", std::string(transport->name())}, {"rails", std::to_string(transport->rails())}});
   }
 
   RegionStore regions(config.data_dir, config.memory_cap);
-  GrantTable grants(fabric);
+  GrantTable grants(transports);
   // Calls to other agents carry our own token as it is at the time, rotations included.
-  AgentClient peers([&token]() -> std::string { return token ? token->current() : std::string(); });
+  const api::ClientOptions peers{
+      .token = std::function<std::string()>([&token] { return token ? token->current() : std::string(); })};
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
-  for (const auto& transport : fabric.transports()) metrics.add_transport(transport->capabilities().provider);
+  for (const auto& transport : transports.transports())
+    metrics.add_transport(transport->capabilities().provider);
   TransferOptions options;
   options.stall_timeout = config.stall_timeout;
-  TransferManager transfers(fabric, regions, peers, &metrics, options);
+  TransferManager transfers(transports, regions, peers, &metrics, options);
 
   const std::string socket_path = config.import_socket.empty()
                                       ? (std::filesystem::path(config.data_dir) / "conduit.sock").string()
@@ -173,7 +174,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     return kStartError;
   }
 
-  AgentState state{config, fabric, regions, grants, transfers, metrics, token.get()};
+  AgentState state{config, transports, regions, grants, transfers, metrics, token.get()};
   httplib::Server& server = **made;
   server.set_payload_max_length(config.max_body_bytes);
   // Small JSON replies otherwise wait out Nagle against the client's delayed ACK: 40 ms per GET measured.

@@ -13,6 +13,9 @@
 #include <system_error>
 #include <utility>
 
+#include "conduit/common/random.h"
+#include "conduit/common/time.h"
+#include "conduit/common/unique_fd.h"
 #include "conduit/crc32c.h"
 #include "conduit/cuda_device.h"
 #include "conduit/cuda_staging.h"
@@ -39,27 +42,6 @@ Error io_error(const std::string& what, int err) {
                     what + ": " + std::strerror(err));
 }
 
-// Owns one fd so every early return closes it.
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) : fd_(fd) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-  int release() { return std::exchange(fd_, -1); }
-  // close(2) reports deferred write errors (NFS, quota), so a save must see its result.
-  int close() {
-    const int rc = ::close(std::exchange(fd_, -1));
-    return rc == 0 ? 0 : errno;
-  }
-
- private:
-  int fd_;
-};
-
 // Removes a temporary file unless the save that made it committed it under its final name.
 class TempFile {
  public:
@@ -76,15 +58,6 @@ class TempFile {
   fs::path path_;
   bool committed_ = false;
 };
-
-std::string random_suffix() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(12, '0');
-  const std::uint64_t x = rng();
-  for (std::size_t i = 0; i < out.size(); ++i) out[i] = kHex[(x >> (4 * i)) & 0xf];
-  return out;
-}
 
 std::uint64_t sum_bytes(const std::map<std::string, RegionPtr>& regions) {
   std::uint64_t used = 0;
@@ -197,14 +170,13 @@ std::string Region::memory_label() const {
 }
 
 nlohmann::json Region::to_json() const {
-  const std::time_t t = std::chrono::system_clock::to_time_t(created_);
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char created[32];
-  std::strftime(created, sizeof created, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return {{"name", name_},       {"bytes", bytes()}, {"memory", memory_label()},
-          {"source", source_},   {"users", users()}, {"hugePages", memory_.huge_pages()},
-          {"createdAt", created}};
+  return {{"name", name_},
+          {"bytes", bytes()},
+          {"memory", memory_label()},
+          {"source", source_},
+          {"users", users()},
+          {"hugePages", memory_.huge_pages()},
+          {"createdAt", format_rfc3339(created_)}};
 }
 
 RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap)
@@ -421,7 +393,7 @@ Status RegionStore::save(const std::string& name, const std::string& file) {
   if (ec) return io_error("creating the directory of " + quoted(file), ec.value());
 
   // Same directory as the final name, so the rename is atomic and never crosses a filesystem.
-  TempFile temp(dir / (path->filename().string() + ".tmp-" + random_suffix()));
+  TempFile temp(dir / (path->filename().string() + ".tmp-" + random_hex(12)));
   UniqueFd fd(::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (fd.get() < 0) return io_error("creating a temporary file for " + quoted(file), errno);
   if (device) {

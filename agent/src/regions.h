@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "conduit/common/result.h"
 #include "conduit/memory_region.h"
-#include "conduit/result.h"
 
 namespace conduit::agent {
 

@@ -2,6 +2,8 @@
 #include <ctime>
 #include <set>
 
+#include "conduit/common/json_fields.h"
+#include "conduit/common/time.h"
 #include "transfers.h"
 
 namespace conduit::agent {
@@ -20,82 +22,38 @@ Error bad(const std::string& path, const std::string& why) {
   return make_error(ErrorCode::InvalidArgument, path + ": " + why);
 }
 
-Status only_fields(const json& object, const std::string& path,
-                   std::initializer_list<std::string_view> known) {
-  for (const auto& [name, _] : object.items()) {
-    if (std::find(known.begin(), known.end(), name) == known.end()) {
-      return bad(path.empty() ? name : path + "." + name, "unknown field");
-    }
+// A region name field: absent or empty reads as "", anything else must be a valid name.
+std::string region_name(JsonFields& fields, const char* key) {
+  std::string name = fields.string(key).value_or("");
+  if (fields.ok() && !name.empty()) {
+    if (auto valid = validate_name(name); !valid) fields.fail(key, valid.error().message);
   }
-  return {};
-}
-
-// Absent fields keep `out` as it was (the default). nlohmann keeps small non-negative numbers built in C++
-// as signed integers, so any integer >= 0 counts as unsigned.
-Status read_u64(const json& object, const char* field, const std::string& path, std::uint64_t& out,
-                std::uint64_t min = 0, std::uint64_t max = UINT64_MAX) {
-  auto it = object.find(field);
-  if (it == object.end()) return {};
-  if (!it->is_number_integer() || (!it->is_number_unsigned() && it->get<std::int64_t>() < 0)) {
-    return bad(path, "must be a non-negative integer");
-  }
-  const std::uint64_t v = it->get<std::uint64_t>();
-  if (v < min || v > max) {
-    return bad(path, "must be between " + std::to_string(min) + " and " + std::to_string(max) + ", got " +
-                         std::to_string(v));
-  }
-  out = v;
-  return {};
-}
-
-Status read_string(const json& object, const char* field, const std::string& path, std::string& out) {
-  auto it = object.find(field);
-  if (it == object.end()) return {};
-  if (!it->is_string()) return bad(path, "must be a string");
-  out = it->get<std::string>();
-  return {};
-}
-
-Status read_region_name(const json& object, const char* field, const std::string& path, std::string& out) {
-  if (auto s = read_string(object, field, path, out); !s) return s;
-  if (out.empty()) return {};
-  if (auto valid = validate_name(out); !valid) return bad(path, valid.error().message);
-  return {};
+  return name;
 }
 
 Result<TransferTarget> parse_target(const json& j, const std::string& path) {
-  if (!j.is_object()) return bad(path, "must be an object");
-  if (auto s = only_fields(j, path, {"grant", "offset", "url", "region", "regionOffset", "resumeOffset"}); !s)
-    return s.error();
+  JsonFields fields(j, path);
+  fields.only({"grant", "offset", "url", "region", "regionOffset", "resumeOffset"});
   TransferTarget t;
-  if (!j.contains("grant")) return bad(path + ".grant", "is required");
+  if (fields.ok() && !fields.has("grant")) fields.fail("grant", "is required");
+  if (!fields.ok()) return fields.status().error();
   auto key = RemoteKey::from_json(j["grant"]);
   if (!key) return bad(path + ".grant", key.error().message);
   t.grant = std::move(*key);
-  if (auto s = read_u64(j, "offset", path + ".offset", t.offset); !s) return s.error();
-  if (auto s = read_string(j, "url", path + ".url", t.url); !s) return s.error();
-  if (!t.url.empty() && !t.url.starts_with("http://") && !t.url.starts_with("https://")) {
-    return bad(path + ".url", "must start with http:// or https://");
+  t.offset = fields.u64("offset").value_or(t.offset);
+  t.url = fields.string("url").value_or("");
+  if (fields.ok() && !t.url.empty() && !t.url.starts_with("http://") && !t.url.starts_with("https://")) {
+    fields.fail("url", "must start with http:// or https://");
   }
-  if (auto s = read_region_name(j, "region", path + ".region", t.region); !s) return s.error();
-  if (auto s = read_u64(j, "regionOffset", path + ".regionOffset", t.region_offset); !s) return s.error();
-  if (auto s = read_u64(j, "resumeOffset", path + ".resumeOffset", t.resume_offset); !s) return s.error();
+  t.region = region_name(fields, "region");
+  t.region_offset = fields.u64("regionOffset").value_or(t.region_offset);
+  t.resume_offset = fields.u64("resumeOffset").value_or(t.resume_offset);
+  if (!fields.ok()) return fields.status().error();
   return t;
 }
 
-std::string rfc3339(std::chrono::system_clock::time_point t) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
-  const std::time_t secs = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&secs, &utc);
-  char text[40];
-  const std::size_t n = std::strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(text + n, sizeof(text) - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return text;
-}
-
 json optional_time(const std::optional<std::chrono::system_clock::time_point>& t) {
-  return t ? json(rfc3339(*t)) : json(nullptr);
+  return t ? json(format_rfc3339(*t, TimePrecision::Millis)) : json(nullptr);
 }
 
 }  // namespace
@@ -118,39 +76,36 @@ std::string_view to_string(TransferState state) {
 
 Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (!body.is_object()) return make_error(ErrorCode::InvalidArgument, "the body must be a JSON object");
-  if (auto s = only_fields(body, "",
-                           {"source", "targets", "op", "chunkBytes", "window", "verify", "deadlineSeconds",
-                            "maxBytesPerSecond"});
-      !s) {
-    return s.error();
-  }
+  JsonFields fields(body, "");
+  fields.only(
+      {"source", "targets", "op", "chunkBytes", "window", "verify", "deadlineSeconds", "maxBytesPerSecond"});
   TransferRequest r;
 
-  if (!body.contains("source")) return bad("source", "is required");
-  const json& source = body["source"];
-  if (!source.is_object()) return bad("source", "must be an object");
-  if (auto s = only_fields(source, "source", {"region", "offset", "length"}); !s) return s.error();
-  if (!source.contains("region")) return bad("source.region", "is required");
-  if (auto s = read_region_name(source, "region", "source.region", r.source_region); !s) return s.error();
-  if (r.source_region.empty()) return bad("source.region", "must not be empty");
-  if (auto s = read_u64(source, "offset", "source.offset", r.offset); !s) return s.error();
-  if (auto s = read_u64(source, "length", "source.length", r.length); !s) return s.error();
+  const json* source = fields.object("source", Need::Required);
+  if (!fields.ok()) return fields.status().error();
+  JsonFields src(*source, "source");
+  src.only({"region", "offset", "length"});
+  if (src.ok() && !src.has("region")) src.fail("region", "is required");
+  r.source_region = region_name(src, "region");
+  if (src.ok() && r.source_region.empty()) src.fail("region", "must not be empty");
+  r.offset = src.u64("offset").value_or(r.offset);
+  r.length = src.u64("length").value_or(r.length);
+  if (!src.ok()) return src.status().error();
 
-  if (!body.contains("targets")) return bad("targets", "is required");
-  const json& targets = body["targets"];
-  if (!targets.is_array()) return bad("targets", "must be an array");
-  if (targets.empty() || targets.size() > kMaxTargets) {
+  const json* targets = fields.array("targets", Need::Required);
+  if (!fields.ok()) return fields.status().error();
+  if (targets->empty() || targets->size() > kMaxTargets) {
     return bad("targets", "must hold 1 to " + std::to_string(kMaxTargets) + " targets, got " +
-                              std::to_string(targets.size()));
+                              std::to_string(targets->size()));
   }
-  for (std::size_t i = 0; i < targets.size(); ++i) {
-    auto t = parse_target(targets[i], "targets[" + std::to_string(i) + "]");
+  for (std::size_t i = 0; i < targets->size(); ++i) {
+    auto t = parse_target((*targets)[i], "targets[" + std::to_string(i) + "]");
     if (!t) return t.error();
     r.targets.push_back(std::move(*t));
   }
 
-  std::string op = "write";
-  if (auto s = read_string(body, "op", "op", op); !s) return s.error();
+  const std::string op = fields.string("op").value_or("write");
+  if (!fields.ok()) return fields.status().error();
   if (op == "read") {
     r.op = OpKind::Read;
     if (r.targets.size() != 1) return bad("targets", "a read takes exactly one target");
@@ -158,15 +113,11 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
     return bad("op", "must be \"write\" or \"read\", got \"" + op + "\"");
   }
 
-  if (auto s = read_u64(body, "chunkBytes", "chunkBytes", r.chunk_bytes, kMinChunk, kMaxChunk); !s) {
-    return s.error();
-  }
-  std::uint64_t window = r.window;
-  if (auto s = read_u64(body, "window", "window", window, 1, kMaxWindow); !s) return s.error();
-  r.window = static_cast<std::uint32_t>(window);
-
-  std::string verify = "none";
-  if (auto s = read_string(body, "verify", "verify", verify); !s) return s.error();
+  r.chunk_bytes = fields.u64("chunkBytes", Need::Optional, kMinChunk, kMaxChunk).value_or(r.chunk_bytes);
+  r.window =
+      static_cast<std::uint32_t>(fields.u64("window", Need::Optional, 1, kMaxWindow).value_or(r.window));
+  const std::string verify = fields.string("verify").value_or("none");
+  if (!fields.ok()) return fields.status().error();
   if (verify == "crc32c") {
     r.verify = Verify::Crc32c;
     for (std::size_t i = 0; i < r.targets.size(); ++i) {
@@ -178,16 +129,11 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
     return bad("verify", "must be \"none\" or \"crc32c\", got \"" + verify + "\"");
   }
 
-  std::uint64_t deadline = 0;
-  if (auto s = read_u64(body, "deadlineSeconds", "deadlineSeconds", deadline, 0, kMaxDeadlineSeconds); !s) {
-    return s.error();
-  }
-  r.deadline = std::chrono::seconds(deadline);
-  if (auto s =
-          read_u64(body, "maxBytesPerSecond", "maxBytesPerSecond", r.max_bytes_per_second, 0, 1ULL << 40);
-      !s) {
-    return s.error();
-  }
+  r.deadline =
+      std::chrono::seconds(fields.u64("deadlineSeconds", Need::Optional, 0, kMaxDeadlineSeconds).value_or(0));
+  r.max_bytes_per_second =
+      fields.u64("maxBytesPerSecond", Need::Optional, 0, 1ULL << 40).value_or(r.max_bytes_per_second);
+  if (!fields.ok()) return fields.status().error();
   return r;
 }
 
@@ -213,7 +159,7 @@ json TransferStatus::to_json() const {
           {"reason", reason},
           {"message", message},
           {"targets", std::move(target_list)},
-          {"createdAt", rfc3339(created_at)},
+          {"createdAt", format_rfc3339(created_at, TimePrecision::Millis)},
           {"startedAt", optional_time(started_at)},
           {"finishedAt", optional_time(finished_at)}};
 }

@@ -5,42 +5,33 @@
 #include <random>
 #include <system_error>
 
-#include "conduit/log.h"
+#include "conduit/common/log.h"
+#include "conduit/common/random.h"
 #include "metrics/agent_metrics.h"
-#include "transfer_job.h"
+#include "transfer_run.h"
 
 namespace conduit::agent {
 
 namespace {
 
-std::string run_id_prefix() {
-  char text[16];
-  std::snprintf(text, sizeof text, "t-%08x-", static_cast<unsigned>(std::random_device{}()));
-  return text;
-}
+std::string run_id_prefix() { return "t-" + random_hex(8) + "-"; }
 
 }  // namespace
 
-TransferManager::TransferManager(const Fabric& fabric, RegionStore& regions, const AgentClient& peers,
-                                 metrics::AgentMetrics* metrics, TransferOptions options)
-    : fabric_(fabric),
+TransferManager::TransferManager(const TransportSet& transports, RegionStore& regions,
+                                 const api::ClientOptions& peers, metrics::AgentMetrics* metrics,
+                                 TransferOptions options)
+    : transports_(transports),
       regions_(regions),
       peers_(peers),
       metrics_(metrics),
       options_(options),
       id_prefix_(run_id_prefix()) {}
 
-TransferManager::~TransferManager() {
-  shutdown();
-  // Still in flight after the grace: the agent is exiting and closes the transports next, which ends
-  // those batches anyway.
-  std::lock_guard lock(mu_);
-  parked_.clear();
-}
+TransferManager::~TransferManager() { shutdown(); }
 
 Result<std::string> TransferManager::start(TransferRequest request) {
   reap_threads();
-  reap_parked();
   if (shutting_down_.load()) return make_error(ErrorCode::Unavailable, "agent is shutting down");
   if (request.targets.empty())
     return make_error(ErrorCode::InvalidArgument, "targets: at least one is needed");
@@ -62,11 +53,11 @@ Result<std::string> TransferManager::start(TransferRequest request) {
                                                       request.source_region);
   }
 
-  auto t = std::make_shared<Transfer>();
+  auto t = std::make_shared<TransferRun>();
   for (std::size_t i = 0; i < request.targets.size(); ++i) {
     const TransferTarget& target = request.targets[i];
     const std::string path = "targets[" + std::to_string(i) + "]: ";
-    Transport* transport = fabric_.find(target.grant.provider);
+    Transport* transport = transports_.find(target.grant.provider);
     if (transport == nullptr) {
       return make_error(ErrorCode::InvalidArgument,
                         path + "no transport for provider " + target.grant.provider + " on this agent");
@@ -90,7 +81,7 @@ Result<std::string> TransferManager::start(TransferRequest request) {
     t->transports.push_back(transport);
   }
   t->length = length;
-  t->created = job::SteadyClock::now();
+  t->created = run::SteadyClock::now();
   t->source = RegionUse(std::move(*region));
   t->status.bytes_total = length * request.targets.size();
   t->status.targets.resize(request.targets.size());
@@ -129,19 +120,13 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   return id;
 }
 
-void TransferManager::run(const std::shared_ptr<Transfer>& t) {
-  std::optional<job::Failure> failure = t->execute(*this);
+void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
+  const run::Context context{transports_, peers_, metrics_, options_, shutdown_deadline_};
+  std::optional<run::Failure> failure = t->execute(context);
   // Every error and stop path funnels through here, so releasing happens once, before the end state is
-  // visible: whoever sees a finished transfer may delete its region at once.
-  const bool park = t->undrained_transport != nullptr;
-  if (park) {
-    log::warn("batch still in flight after the transfer ended; keeping its registrations until it ends",
-              {{"transfer", t->status.id}});
-  } else {
-    t->registrations.clear();
-    t->staged.clear();
-    t->source.reset();
-  }
+  // visible: whoever sees a finished transfer may delete its region at once. execute() cancelled and
+  // waited out any batch still in flight, so nothing uses the registrations any more.
+  t->release();
 
   TransferStatus final_status;
   double duration = 0;
@@ -151,8 +136,8 @@ void TransferManager::run(const std::shared_ptr<Transfer>& t) {
     std::lock_guard lock(mu_);
     {
       std::lock_guard transfer_lock(t->mu);
-      t->finished = job::SteadyClock::now();
-      if (t->status.started_at) duration = job::seconds(t->finished - t->started);
+      t->finished = run::SteadyClock::now();
+      if (t->status.started_at) duration = run::seconds(t->finished - t->started);
       t->status.finished_at = std::chrono::system_clock::now();
       if (failure) {
         t->status.state = failure->state;
@@ -163,8 +148,6 @@ void TransferManager::run(const std::shared_ptr<Transfer>& t) {
       }
       final_status = t->status;
     }
-    t->ended.store(true);
-    if (park) parked_.push_back(t);
     running = --running_;
     exited_.push_back(std::this_thread::get_id());
     // Drop the oldest finished transfers beyond the history (see TransferOptions); running ones always stay.
@@ -225,26 +208,8 @@ void TransferManager::reap_threads() {
   for (std::thread& th : done) th.join();
 }
 
-void TransferManager::reap_parked() const {
-  std::vector<std::shared_ptr<Transfer>> released;
-  {
-    std::lock_guard lock(mu_);
-    std::erase_if(parked_, [&](const std::shared_ptr<Transfer>& t) {
-      if (!t->undrained_transport->poll(t->undrained_batch).finished) return false;
-      released.push_back(t);
-      return true;
-    });
-  }
-  for (auto& t : released) {
-    t->registrations.clear();
-    t->staged.clear();
-    t->source.reset();
-  }
-}
-
 Result<TransferStatus> TransferManager::get(const std::string& id) const {
-  reap_parked();
-  std::shared_ptr<Transfer> t;
+  std::shared_ptr<TransferRun> t;
   {
     std::lock_guard lock(mu_);
     auto it = transfers_.find(id);
@@ -255,8 +220,7 @@ Result<TransferStatus> TransferManager::get(const std::string& id) const {
 }
 
 std::vector<TransferStatus> TransferManager::list() const {
-  reap_parked();
-  std::vector<std::shared_ptr<Transfer>> all;
+  std::vector<std::shared_ptr<TransferRun>> all;
   {
     std::lock_guard lock(mu_);
     for (const auto& [_, t] : transfers_) all.push_back(t);
@@ -272,8 +236,8 @@ Status TransferManager::cancel(const std::string& id) {
   std::lock_guard lock(mu_);
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return make_error(ErrorCode::NotFound, "no transfer " + id);
-  int expected = job::kRun;
-  it->second->stop.compare_exchange_strong(expected, job::kCancel);
+  int expected = run::kRun;
+  it->second->stop.compare_exchange_strong(expected, run::kCancel);
   return {};
 }
 
@@ -283,22 +247,22 @@ std::size_t TransferManager::active() const {
 }
 
 void TransferManager::shutdown(std::chrono::milliseconds grace) {
-  const auto deadline = job::SteadyClock::now() + grace;
-  bool first = false;
+  const auto deadline = run::SteadyClock::now() + grace;
   {
     std::lock_guard lock(mu_);
-    first = !shutting_down_.exchange(true);
-    drain_until_.store(deadline.time_since_epoch().count());
+    shutting_down_.store(true);
+    shutdown_deadline_.store(deadline.time_since_epoch().count());
     for (const auto& [_, t] : transfers_) {
-      int expected = job::kRun;
-      t->stop.compare_exchange_strong(expected, job::kShutdown);
+      int expected = run::kRun;
+      t->stop.compare_exchange_strong(expected, run::kShutdown);
     }
   }
   {
     std::unique_lock lock(mu_);
     exited_cv_.wait_until(lock, deadline, [this] { return running_ == 0; });
   }
-  // Past the grace workers stop draining (drain_until_), so these joins are short even then.
+  // Past the grace workers stop waiting for their cancelled batches (shutdown_deadline_), so these joins
+  // are short even then.
   std::vector<std::thread> all;
   {
     std::lock_guard lock(mu_);
@@ -306,15 +270,6 @@ void TransferManager::shutdown(std::chrono::milliseconds grace) {
     exited_.clear();
   }
   for (std::thread& th : all) th.join();
-  // A second call (the destructor after an explicit shutdown) has had its grace already.
-  while (first && job::SteadyClock::now() < deadline) {
-    reap_parked();
-    {
-      std::lock_guard lock(mu_);
-      if (parked_.empty()) break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
 }
 
 }  // namespace conduit::agent

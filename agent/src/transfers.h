@@ -1,7 +1,9 @@
 // Transfers this agent runs as the source: a range of one local region moved into granted ranges on other
-// nodes. Each runs on its own thread: register the source range, move it in segments (a failed segment is
-// retried a bounded number of times and the transfer resumes from the last completed one), optionally
-// compare per-slice CRC32C with each target agent and re-send only mismatching slices.
+// nodes. Each runs on its own thread as a TransferRun (transfer_run.h): register the source range, move it
+// in segments (a failed segment is retried a bounded number of times and the transfer resumes from the last
+// completed one), optionally compare per-slice CRC32C with each target agent and re-send only mismatching
+// slices. Slice: the chunkBytes unit on the wire (one RMA operation); segment: one batch of slices, the
+// unit of retry and resume.
 #pragma once
 
 #include <atomic>
@@ -16,10 +18,11 @@
 #include <thread>
 #include <vector>
 
-#include "agent_client.h"
+#include "conduit/api/agent_client.h"
+#include "conduit/api/reasons.h"
 #include "conduit/transport.h"
-#include "fabric.h"
 #include "regions.h"
+#include "transport_set.h"
 
 namespace conduit::metrics {
 class AgentMetrics;
@@ -62,17 +65,7 @@ enum class TransferState : std::uint8_t { Queued, Running, Succeeded, Failed, Ca
 std::string_view to_string(TransferState state);
 
 // Reason codes a caller can act on (the controller copies them into TransferJob conditions).
-namespace reason {
-inline constexpr const char* kAgentShuttingDown = "AgentShuttingDown";
-inline constexpr const char* kStalled = "Stalled";
-inline constexpr const char* kPeerUnreachable = "PeerUnreachable";
-inline constexpr const char* kRemoteAccessDenied = "RemoteAccessDenied";
-inline constexpr const char* kChecksumMismatch = "ChecksumMismatch";
-inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
-inline constexpr const char* kCancelled = "Cancelled";
-inline constexpr const char* kRegistrationFailed = "RegistrationFailed";
-inline constexpr const char* kTransportError = "TransportError";
-}  // namespace reason
+namespace reason = api::reason;  // conduit/api/reasons.h
 
 struct TargetStatus {
   TransferState state = TransferState::Queued;
@@ -124,9 +117,11 @@ struct TransferOptions {
   std::size_t history_max = 16384;
 };
 
+class TransferRun;
+
 class TransferManager {
  public:
-  TransferManager(const Fabric& fabric, RegionStore& regions, const AgentClient& peers,
+  TransferManager(const TransportSet& transports, RegionStore& regions, const api::ClientOptions& peers,
                   metrics::AgentMetrics* metrics, TransferOptions options);
   ~TransferManager();  // shutdown()
 
@@ -142,19 +137,17 @@ class TransferManager {
   void shutdown(std::chrono::milliseconds grace = std::chrono::seconds(5));
 
  private:
-  struct Transfer;
-  void run(const std::shared_ptr<Transfer>& transfer);
+  void run(const std::shared_ptr<TransferRun>& transfer);
   void reap_threads();
-  void reap_parked() const;  // housekeeping: get() and list() do it too
 
-  const Fabric& fabric_;
+  const TransportSet& transports_;
   RegionStore& regions_;
-  const AgentClient& peers_;
+  const api::ClientOptions& peers_;  // how to reach the target agents each request names
   metrics::AgentMetrics* metrics_;
   TransferOptions options_;
 
   mutable std::mutex mu_;
-  std::map<std::string, std::shared_ptr<Transfer>> transfers_;
+  std::map<std::string, std::shared_ptr<TransferRun>> transfers_;
   std::map<std::uint64_t, std::string> finished_;  // the ended ones in transfers_: seq -> id, oldest first
   std::vector<std::thread> threads_;
   std::atomic<bool> shutting_down_{false};
@@ -165,9 +158,8 @@ class TransferManager {
   std::size_t running_ = 0;              // Queued or Running
   std::vector<std::thread::id> exited_;  // workers done but not yet joined
   std::condition_variable exited_cv_;
-  mutable std::vector<std::shared_ptr<Transfer>> parked_;  // ended with a batch still in flight
-  // Set by shutdown(): workers stop waiting for a batch in flight by then.
-  std::atomic<std::chrono::steady_clock::rep> drain_until_{
+  // Set by shutdown(): workers stop waiting for their cancelled batch by then.
+  std::atomic<std::chrono::steady_clock::rep> shutdown_deadline_{
       std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
 };
 

@@ -1,4 +1,4 @@
-#include "conduit/log.h"
+#include "conduit/common/log.h"
 
 #include <unistd.h>
 
@@ -8,6 +8,8 @@
 #include <ctime>
 #include <mutex>
 #include <nlohmann/json.hpp>
+
+#include "conduit/common/time.h"
 
 namespace conduit::log {
 
@@ -29,18 +31,6 @@ std::string_view level_name(Level level) {
       return "error";
   }
   return "info";
-}
-
-// RFC 3339 in UTC with milliseconds: 2026-11-30T11:02:03.123Z
-std::string timestamp(std::chrono::system_clock::time_point ts) {
-  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(ts.time_since_epoch()).count();
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm utc{};
-  gmtime_r(&seconds, &utc);
-  char buf[40];
-  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &utc);
-  std::snprintf(buf + n, sizeof buf - n, ".%03dZ", static_cast<int>(ms % 1000));
-  return buf;
 }
 
 bool needs_quotes(std::string_view value) {
@@ -106,14 +96,14 @@ std::string format_line(Level level, std::string_view message, const Fields& fie
                         std::chrono::system_clock::time_point ts) {
   if (json) {
     nlohmann::ordered_json line;
-    line["ts"] = timestamp(ts);
+    line["ts"] = format_rfc3339(ts, TimePrecision::Millis);
     line["level"] = level_name(level);
     line["msg"] = message;
     for (const auto& [key, value] : fields) line[key] = value;
     // Bytes from a peer or a file name may not be UTF-8; a log line must never throw.
     return line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  std::string out = "ts=" + timestamp(ts) + " level=";
+  std::string out = "ts=" + format_rfc3339(ts, TimePrecision::Millis) + " level=";
   out += level_name(level);
   // msg is always quoted so a one-word message reads the same as a sentence.
   out += " msg=";

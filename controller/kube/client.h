@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "kube_config.h"
 #include "resource.h"
 #include "watch_source.h"

@@ -2,6 +2,7 @@
 
 #include <ctime>
 
+#include "conduit/common/time.h"
 #include "log.h"
 
 namespace conduit::controller::kube {
@@ -12,15 +13,6 @@ namespace {
 constexpr std::size_t kMaxSeen = 4096;          // repeats are found among this many recent distinct events
 constexpr std::size_t kMaxMessageBytes = 1024;  // what kubectl describe shows sensibly; the rest is noise
 }  // namespace
-
-std::string rfc3339(std::chrono::system_clock::time_point t) {
-  std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void EventRecorder::report_failure(const std::string& message) {
   // Loud once (missing RBAC for events is a deployment bug), quiet after (an outage is reported elsewhere).
@@ -48,7 +40,7 @@ void EventRecorder::record(const json& involved, const std::string& type, const 
   if (seen != seen_.end()) {
     Seen s = seen->second;
     lock.unlock();
-    json patch = {{"count", s.count + 1}, {"lastTimestamp", rfc3339(now)}};
+    json patch = {{"count", s.count + 1}, {"lastTimestamp", format_rfc3339(now)}};
     auto patched = client_.merge_patch(resources::events(), ns, s.name, patch);
     if (patched) {
       std::lock_guard relock(mutex_);
@@ -85,8 +77,8 @@ void EventRecorder::record(const json& involved, const std::string& type, const 
                 {"message", text},
                 {"type", type},
                 {"count", 1},
-                {"firstTimestamp", rfc3339(now)},
-                {"lastTimestamp", rfc3339(now)},
+                {"firstTimestamp", format_rfc3339(now)},
+                {"lastTimestamp", format_rfc3339(now)},
                 {"source", {{"component", component_}}},
                 {"reportingComponent", component_},
                 {"reportingInstance", instance_}};

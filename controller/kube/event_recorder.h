@@ -39,7 +39,4 @@ class EventRecorder {
   std::atomic<bool> warned_{false};
 };
 
-// metav1.Time: RFC 3339 in UTC, whole seconds.
-std::string rfc3339(std::chrono::system_clock::time_point t);
-
 }  // namespace conduit::controller::kube

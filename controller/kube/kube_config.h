@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "credentials.h"
 
 namespace conduit::controller::kube {

@@ -5,6 +5,8 @@
 #include <ctime>
 #include <random>
 
+#include "conduit/common/random.h"
+#include "conduit/common/time.h"
 #include "log.h"
 
 namespace conduit::controller::kube {
@@ -12,24 +14,10 @@ namespace conduit::controller::kube {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string micro_time(std::chrono::system_clock::time_point t) {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06lldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(us % 1000000));
-  return buf;
-}
-
 std::string default_identity() {
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) std::snprintf(host, sizeof host, "unknown");
-  std::random_device rd;
-  char suffix[17];
-  std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-  return std::string(host) + "_" + suffix;
+  return std::string(host) + "_" + random_hex(16);
 }
 
 namespace {
@@ -159,7 +147,7 @@ void LeaderElector::observe(const json& lease) {
 }
 
 Result<json> LeaderElector::create_lease() {
-  auto now = micro_time(std::chrono::system_clock::now());
+  auto now = format_rfc3339(std::chrono::system_clock::now(), TimePrecision::Micros);
   json lease = {
       {"apiVersion", "coordination.k8s.io/v1"},
       {"kind", "Lease"},
@@ -212,7 +200,7 @@ bool LeaderElector::attempt() {
       return false;  // held, and renewed within a duration we watched
   }
 
-  auto now = micro_time(std::chrono::system_clock::now());
+  auto now = format_rfc3339(std::chrono::system_clock::now(), TimePrecision::Micros);
   spec["holderIdentity"] = election_.identity;
   spec["leaseDurationSeconds"] = std::chrono::ceil<std::chrono::seconds>(election_.lease_duration).count();
   spec["renewTime"] = now;
@@ -240,7 +228,7 @@ Status LeaderElector::release() {
   if (!spec.is_object()) return {};
   if (!spec.value("holderIdentity", json()).is_string() || spec["holderIdentity"] != election_.identity)
     return {};
-  auto now = micro_time(std::chrono::system_clock::now());
+  auto now = format_rfc3339(std::chrono::system_clock::now(), TimePrecision::Micros);
   spec["holderIdentity"] = "";
   spec["leaseDurationSeconds"] = 1;
   spec["renewTime"] = now;

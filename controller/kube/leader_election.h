@@ -85,8 +85,7 @@ class LeaderElector {
   std::jthread thread_;
 };
 
-// A metav1.MicroTime: RFC 3339 in UTC with microseconds.
-std::string micro_time(std::chrono::system_clock::time_point t);
+// The hostname and a random suffix: unique among the controller's replicas.
 std::string default_identity();
 
 }  // namespace conduit::controller::kube

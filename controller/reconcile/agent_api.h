@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/api/agent_client.h"
+#include "conduit/api/transfer.h"
+#include "conduit/api/wire.h"
+#include "conduit/common/result.h"
 
 namespace conduit::controller {
 
@@ -30,62 +33,12 @@ class AgentDirectory {
   std::map<std::string, std::string> urls_;
 };
 
-struct RegionInfo {
-  std::string name;
-  std::uint64_t bytes = 0;
-  std::string memory;
-};
-
-struct GrantInfo {
-  std::string id;
-  nlohmann::json key;    // the RemoteKey, handed to the source agent as it came
-  std::string provider;  // "tcp;ofi_rxm", "efa", ...
-};
-
-struct TransferTarget {
-  nlohmann::json key;  // a GrantInfo::key
-  std::string url;     // the target agent, which checks CRC32C slices for verify
-  std::string region;
-  std::uint64_t resume_offset = 0;  // bytes already in place from an earlier attempt
-};
-
-struct TransferRequest {
-  std::string source_region;
-  std::uint64_t length = 0;
-  std::vector<TransferTarget> targets;
-  std::uint64_t chunk_bytes = 1u << 20;
-  std::uint32_t window = 16;
-  bool verify = true;
-  std::uint64_t deadline_seconds = 0;  // 0: none
-  std::uint64_t max_bytes_per_second = 0;
-};
-
-struct TransferInfo {
-  struct Target {
-    std::string state;
-    std::uint64_t bytes_done = 0;
-    std::string last_error;
-    std::uint64_t committed_bytes = 0;  // [0, this) has landed at the target
-    bool staged = false;                // the target's CUDA region was reached through a host staging buffer
-  };
-  std::string id;
-  std::string state;  // Queued, Running, Succeeded, Failed, Cancelled
-  std::uint64_t bytes_total = 0;
-  std::uint64_t bytes_done = 0;
-  double throughput = 0;  // bytes per second
-  std::uint32_t retries = 0;
-  bool verified = false;
-  // How the source region was reached: none (host memory), dmabuf, peermem or staged (docs/gpu.md). ""
-  // from an agent that does not say.
-  std::string gpu_path;
-  std::string reason;  // when Failed or Cancelled: Stalled, PeerUnreachable, ChecksumMismatch, ...
-  std::string message;
-  std::vector<Target> targets;
-
-  bool finished() const { return state == "Succeeded" || state == "Failed" || state == "Cancelled"; }
-  bool any_staged() const;  // either end of any target ran through host bounce or staging buffers
-  static TransferInfo from_json(const nlohmann::json& body);
-};
+// The agent's wire types (agent/openapi.yaml) under the names the reconciler uses.
+using RegionInfo = api::Region;
+using GrantInfo = api::Grant;
+using TransferTarget = api::TransferTarget;
+using TransferRequest = api::TransferRequest;
+using TransferInfo = api::TransferStatus;
 
 // Errors carry the agent's own code and message ("NotFound: no region \"x\""). An agent that does not answer
 // (unknown node, refused connection, timeout) is PeerUnreachable.
@@ -119,9 +72,10 @@ struct HttpAgentOptions {
   std::chrono::milliseconds slow_timeout{std::chrono::minutes(10)};
 };
 
+// AgentApi over api::AgentClient: finds the node's agent in the directory at each call.
 class HttpAgentApi : public AgentApi {
  public:
-  HttpAgentApi(const AgentDirectory& directory, HttpAgentOptions options);
+  HttpAgentApi(const AgentDirectory& directory, const HttpAgentOptions& options);
 
   std::optional<std::string> url(const std::string& node) const override { return directory_.url(node); }
   Result<nlohmann::json> node_info(const std::string& node) override;
@@ -140,22 +94,14 @@ class HttpAgentApi : public AgentApi {
   Status cancel_transfer(const std::string& node, const std::string& id) override;
 
  private:
-  enum class Method { Get, Post, Delete };
-  Result<nlohmann::json> call(const std::string& node, Method method, const std::string& path,
-                              const nlohmann::json* body, std::chrono::milliseconds read_timeout);
-  std::string token();
+  // The client of the node's agent, or NotFound when the directory knows none there.
+  Result<api::AgentClient> client(const std::string& node) const;
 
   const AgentDirectory& directory_;
-  HttpAgentOptions options_;
-  std::mutex token_mu_;
-  std::string token_;
-  std::filesystem::file_time_type token_mtime_{};
+  api::ClientOptions options_;
 };
 
 // The short transport name status and FabricNodes show for an agent's provider ("tcp;ofi_rxm" -> "tcp").
 std::string transport_name(const std::string& provider);
-
-// "Conflict" -> ErrorCode::Conflict, ...: the agent's error codes (openapi.yaml) as the data plane's.
-ErrorCode error_code_from_agent(const std::string& code);
 
 }  // namespace conduit::controller

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <set>
 
-#include "conduit/log.h"
+#include "conduit/common/log.h"
 #include "job_status.h"
 #include "pass.h"
 
@@ -57,7 +57,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   p.run.not_before.reset();
   // Keys an earlier attempt could not revoke (their node did not answer) go before new ones are handed out.
   if (!p.run.unrevoked.empty()) release(p, /*drop_source=*/false);
-  if (!p.status.contains("startTime")) p.status["startTime"] = to_rfc3339(p.now);
+  if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now);
   p.status["phase"] = phase::kRunning;
   set_condition(p.status, "Accepted", true, "Accepted", "the spec is valid and every node has an agent",
                 p.now, p.generation);

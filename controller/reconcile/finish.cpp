@@ -1,7 +1,7 @@
 // Ending an attempt (succeeded, failed, retried, suspended, deleted) and writing what the pass learnt.
 #include <thread>
 
-#include "conduit/log.h"
+#include "conduit/common/log.h"
 #include "job_status.h"
 #include "pass.h"
 
@@ -98,7 +98,7 @@ void Reconciler::complete(Pass& p, const TransferInfo& t) {
   const auto& spec = p.spec();
   for (auto& entry : p.status["targets"]) entry["state"] = "Succeeded";
   p.status["phase"] = phase::kSucceeded;
-  p.status["completionTime"] = to_rfc3339(p.now);
+  p.status["completionTime"] = format_rfc3339(p.now);
   p.status["bytesTransferred"] = p.status.value("bytesTotal", std::uint64_t{0});
   p.status["progress"] = "100%";
   // A finished job keeps the rate the whole transfer ran at: "how fast was it" is the question afterwards.
@@ -123,7 +123,7 @@ void Reconciler::fail(Pass& p, const std::string& r, const std::string& message)
   release(p, /*drop_source=*/true);
   drop_created_targets(p);
   p.status["phase"] = phase::kFailed;
-  p.status["completionTime"] = to_rfc3339(p.now);
+  p.status["completionTime"] = format_rfc3339(p.now);
   p.status["throughputBytesPerSecond"] = 0;
   p.status["throughput"] = "";
   if (is_validation_reason(r)) set_condition(p.status, "Accepted", false, r, message, p.now, p.generation);

@@ -9,37 +9,15 @@ using json = nlohmann::json;
 
 bool is_terminal_phase(std::string_view p) { return p == phase::kSucceeded || p == phase::kFailed; }
 
-const json* find_condition(const json& status, const std::string& type) {
-  if (!status.contains("conditions") || !status["conditions"].is_array()) return nullptr;
-  for (const auto& c : status["conditions"]) {
-    if (c.is_object() && c.value("type", "") == type) return &c;
+std::string outcome_summary(const json& status) {
+  if (status.value("phase", "") == phase::kSucceeded) {
+    const json* complete = find_condition(status, "Complete");
+    return "Succeeded: " + std::to_string(status.value("bytesTransferred", std::uint64_t{0})) + " bytes, " +
+           format_throughput(status.value("throughputBytesPerSecond", 0.0)) + ", " +
+           (complete ? complete->value("message", "") : "");
   }
-  return nullptr;
-}
-
-void set_condition(json& status, const std::string& type, bool value, const std::string& reason,
-                   const std::string& message, TimePoint now, std::int64_t generation) {
-  if (!status.contains("conditions") || !status["conditions"].is_array())
-    status["conditions"] = json::array();
-  const std::string value_text = value ? "True" : "False";
-  // The CRD caps messages; an agent's error text is not ours to trust for length.
-  const std::string text = message.size() > 32768 ? message.substr(0, 32768) : message;
-  for (auto& c : status["conditions"]) {
-    if (!c.is_object() || c.value("type", "") != type) continue;
-    if (c.value("status", "") != value_text) c["lastTransitionTime"] = to_rfc3339(now);
-    c["status"] = value_text;
-    c["reason"] = reason;
-    c["message"] = text;
-    if (generation > 0) c["observedGeneration"] = generation;
-    return;
-  }
-  json c{{"type", type},
-         {"status", value_text},
-         {"reason", reason},
-         {"message", text},
-         {"lastTransitionTime", to_rfc3339(now)}};
-  if (generation > 0) c["observedGeneration"] = generation;
-  status["conditions"].push_back(std::move(c));
+  const json* failed = find_condition(status, "Failed");
+  return "Failed: " + (failed ? failed->value("reason", "") + ": " + failed->value("message", "") : "");
 }
 
 std::string format_progress(std::uint64_t done, std::uint64_t total) {

@@ -1,4 +1,4 @@
-// TransferJob status as the CRD describes it, built up as JSON: metav1.Condition bookkeeping, the printer
+// TransferJob status as the CRD describes it, built up as JSON: its conditions, the printer
 // column strings ("42%", "5.2 GB/s"), and the JSON merge patch that turns the stored status into the new one.
 #pragma once
 
@@ -9,6 +9,7 @@
 
 #include "agent_api.h"
 #include "clock.h"
+#include "conduit/common/condition.h"
 #include "transfer_job.h"
 
 namespace conduit::controller {
@@ -23,12 +24,18 @@ inline constexpr const char* kSuspended = "Suspended";
 
 bool is_terminal_phase(std::string_view phase);
 
-// Sets condition `type` (Accepted, Running, Complete, Failed, Suspended). lastTransitionTime moves only when
-// the status (True/False) changes, as metav1.Condition requires; reason and message always follow.
-void set_condition(nlohmann::json& status, const std::string& type, bool value, const std::string& reason,
-                   const std::string& message, TimePoint now, std::int64_t generation);
-// The condition of that type, or null.
-const nlohmann::json* find_condition(const nlohmann::json& status, const std::string& type);
+// The job's conditions (Accepted, Running, Complete, Failed, Suspended) are True or False and carry the
+// generation they were decided for; conduit::set_condition does the metav1.Condition bookkeeping.
+inline void set_condition(nlohmann::json& status, const std::string& type, bool value,
+                          const std::string& reason, const std::string& message, TimePoint now,
+                          std::int64_t generation) {
+  conduit::set_condition(status, {type, value ? "True" : "False", reason, message, generation}, now);
+}
+using conduit::find_condition;
+
+// What --once-job prints for a finished job: "Succeeded: 5368709120 bytes, 2.1 GB/s, <Complete message>" or
+// "Failed: <reason>: <message>". Byte counts are read as 64-bit: jobs move more than 2 GiB.
+std::string outcome_summary(const nlohmann::json& status);
 
 // "42%", "99.5%": floored, so a job shows 100% only when every byte is in.
 std::string format_progress(std::uint64_t done, std::uint64_t total);

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "conduit/log.h"
+#include "conduit/common/log.h"
 #include "job_status.h"
 #include "pass.h"
 

@@ -76,7 +76,7 @@ json RunState::to_json() const {
   if (transfer) j["transfer"] = ref_json(*transfer);
   if (!transports.empty()) j["transports"] = transports;
   if (!resume.empty()) j["resume"] = resume;
-  if (not_before) j["notBefore"] = to_rfc3339(*not_before, /*millis=*/true);
+  if (not_before) j["notBefore"] = format_rfc3339(*not_before, TimePrecision::Millis);
   return j;
 }
 

@@ -17,17 +17,21 @@
 
 #include "agent_api.h"
 #include "clock.h"
+#include "conduit/api/reasons.h"
 #include "run_state.h"
 #include "transfer_job.h"
 
 namespace conduit::controller {
 
 // What a user reads in the Failed/Running conditions: CamelCase, each one a thing to fix or to wait for.
+// Where the cause is one an agent names too, the word is the agent's (conduit/api/reasons.h); a failed
+// transfer's own reason is copied from the agent as it came.
 namespace reason {
+using api::reason::kDeadlineExceeded;
+using api::reason::kPeerUnreachable;
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 inline constexpr const char* kUnsupported = "Unsupported";
 inline constexpr const char* kNodeNotFound = "NodeNotFound";
-inline constexpr const char* kPeerUnreachable = "PeerUnreachable";
 inline constexpr const char* kRegionNotFound = "RegionNotFound";
 inline constexpr const char* kRegionAlreadyExists = "RegionAlreadyExists";
 inline constexpr const char* kSourceFileNotFound = "SourceFileNotFound";
@@ -37,7 +41,6 @@ inline constexpr const char* kTransportUnavailable = "TransportUnavailable";
 inline constexpr const char* kTransferLost = "TransferLost";
 inline constexpr const char* kSaveFailed = "SaveFailed";
 inline constexpr const char* kAgentError = "AgentError";
-inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
 inline constexpr const char* kBackoffLimitExceeded = "BackoffLimitExceeded";
 }  // namespace reason
 

@@ -3,6 +3,8 @@
 #include <set>
 #include <utility>
 
+#include "conduit/common/json_fields.h"
+
 namespace conduit::controller {
 
 using json = nlohmann::json;
@@ -73,92 +75,33 @@ bool is_relative_path_inside(std::string_view path) {
 
 namespace {
 
-// Collects every problem so one `kubectl apply`-like round trip shows them all, as the apiserver does.
+// Collects every problem so one `kubectl apply`-like round trip shows them all, as the apiserver does. Fields
+// are read by conduit::JsonFields (null reads as absent: merge patches write null); the checks here are the
+// CRD's own (names, enums).
 class Checker {
  public:
-  void fail(const std::string& field, const std::string& problem) {
-    errors_.push_back(field + ": " + problem);
-  }
-  bool ok() const { return errors_.empty(); }
-  std::string message() const {
-    std::string out;
-    for (const auto& e : errors_) out += (out.empty() ? "" : "; ") + e;
-    return out;
-  }
+  void fail(const std::string& field, const std::string& problem) { problems_.add(field + ": " + problem); }
+  bool ok() const { return problems_.ok(); }
+  std::string message() const { return problems_.message(); }
 
-  // Rejects fields the schema does not know: in a cluster they would be pruned, here they are typos.
-  void only_fields(const json& object, const std::string& path, std::initializer_list<const char*> known) {
-    for (const auto& [key, value] : object.items()) {
-      bool found = false;
-      for (const char* k : known) found = found || key == k;
-      if (!found) fail(path + "." + key, "unknown field");
-    }
-  }
-
-  std::optional<std::string> string(const json& object, const std::string& path, const char* key,
-                                    std::size_t max_length) {
-    if (!object.contains(key) || object[key].is_null()) return std::nullopt;
-    const json& v = object[key];
-    if (!v.is_string()) {
-      fail(path + "." + key, "must be a string, got " + v.dump());
-      return std::nullopt;
-    }
-    const auto text = v.get<std::string>();
-    if (text.empty()) fail(path + "." + key, "must not be empty");
-    if (text.size() > max_length) {
-      fail(path + "." + key, "is longer than " + std::to_string(max_length) + " characters");
-    }
-    return text;
-  }
-
-  std::optional<std::int64_t> integer(const json& object, const std::string& path, const char* key,
-                                      std::int64_t min, std::int64_t max) {
-    if (!object.contains(key) || object[key].is_null()) return std::nullopt;
-    const json& v = object[key];
-    if (!v.is_number_integer()) {
-      fail(path + "." + key, "must be an integer, got " + v.dump());
-      return std::nullopt;
-    }
-    if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
-      fail(path + "." + key, v.dump() + " is above the maximum " + std::to_string(max));
-      return std::nullopt;
-    }
-    const auto n = v.get<std::int64_t>();
-    if (n < min) fail(path + "." + key, std::to_string(n) + " is below the minimum " + std::to_string(min));
-    if (n > max) fail(path + "." + key, std::to_string(n) + " is above the maximum " + std::to_string(max));
-    return n;
-  }
-
-  std::optional<bool> boolean(const json& object, const std::string& path, const char* key) {
-    if (!object.contains(key) || object[key].is_null()) return std::nullopt;
-    if (!object[key].is_boolean()) {
-      fail(path + "." + key, "must be true or false, got " + object[key].dump());
-      return std::nullopt;
-    }
-    return object[key].get<bool>();
+  // A reader of one object at `path`. Callers refuse unknown fields with only(): in a cluster they would be
+  // pruned, here they are typos.
+  JsonFields fields(const json& object, const std::string& path) {
+    return JsonFields(object, path, problems_, /*null_is_absent=*/true);
   }
 
   template <typename E>
-  std::optional<E> one_of(const json& object, const std::string& path, const char* key,
+  std::optional<E> one_of(JsonFields& f, const char* key,
                           std::initializer_list<std::pair<const char*, E>> values) {
-    auto text = string(object, path, key, 64);
+    auto text = f.text(key, Need::Optional, 64);
     if (!text) return std::nullopt;
     std::string allowed;
     for (const auto& [name, value] : values) {
       if (*text == name) return value;
       allowed += (allowed.empty() ? "" : ", ") + std::string(name);
     }
-    fail(path + "." + key, "\"" + *text + "\" is not one of " + allowed);
+    f.fail(key, "\"" + *text + "\" is not one of " + allowed);
     return std::nullopt;
-  }
-
-  const json* object(const json& parent, const std::string& path, const char* key) {
-    if (!parent.contains(key) || parent[key].is_null()) return nullptr;
-    if (!parent[key].is_object()) {
-      fail(path + "." + key, "must be an object");
-      return nullptr;
-    }
-    return &parent[key];
   }
 
   void node(const std::optional<std::string>& name, const std::string& field) {
@@ -182,19 +125,17 @@ class Checker {
   }
 
  private:
-  std::vector<std::string> errors_;
+  JsonProblems problems_{JsonProblems::Keep::All};
 };
 
-void parse_source(Checker& c, const json& spec, SourceSpec& out, bool& pod_selector) {
-  const json* source = c.object(spec, "spec", "source");
-  if (source == nullptr) {
-    c.fail("spec.source", "is required");
-    return;
-  }
-  c.only_fields(*source, "spec.source", {"node", "region", "file", "podSelector"});
-  auto node = c.string(*source, "spec.source", "node", 253);
-  auto region = c.string(*source, "spec.source", "region", 63);
-  auto file = c.string(*source, "spec.source", "file", 1024);
+void parse_source(Checker& c, JsonFields& fields, SourceSpec& out, bool& pod_selector) {
+  const json* source = fields.object("source", Need::Required);
+  if (source == nullptr) return;
+  auto f = c.fields(*source, "spec.source");
+  f.only({"node", "region", "file", "podSelector"});
+  auto node = f.text("node", Need::Optional, 253);
+  auto region = f.text("region", Need::Optional, 63);
+  auto file = f.text("file", Need::Optional, 1024);
   pod_selector = source->contains("podSelector");
   c.node(node, "spec.source.node");
   c.region(region, "spec.source.region");
@@ -211,7 +152,7 @@ void parse_source(Checker& c, const json& spec, SourceSpec& out, bool& pod_selec
 }
 
 void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
-  if (!spec.contains("targets")) {
+  if (!spec.contains("targets") || spec["targets"].is_null()) {
     c.fail("spec.targets", "is required");
     return;
   }
@@ -228,24 +169,22 @@ void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
       c.fail(path, "must be an object");
       continue;
     }
-    const json& t = targets[i];
-    c.only_fields(t, path, {"node", "region", "create", "file"});
+    auto f = c.fields(targets[i], path);
+    f.only({"node", "region", "create", "file"});
     TargetSpec target;
-    auto node = c.string(t, path, "node", 253);
-    auto region = c.string(t, path, "region", 63);
-    if (!node) c.fail(path + ".node", "is required");
-    if (!region) c.fail(path + ".region", "is required");
+    auto node = f.text("node", Need::Required, 253);
+    auto region = f.text("region", Need::Required, 63);
     c.node(node, path + ".node");
     c.region(region, path + ".region");
-    auto file = c.string(t, path, "file", 1024);
+    auto file = f.text("file", Need::Optional, 1024);
     c.file(file, path + ".file");
-    if (const json* create = c.object(t, path, "create")) {
-      c.only_fields(*create, path + ".create", {"bytes", "memory"});
+    if (const json* create = f.object("create")) {
+      auto cf = c.fields(*create, path + ".create");
+      cf.only({"bytes", "memory"});
       CreateSpec cs;
-      const auto bytes = c.integer(*create, path + ".create", "bytes", 1, std::int64_t{1} << 44);
-      if (!create->contains("bytes")) c.fail(path + ".create.bytes", "is required");
+      const auto bytes = cf.i64("bytes", Need::Required, 1, std::int64_t{1} << 44);
       cs.bytes = static_cast<std::uint64_t>(bytes.value_or(0));
-      if (auto memory = c.string(*create, path + ".create", "memory", 9)) {
+      if (auto memory = cf.text("memory", Need::Optional, 9)) {
         const bool cuda = memory->rfind("cuda:", 0) == 0 && memory->size() > 5 && memory->size() <= 8 &&
                           memory->find_first_not_of("0123456789", 5) == std::string::npos;
         if (*memory != "host" && !cuda)
@@ -290,46 +229,45 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
     return make_error(ErrorCode::InvalidArgument, "spec: is required and must be an object");
   Checker c;
   TransferJobSpec s;
-  c.only_fields(
-      spec, "spec",
-      {"source", "targets", "strategy", "transport", "chunkBytes", "window", "verify", "backoffLimit",
-       "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond"});
+  auto f = c.fields(spec, "spec");
+  f.only({"source", "targets", "strategy", "transport", "chunkBytes", "window", "verify", "backoffLimit",
+          "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond"});
   bool pod_selector = false;
-  parse_source(c, spec, s.source, pod_selector);
+  parse_source(c, f, s.source, pod_selector);
   parse_targets(c, spec, s.targets);
-  s.strategy = c.one_of<Strategy>(spec, "spec", "strategy",
+  s.strategy = c.one_of<Strategy>(f, "strategy",
                                   {{"PointToPoint", Strategy::PointToPoint},
                                    {"Fanout", Strategy::Fanout},
                                    {"Chain", Strategy::Chain}})
                    .value_or(Strategy::PointToPoint);
-  if (const json* transport = c.object(spec, "spec", "transport")) {
-    c.only_fields(*transport, "spec.transport", {"type", "allowFallback"});
-    s.transport = c.one_of<TransportType>(*transport, "spec.transport", "type",
+  if (const json* transport = f.object("transport")) {
+    auto tf = c.fields(*transport, "spec.transport");
+    tf.only({"type", "allowFallback"});
+    s.transport = c.one_of<TransportType>(tf, "type",
                                           {{"auto", TransportType::Auto},
                                            {"efa", TransportType::Efa},
                                            {"verbs", TransportType::Verbs},
                                            {"tcp", TransportType::Tcp},
                                            {"shm", TransportType::Shm}})
                       .value_or(TransportType::Auto);
-    s.allow_fallback = c.boolean(*transport, "spec.transport", "allowFallback").value_or(false);
+    s.allow_fallback = tf.boolean("allowFallback").value_or(false);
   }
   s.chunk_bytes =
-      static_cast<std::uint64_t>(c.integer(spec, "spec", "chunkBytes", 4096, 64 << 20).value_or(1 << 20));
-  s.window = static_cast<std::uint32_t>(c.integer(spec, "spec", "window", 1, 256).value_or(16));
-  s.verify = c.one_of<bool>(spec, "spec", "verify", {{"none", false}, {"crc32c", true}}).value_or(true);
-  s.backoff_limit = static_cast<std::uint32_t>(c.integer(spec, "spec", "backoffLimit", 0, 20).value_or(3));
-  s.active_deadline_seconds = c.integer(spec, "spec", "activeDeadlineSeconds", 1, 604800);
-  s.ttl_seconds_after_finished = c.integer(spec, "spec", "ttlSecondsAfterFinished", 0, 31536000);
-  s.suspend = c.boolean(spec, "spec", "suspend").value_or(false);
+      static_cast<std::uint64_t>(f.i64("chunkBytes", Need::Optional, 4096, 64 << 20).value_or(1 << 20));
+  s.window = static_cast<std::uint32_t>(f.i64("window", Need::Optional, 1, 256).value_or(16));
+  s.verify = c.one_of<bool>(f, "verify", {{"none", false}, {"crc32c", true}}).value_or(true);
+  s.backoff_limit = static_cast<std::uint32_t>(f.i64("backoffLimit", Need::Optional, 0, 20).value_or(3));
+  s.active_deadline_seconds = f.i64("activeDeadlineSeconds", Need::Optional, 1, 604800);
+  s.ttl_seconds_after_finished = f.i64("ttlSecondsAfterFinished", Need::Optional, 0, 31536000);
+  s.suspend = f.boolean("suspend").value_or(false);
   s.max_bytes_per_second = static_cast<std::uint64_t>(
-      c.integer(spec, "spec", "maxBytesPerSecond", 0, std::int64_t{1} << 40).value_or(0));
+      f.i64("maxBytesPerSecond", Need::Optional, 0, std::int64_t{1} << 40).value_or(0));
   check_cross_field(c, s);
   if (!c.ok()) return make_error(ErrorCode::InvalidArgument, c.message());
   if (pod_selector) {
-    return make_error(
-        ErrorCode::Unsupported,
-        "spec.source.podSelector needs the Kubernetes mode of conduit-controller to find the pod's "
-        "node; name source.node instead");
+    return make_error(ErrorCode::Unsupported,
+                      "spec.source.podSelector is not resolved to a pod's node yet (in either mode of "
+                      "conduit-controller); name source.node instead");
   }
   return s;
 }

@@ -7,8 +7,8 @@
 #include <sstream>
 #include <thread>
 
-#include "conduit/log.h"
-#include "reconcile/clock.h"
+#include "conduit/common/log.h"
+#include "conduit/common/time.h"
 #include "yaml_json.h"
 
 namespace conduit::controller {
@@ -111,7 +111,7 @@ void LocalStore::scan_locked() {
   for (auto& [key, entry] : jobs_) {
     if (found.count(key) > 0 || deleting_.count(key) > 0 || !has_finalizers(entry.object)) continue;
     json object = entry.object;
-    object["metadata"]["deletionTimestamp"] = to_rfc3339(std::chrono::system_clock::now());
+    object["metadata"]["deletionTimestamp"] = format_rfc3339(std::chrono::system_clock::now());
     deleting_[key] = std::move(object);
     log::info("job file removed: deleting the job", {{"job", key_text(key)}});
   }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 
 namespace conduit::controller {
 

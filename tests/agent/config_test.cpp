@@ -11,15 +11,15 @@
 #include <string>
 #include <vector>
 
-#include "conduit/log.h"
-#include "conduit/size.h"
+#include "conduit/common/log.h"
+#include "conduit/common/size.h"
 #include "conduit/verbs.h"
-#include "fabric.h"
 #include "fake_sysfs.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
 #include "temp_dir.h"
+#include "transport_set.h"
 
 namespace conduit::agent {
 namespace {
@@ -235,7 +235,7 @@ TEST(Inventory, SaysWhyRdmaIsUnavailableOnAFakeSysfs) {
   TempDir data;
   AgentConfig config;
   config.node_name = "node-a";
-  const Fabric fabric;
+  const TransportSet fabric;
   const RegionStore regions(data.path(), 1ULL << 30);
   const auto node = node_inventory(config, fabric, regions, sysfs.path().string());
   EXPECT_EQ(node["node"], "node-a");
@@ -271,7 +271,7 @@ TEST(Inventory, ReportsTheNicsNearestEachGpuOnAP5LikeServer) {
   sysfs.build_p5_like_server();
   TempDir data;
   AgentConfig config;
-  const Fabric fabric;
+  const TransportSet fabric;
   const RegionStore regions(data.path(), 1ULL << 30);
   const auto node = node_inventory(config, fabric, regions, sysfs.root().string());
   const auto& choice = node["topology"]["nicChoice"];

@@ -1,8 +1,9 @@
 // `memory: cuda:N` through real conduit-agent processes, as a user meets it:
 //  - where CUDA cannot be used (these build machines: no driver, or a build without CUDA) a clear 422 on
 //    the API and the CLI, /v1/node saying why, and a TransferJob that fails Unsupported with the reason;
-//  - with the CUDA host double (CONDUIT_CUDA_HOST_DOUBLE=1: "device" memory that is host memory behind the
-//    same copies) the staged path end to end over tcp;ofi_rxm: host -> GPU region and GPU -> GPU region,
+//  - with the CUDA host double (conduit-agent-cuda-double, a test build of the agent whose "device" memory is
+//    host memory behind the same copies) the staged path end to end over tcp;ofi_rxm: host -> GPU region and
+//    GPU -> GPU region,
 //    CRC32C-verified, the path visible in /v1/node, the grant, the transfer status and
 //    conduit_agent_staged_fallback_total. bench/gpu-check.sh runs the same flows on a real GPU.
 #include <gtest/gtest.h>
@@ -176,13 +177,10 @@ TEST_F(CudaUnavailable, ATransferJobIntoCudaMemoryFailsUnsupportedWithTheAgentsR
       << condition(status, "Failed", "message");
 }
 
-// ---- The staged path with the CUDA host double ----
+// ---- The staged path with the CUDA host double (conduit-agent-cuda-double) ----
 
 class StagedAgents : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { ::setenv("CONDUIT_CUDA_HOST_DOUBLE", "1", 1); }
-  static void TearDownTestSuite() { ::unsetenv("CONDUIT_CUDA_HOST_DOUBLE"); }
-
   void SetUp() override { ASSERT_TRUE(a.started() && b.started()); }
 
   json grant(AgentProcess& target, const std::string& region, std::uint64_t length) {
@@ -209,8 +207,8 @@ class StagedAgents : public ::testing::Test {
     return r.status == 200 ? r.body["crc32c"][0].get<std::uint32_t>() : 0;
   }
 
-  AgentProcess a{agent_options()};
-  AgentProcess b{agent_options()};
+  AgentProcess a{testing::quiet_tcp_agent(CONDUIT_AGENT_CUDA_DOUBLE_BIN)};
+  AgentProcess b{testing::quiet_tcp_agent(CONDUIT_AGENT_CUDA_DOUBLE_BIN)};
 };
 
 TEST_F(StagedAgents, NodeSaysTcpReachesCudaMemoryStaged) {

@@ -1,4 +1,4 @@
-// Grants and transfers between two agents' worth of state in one process: each side has its own Fabric
+// Grants and transfers between two agents' worth of state in one process: each side has its own TransportSet
 // (real libfabric endpoints on loopback), RegionStore and GrantTable; the source's TransferManager moves
 // bytes into the target's granted range, and verify asks a small HTTP server for the target's checksums.
 #include <arpa/inet.h>
@@ -17,14 +17,14 @@
 #include <string>
 #include <thread>
 
-#include "agent_client.h"
+#include "conduit/api/agent_client.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
-#include "fabric.h"
 #include "grants.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
 #include "transfers.h"
+#include "transport_set.h"
 
 namespace conduit::agent {
 namespace {
@@ -54,10 +54,10 @@ struct Node {
     std::filesystem::remove_all(dir, ec);
   }
 
-  static std::unique_ptr<Fabric> open(const std::string& provider) {
-    auto f = Fabric::open({provider}, 1, "127.0.0.1", 3s);
+  static std::unique_ptr<TransportSet> open(const std::string& provider) {
+    auto f = TransportSet::open({provider}, 1, "127.0.0.1", 3s);
     EXPECT_TRUE(f) << f.error().message;
-    return f ? std::make_unique<Fabric>(std::move(*f)) : nullptr;
+    return f ? std::make_unique<TransportSet>(std::move(*f)) : nullptr;
   }
 
   RegionPtr region(const std::string& name, std::uint64_t bytes, std::uint64_t seed = 0) {
@@ -77,7 +77,7 @@ struct Node {
 
   std::filesystem::path dir;
   RegionStore regions;  // outlives the fabric: a batch still in flight may point into it
-  std::unique_ptr<Fabric> fabric;
+  std::unique_ptr<TransportSet> fabric;
   GrantTable grants;
 };
 
@@ -175,10 +175,10 @@ TransferRequest request(const std::string& region, std::vector<TransferTarget> t
   return r;
 }
 
-// ---- Fabric ----
+// ---- TransportSet ----
 
-TEST(Fabric, FindsTcpByAliasAndCanonicalNameOnce) {
-  auto f = Fabric::open({"tcp", "tcp;ofi_rxm"}, 1, "127.0.0.1", 3s);
+TEST(TransportSet, FindsTcpByAliasAndCanonicalNameOnce) {
+  auto f = TransportSet::open({"tcp", "tcp;ofi_rxm"}, 1, "127.0.0.1", 3s);
   ASSERT_TRUE(f) << f.error().message;
   ASSERT_EQ(f->transports().size(), 1u) << "the same provider twice opens one transport";
   EXPECT_NE(f->find("tcp"), nullptr);
@@ -193,16 +193,16 @@ TEST(Fabric, FindsTcpByAliasAndCanonicalNameOnce) {
   EXPECT_TRUE(j[0].contains("mrMode") && j[0].contains("orderedWaw") && j[0].contains("deviceMemory"));
 }
 
-TEST(Fabric, NothingOpenedNamesEveryFailure) {
-  auto f = Fabric::open({"bogus", "nonsense"}, 1, "127.0.0.1", 3s);
+TEST(TransportSet, NothingOpenedNamesEveryFailure) {
+  auto f = TransportSet::open({"bogus", "nonsense"}, 1, "127.0.0.1", 3s);
   ASSERT_FALSE(f);
   EXPECT_EQ(f.error().code, ErrorCode::Unavailable);
   EXPECT_NE(f.error().message.find("bogus"), std::string::npos) << f.error().message;
   EXPECT_NE(f.error().message.find("nonsense"), std::string::npos) << f.error().message;
 }
 
-TEST(Fabric, OneFailingProviderDoesNotSinkTheOthers) {
-  auto f = Fabric::open({"bogus", "tcp"}, 1, "127.0.0.1", 3s);
+TEST(TransportSet, OneFailingProviderDoesNotSinkTheOthers) {
+  auto f = TransportSet::open({"bogus", "tcp"}, 1, "127.0.0.1", 3s);
   ASSERT_TRUE(f) << f.error().message;
   EXPECT_EQ(f->transports().size(), 1u);
 }
@@ -417,32 +417,43 @@ TEST(TransferStatusJson, HasEveryDocumentedField) {
 
 // ---- Agent client ----
 
+// The checksum call as a transfer makes it: `token` on the agent at `url`.
+Result<std::vector<std::uint32_t>> checksum(const std::string& url, const std::string& token,
+                                            const std::string& region, std::uint64_t offset,
+                                            std::uint64_t length, std::uint64_t slice) {
+  auto sums = api::AgentClient(url, {.token = token})
+                  .checksum(region, {.offset = offset, .length = length, .slice = slice});
+  if (!sums) return sums.error();
+  return sums->crc32c;
+}
+
 TEST(TransferAgentClient, ReportsUnreachableUnauthorizedAndUnknownRegion) {
   Node target("tcp", "client");
   auto dst = target.region("dst", 1 * MiB, 3);
   ChecksumServer server(target.regions);
 
-  auto sums = AgentClient(kToken).checksum(server.url(), "dst", 0, 1 * MiB, 256 * KiB);
+  auto sums = checksum(server.url(), kToken, "dst", 0, 1 * MiB, 256 * KiB);
   ASSERT_TRUE(sums) << sums.error().message;
   EXPECT_EQ(*sums, crc32c_slices(dst->memory().bytes(), 256 * KiB));
 
-  EXPECT_TRUE(AgentClient(kToken).checksum(server.url() + "/", "dst", 0, 1 * MiB, 256 * KiB));
+  EXPECT_TRUE(checksum(server.url() + "/", kToken, "dst", 0, 1 * MiB, 256 * KiB));
 
-  auto unauthorized = AgentClient("wrong").checksum(server.url(), "dst", 0, 1 * MiB, 256 * KiB);
+  // A refused token is RemoteAccess for every client of the agents (conduit/api/errors.h).
+  auto unauthorized = checksum(server.url(), "wrong", "dst", 0, 1 * MiB, 256 * KiB);
   ASSERT_FALSE(unauthorized);
-  EXPECT_EQ(unauthorized.error().code, ErrorCode::InvalidArgument);
-  EXPECT_NE(unauthorized.error().message.find("unauthorized"), std::string::npos);
+  EXPECT_EQ(unauthorized.error().code, ErrorCode::RemoteAccess);
+  EXPECT_NE(unauthorized.error().message.find("Unauthorized"), std::string::npos);
 
-  auto missing = AgentClient(kToken).checksum(server.url(), "nope", 0, 1 * MiB, 256 * KiB);
+  auto missing = checksum(server.url(), kToken, "nope", 0, 1 * MiB, 256 * KiB);
   ASSERT_FALSE(missing);
   EXPECT_EQ(missing.error().code, ErrorCode::NotFound);
 
-  auto bad = AgentClient(kToken).checksum(server.url(), "dst", 2 * MiB, 1, 4096);
+  auto bad = checksum(server.url(), kToken, "dst", 2 * MiB, 1, 4096);
   ASSERT_FALSE(bad);
-  EXPECT_EQ(bad.error().code, ErrorCode::Provider);
+  EXPECT_EQ(bad.error().code, ErrorCode::InvalidArgument);  // the agent's own code, as every client reads it
   EXPECT_NE(bad.error().message.find("offset"), std::string::npos) << bad.error().message;
 
-  auto gone = AgentClient(kToken).checksum("http://127.0.0.1:1", "dst", 0, 1 * MiB, 256 * KiB);
+  auto gone = checksum("http://127.0.0.1:1", kToken, "dst", 0, 1 * MiB, 256 * KiB);
   ASSERT_FALSE(gone);
   EXPECT_EQ(gone.error().code, ErrorCode::PeerUnreachable);
   EXPECT_NE(gone.error().message.find("did not answer"), std::string::npos) << gone.error().message;
@@ -491,7 +502,7 @@ class TransferFixture {
     return at == std::string::npos ? "" : text.substr(at + 1, text.find('\n', at + 1) - at - 1);
   }
 
-  AgentClient client_{kToken};
+  api::ClientOptions client_{.token = std::string(kToken)};
   metrics::AgentMetrics metrics_{"test", "node"};
   std::unique_ptr<Node> target_;
   std::unique_ptr<Node> source_;

@@ -1,5 +1,5 @@
 // EndpointSlices of the agent Service -> the agent directory, and agents' answers -> FabricNode status.
-// (tests/e2e/cluster_test.sh runs discovery for real, with agents in network namespaces.)
+// (tests/scenarios/e2e/test_cluster.py runs discovery for real, with agents in network namespaces.)
 #include "discovery.h"
 
 #include <gtest/gtest.h>

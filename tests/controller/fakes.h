@@ -77,7 +77,7 @@ class MemoryStore : public ObjectStore {
     if (it == jobs.end()) return make_error(ErrorCode::NotFound, "gone");
     auto& meta = it->second["metadata"];
     if (meta.contains("finalizers") && !meta["finalizers"].empty()) {
-      meta["deletionTimestamp"] = to_rfc3339(clock_.now());
+      meta["deletionTimestamp"] = format_rfc3339(clock_.now());
     } else {
       jobs.erase(it);
     }

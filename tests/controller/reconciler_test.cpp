@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "fakes.h"
-#include "reconcile/controller.h"
+#include "reconcile/control_loop.h"
 #include "reconcile/job_status.h"
 #include "reconcile/run_state.h"
 
@@ -64,6 +64,27 @@ class ReconcilerTest : public ::testing::Test {
   Reconciler reconciler;
 };
 
+TEST_F(ReconcilerTest, ByteCountsStayExactPastFourGiB) {
+  // A 1.5 GiB checkpoint to three nodes: 4.5 GiB in all, more than 32 bits hold. The --once-job line once
+  // read bytesTransferred as an int and printed "-1073741824 bytes" for a job like this.
+  agents.file_bytes = 1536 * MiB;
+  json targets = json::array();
+  for (const char* node : {"node-b", "node-c", "node-d"}) {
+    agents.add_node(node);
+    targets.push_back({{"node", node}, {"region", "weights"}, {"create", {{"bytes", 1536 * MiB}}}});
+  }
+  store.put(job("big", {{"strategy", "Fanout"}, {"targets", targets}}));
+  start("big");
+  clock.advance(1s);
+  agents.finish("Succeeded");
+  reconcile("big");
+  ASSERT_EQ(phase("big"), "Succeeded") << store.job("big").dump(2);
+  const std::uint64_t moved = status("big")["bytesTransferred"].get<std::uint64_t>();
+  EXPECT_GT(moved, std::uint64_t{4} << 30);
+  EXPECT_EQ(outcome_summary(status("big")).rfind("Succeeded: " + std::to_string(moved) + " bytes, ", 0), 0U)
+      << outcome_summary(status("big"));
+}
+
 TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
   store.put(job("ckpt", {{"targets",
                           {{{"node", "node-b"},
@@ -80,7 +101,7 @@ TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
   EXPECT_TRUE(request.verify);
   EXPECT_EQ(request.targets.at(0).url, "http://node-b:7070");
   EXPECT_EQ(request.source_region, temporary_region_name(store.job("ckpt")));
-  EXPECT_EQ(status("ckpt").value("startTime", ""), to_rfc3339(clock.now()));
+  EXPECT_EQ(status("ckpt").value("startTime", ""), format_rfc3339(clock.now()));
   EXPECT_EQ(condition("ckpt", "Running")["reason"], "TransferStarted");
 
   clock.advance(1s);
@@ -100,7 +121,7 @@ TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
   EXPECT_EQ(condition("ckpt", "Running")["status"], "False");
   EXPECT_EQ(status("ckpt")["progress"], "100%");
   EXPECT_EQ(status("ckpt")["targets"][0]["verified"], true);
-  EXPECT_EQ(status("ckpt")["completionTime"], to_rfc3339(clock.now()));
+  EXPECT_EQ(status("ckpt")["completionTime"], format_rfc3339(clock.now()));
   EXPECT_EQ(agents.live_grants(), 0U);
   EXPECT_EQ(agents.saved, std::vector<std::string>{"node-b:weights->restored.bin"});
   // The loaded copy of the file is gone; the target region stays (it is what the job was for).

@@ -110,10 +110,10 @@ TEST(JobStatus, ConditionTransitionTimeMovesOnlyWithStatus) {
   json status = json::object();
   set_condition(status, "Running", true, "TransferStarted", "a", t0, 1);
   set_condition(status, "Running", true, "Retrying", "b", t0 + 5s, 1);
-  EXPECT_EQ((*find_condition(status, "Running"))["lastTransitionTime"], to_rfc3339(t0));
+  EXPECT_EQ((*find_condition(status, "Running"))["lastTransitionTime"], format_rfc3339(t0));
   EXPECT_EQ((*find_condition(status, "Running"))["reason"], "Retrying");
   set_condition(status, "Running", false, "Completed", "c", t0 + 9s, 1);
-  EXPECT_EQ((*find_condition(status, "Running"))["lastTransitionTime"], to_rfc3339(t0 + 9s));
+  EXPECT_EQ((*find_condition(status, "Running"))["lastTransitionTime"], format_rfc3339(t0 + 9s));
 }
 
 TEST(JobStatus, MergeDiffTakesOneToTheOther) {
@@ -132,9 +132,9 @@ TEST(JobStatus, MergeDiffTakesOneToTheOther) {
 
 TEST(Clock, Rfc3339RoundTrips) {
   const TimePoint t = std::chrono::system_clock::from_time_t(1'800'000'000) + 250ms;
-  EXPECT_EQ(to_rfc3339(t), "2027-01-15T08:00:00Z");
-  EXPECT_EQ(to_rfc3339(t, true), "2027-01-15T08:00:00.250Z");
-  EXPECT_EQ(parse_rfc3339(to_rfc3339(t, true)), t);
+  EXPECT_EQ(format_rfc3339(t), "2027-01-15T08:00:00Z");
+  EXPECT_EQ(format_rfc3339(t, TimePrecision::Millis), "2027-01-15T08:00:00.250Z");
+  EXPECT_EQ(parse_rfc3339(format_rfc3339(t, TimePrecision::Millis)), t);
   EXPECT_EQ(parse_rfc3339("2027-01-15T09:00:00+01:00"),
             std::chrono::system_clock::from_time_t(1'800'000'000));
   EXPECT_FALSE(parse_rfc3339("yesterday"));

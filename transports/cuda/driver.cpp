@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "backend.h"
+#include "conduit/cuda_device.h"
 
 namespace conduit::cuda {
 namespace backend {
@@ -153,8 +153,10 @@ Status use_device(const Driver& d, int device) {
   return {};
 }
 
+}  // namespace backend
+
 const Availability& availability() {
-  static const Availability a = probe();
+  static const Availability a = backend::probe();
   return a;
 }
 
@@ -172,5 +174,4 @@ Status check_device(int device) {
   return {};
 }
 
-}  // namespace backend
 }  // namespace conduit::cuda

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 
 namespace conduit::cuda::backend {
 

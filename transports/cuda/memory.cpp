@@ -6,12 +6,16 @@
 #include <cstring>
 #include <utility>
 
-#include "backend.h"
+#include "conduit/cuda_device.h"
 #include "conduit/cuda_staging.h"
 #include "driver.h"
 
 namespace conduit::cuda {
-namespace backend {
+
+using backend::driver;
+using backend::Driver;
+using backend::error;
+using backend::use_device;
 
 namespace {
 
@@ -96,7 +100,7 @@ Result<MemoryRegion> import_ipc(std::span<const std::byte> handle, std::uint64_t
 }
 
 Result<std::vector<std::byte>> export_ipc(const MemoryRegion& region) {
-  if (auto s = check_range(region, 0, 0); !s) return s.error();
+  if (auto s = check_device_range(region, 0, 0); !s) return s.error();
   auto d = on_device(region.device());
   if (!d) return d.error();
   CUipcMemHandle h{};
@@ -128,7 +132,7 @@ Result<MemoryRegion> allocate_pinned(std::uint64_t bytes) {
 }
 
 Status export_dmabuf(MemoryRegion& region) {
-  if (auto s = check_range(region, 0, 0); !s) return s;
+  if (auto s = check_device_range(region, 0, 0); !s) return s;
   auto d = on_device(region.device());
   if (!d) return d.error();
   if ((*d)->mem_get_handle_for_address_range == nullptr) {
@@ -152,7 +156,7 @@ Status export_dmabuf(MemoryRegion& region) {
 }
 
 Status copy_to_host(const MemoryRegion& device, std::uint64_t offset, std::span<std::byte> host) {
-  if (auto s = check_range(device, offset, host.size()); !s) return s;
+  if (auto s = check_device_range(device, offset, host.size()); !s) return s;
   if (host.empty()) return {};
   auto d = on_device(device.device());
   if (!d) return d.error();
@@ -164,7 +168,7 @@ Status copy_to_host(const MemoryRegion& device, std::uint64_t offset, std::span<
 }
 
 Status copy_to_device(const MemoryRegion& device, std::uint64_t offset, std::span<const std::byte> host) {
-  if (auto s = check_range(device, offset, host.size()); !s) return s;
+  if (auto s = check_device_range(device, offset, host.size()); !s) return s;
   if (host.empty()) return {};
   auto d = on_device(device.device());
   if (!d) return d.error();
@@ -246,7 +250,7 @@ class StreamCopier final : public DeviceCopier {
     if (slot < 0 || static_cast<std::size_t>(slot) >= events_.size()) {
       return make_error(ErrorCode::InvalidArgument, "no staging slot " + std::to_string(slot));
     }
-    if (auto s = check_range(region_, offset, length); !s) return s;
+    if (auto s = check_device_range(region_, offset, length); !s) return s;
     return use_device(d_, region_.device());
   }
 
@@ -268,7 +272,7 @@ class StreamCopier final : public DeviceCopier {
 }  // namespace
 
 Result<std::unique_ptr<DeviceCopier>> make_copier(const MemoryRegion& device_region, int slots) {
-  if (auto s = check_range(device_region, 0, 0); !s) return s.error();
+  if (auto s = check_device_range(device_region, 0, 0); !s) return s.error();
   if (slots < 1) return make_error(ErrorCode::InvalidArgument, "a copier needs at least one slot");
   auto d = on_device(device_region.device());
   if (!d) return d.error();
@@ -313,5 +317,4 @@ Result<CopyBandwidth> measure_copy_bandwidth(int device, std::uint64_t bytes, in
   return CopyBandwidth{*h2d, *d2h, *d2d};
 }
 
-}  // namespace backend
 }  // namespace conduit::cuda

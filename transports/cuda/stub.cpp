@@ -1,10 +1,9 @@
-// The CUDA entry points of a build without CUDA headers: each says so, so `cuda:N` is a clear 422 rather
-// than a missing feature nobody explains.
-#include "backend.h"
+// conduit/cuda_device.h in a build without CUDA headers: each entry point says so, so `cuda:N` is a clear
+// 422 rather than a missing feature nobody explains.
+#include "conduit/cuda_device.h"
 #include "conduit/cuda_staging.h"
 
 namespace conduit::cuda {
-namespace backend {
 
 namespace {
 
@@ -36,5 +35,4 @@ Status copy_to_device(const MemoryRegion&, std::uint64_t, std::span<const std::b
 Result<std::unique_ptr<DeviceCopier>> make_copier(const MemoryRegion&, int) { return unsupported(); }
 Result<CopyBandwidth> measure_copy_bandwidth(int, std::uint64_t, int) { return unsupported(); }
 
-}  // namespace backend
 }  // namespace conduit::cuda

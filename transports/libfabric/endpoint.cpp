@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "secure_random.h"
+#include "conduit/common/random.h"
 #include "shm_names.h"
 
 namespace conduit::fabric {
@@ -23,7 +23,7 @@ Error fi_error(const char* call, int rc) {
 // was never given, so it must not be guessable (a counter made the first grant's key 1).
 std::uint64_t random_key(std::uint64_t mask) {
   for (;;) {
-    const std::uint64_t key = secure_random64() & mask;
+    const std::uint64_t key = conduit::secure_random64() & mask;
     if (key != 0) return key;
   }
 }

@@ -15,7 +15,7 @@
 #include <span>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/transport.h"
 #include "fi_handles.h"
 #include "mr_mode.h"

@@ -25,24 +25,6 @@ std::vector<std::byte> encode_rail_addresses(const std::vector<std::vector<std::
   return blob;
 }
 
-Result<std::vector<std::vector<std::byte>>> decode_rail_addresses(std::span<const std::byte> blob) {
-  std::vector<std::vector<std::byte>> rails;
-  std::size_t at = 0;
-  while (at < blob.size()) {
-    if (blob.size() - at < 2) return make_error(ErrorCode::InvalidArgument, "peer address is truncated");
-    const std::size_t len =
-        std::to_integer<std::size_t>(blob[at]) | std::to_integer<std::size_t>(blob[at + 1]) << 8;
-    at += 2;
-    if (len == 0 || blob.size() - at < len) {
-      return make_error(ErrorCode::InvalidArgument, "peer address is truncated");
-    }
-    rails.emplace_back(blob.begin() + at, blob.begin() + at + len);
-    at += len;
-  }
-  if (rails.empty()) return make_error(ErrorCode::InvalidArgument, "peer address is empty");
-  return rails;
-}
-
 Result<std::unique_ptr<Transport>> LibfabricTransport::open(const TransportConfig& config) {
   if (config.rails < 1 || config.rails > 64) {
     return make_error(ErrorCode::InvalidArgument, "rails must be between 1 and 64");
@@ -104,13 +86,11 @@ Result<std::unique_ptr<LibfabricTransport>> LibfabricTransport::open_rails(const
   std::unique_ptr<LibfabricTransport> t(new LibfabricTransport());
   t->name_ = "libfabric:" + provider;
   t->caps_.provider = provider;
-  t->caps_.host_memory = true;
   t->caps_.device_memory = false;  // set by probe_gpu() where device memory registers
   t->caps_.max_message = first.ep_attr->max_msg_size;
   t->caps_.ordered_waw = (first.tx_attr->msg_order & FI_ORDER_WAW) != 0;
   t->caps_.manual_progress = first.domain_attr->data_progress == FI_PROGRESS_MANUAL;
-  t->caps_.mr_mode = static_cast<std::uint64_t>(first.domain_attr->mr_mode);
-  t->caps_.mr_mode_text = mr_mode_to_string(t->caps_.mr_mode);
+  t->caps_.mr_mode_text = mr_mode_to_string(static_cast<std::uint64_t>(first.domain_attr->mr_mode));
 
   // NICs with a domain each (efa, verbs devices) take the rails in turn, and each rail records its NIC so
   // a region can be registered on the rails nearest its memory. tcp and shm have one domain per interface:
@@ -190,18 +170,6 @@ Result<Registration> LibfabricTransport::register_memory(const MemoryRegion& reg
   return Registration(start, length, std::move(key), std::move(handles));
 }
 
-Result<PeerId> LibfabricTransport::connect(std::span<const std::byte> peer_address) {
-  auto peer = decode_rail_addresses(peer_address);
-  if (!peer) return peer.error();
-  for (std::size_t r = 0; r < rails_.size(); ++r) {
-    auto addr = rails_[r]->endpoint()->resolve((*peer)[r % peer->size()]);
-    if (!addr) return addr.error();
-  }
-  std::lock_guard lock(mu_);
-  peers_.push_back(std::move(*peer));
-  return static_cast<PeerId>(peers_.size());
-}
-
 Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions& options) const {
   OpRules rules;
   rules.provider = caps_.provider;
@@ -239,7 +207,7 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
       targets[i].push_back(Target{*peer, rk.key});
     }
   }
-  const RailSlices sliced = slice_on_rails(ops, options.chunk_bytes, local_rails);
+  const RailSlices sliced = slice_on_rails(ops, options.slice_bytes, local_rails);
   auto batch = std::make_shared<Batch>(nrails, options.window);
   batch->reserve(sliced.slices);
 
@@ -276,5 +244,13 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
 }
 
 BatchStatus LibfabricTransport::poll(BatchId id) { return batches_.poll(id); }
+
+// libfabric cannot take back an RMA operation once posted (fi_cancel is for receives), so in-flight slices
+// are waited out: the rails reap their completions and close the batch's parts.
+Status LibfabricTransport::cancel(BatchId id) {
+  if (auto s = batches_.cancel(id); !s) return s;
+  for (const auto& rail : rails_) rail->wake();
+  return {};
+}
 
 }  // namespace conduit::fabric

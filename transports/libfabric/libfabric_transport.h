@@ -4,7 +4,6 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,11 +26,9 @@ class LibfabricTransport final : public Transport {
 
   Result<Registration> register_memory(const MemoryRegion& region, Access access, std::uint64_t offset,
                                        std::uint64_t length, std::span<const std::uint32_t> rails) override;
-  Result<PeerId> connect(std::span<const std::byte> peer_address) override;
   Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options) override;
   BatchStatus poll(BatchId id) override;
-
-  ProgressMode progress_mode() const { return rails_.front()->mode(); }
+  Status cancel(BatchId id) override;
 
  private:
   LibfabricTransport() = default;
@@ -50,12 +47,9 @@ class LibfabricTransport final : public Transport {
   std::vector<std::unique_ptr<Rail>> rails_;
 
   BatchTable batches_;
-  std::mutex mu_;
-  std::vector<std::vector<std::vector<std::byte>>> peers_;  // PeerId - 1 -> rail addresses
 };
 
 // The multi-rail address: for each rail a 16-bit little-endian length and that many bytes.
 std::vector<std::byte> encode_rail_addresses(const std::vector<std::vector<std::byte>>& rails);
-Result<std::vector<std::vector<std::byte>>> decode_rail_addresses(std::span<const std::byte> blob);
 
 }  // namespace conduit::fabric

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 
 namespace conduit::fabric {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "fi_handles.h"
 
 namespace conduit::fabric {

@@ -36,10 +36,11 @@ class Rail {
   Rail(std::shared_ptr<Endpoint> endpoint, Options options);
 
   const std::shared_ptr<Endpoint>& endpoint() const { return endpoint_; }
-  ProgressMode mode() const { return options_.mode; }
 
   // Hands a batch with work on this rail to the progress thread.
   void enqueue(std::shared_ptr<Batch> batch) { batches_.enqueue(std::move(batch)); }
+  // Wakes the progress thread so it looks at its batches now (a cancel: parts with nothing in flight close).
+  void wake() const { batches_.wake().notify(); }
 
  private:
   void round();               // one turn of the progress thread: post, reap, fail stalls, sleep if idle

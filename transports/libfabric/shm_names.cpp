@@ -10,8 +10,8 @@
 #include <span>
 #include <system_error>
 
+#include "conduit/common/random.h"
 #include "conduit/remote_key.h"
-#include "secure_random.h"
 
 namespace conduit::fabric {
 namespace {
@@ -29,7 +29,7 @@ std::string prefix() { return "conduit_" + pid_namespace() + "_"; }
 }  // namespace
 
 std::string shm_endpoint_name() {
-  const std::uint64_t random = secure_random64();
+  const std::uint64_t random = conduit::secure_random64();
   return prefix() + std::to_string(::getpid()) + "_" + to_hex(std::as_bytes(std::span(&random, 1)));
 }
 

@@ -1,11 +1,20 @@
 #include "batch_progress.h"
 
+#include <string>
+
 namespace conduit {
 
 void BatchProgress::fail(Error error) {
   std::lock_guard lock(mu_);
   if (!error_) error_ = std::move(error);
+  stopped_.store(true, std::memory_order_relaxed);
   failed_.store(true, std::memory_order_release);
+}
+
+void BatchProgress::cancel() {
+  std::lock_guard lock(mu_);
+  if (!error_) error_ = make_error(ErrorCode::Cancelled, "batch " + std::to_string(id) + " was cancelled");
+  stopped_.store(true, std::memory_order_release);
 }
 
 std::optional<Error> BatchProgress::error() const {

@@ -2,7 +2,8 @@
 // done, how many rails still have work in it, when a slice last completed, and the first error. Written
 // once because the accounting rules are the backends' common contract: bytes count only on success, the
 // first error wins (the slices a dead peer fails after it add nothing), and a batch has finished once it
-// failed or every rail's part of it has closed.
+// failed or every rail's part of it has closed. A cancelled batch stops posting like a failed one but
+// finishes only once every part has closed (nothing in flight), or once a stall fails it.
 #pragma once
 
 #include <atomic>
@@ -11,7 +12,7 @@
 #include <mutex>
 #include <optional>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/transport.h"
 
 namespace conduit {
@@ -33,8 +34,12 @@ class BatchProgress {
 
   // First error wins; later ones add nothing.
   void fail(Error error);
+  // Transport::cancel: records ErrorCode::Cancelled (unless an error came first) and stops posting; the
+  // slices in flight are still reaped before the batch counts as finished.
+  void cancel();
   std::optional<Error> error() const;
-  // Cheap check for the progress threads: stop posting once anything failed.
+  // Cheap check for the progress threads: stop posting once anything failed or the batch was cancelled.
+  bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   bool finished() const { return failed_.load(std::memory_order_acquire) || parts_open.load() == 0; }
 
@@ -44,6 +49,7 @@ class BatchProgress {
  private:
   std::atomic<Clock::rep> last_progress_{0};
   std::atomic<bool> failed_{false};
+  std::atomic<bool> stopped_{false};  // failed_ or cancelled
   mutable std::mutex mu_;
   std::optional<Error> error_;
 };

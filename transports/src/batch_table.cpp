@@ -12,6 +12,18 @@ BatchId BatchTable::add(std::shared_ptr<BatchProgress> batch) {
   return id;
 }
 
+Status BatchTable::cancel(BatchId id) {
+  std::shared_ptr<BatchProgress> batch;
+  {
+    std::lock_guard lock(mu_);
+    auto it = batches_.find(id);
+    if (it == batches_.end()) return make_error(ErrorCode::NotFound, "unknown batch " + std::to_string(id));
+    batch = it->second;
+  }
+  if (!batch->finished()) batch->cancel();
+  return {};
+}
+
 BatchStatus BatchTable::poll(BatchId id) {
   std::shared_ptr<BatchProgress> batch;
   {

@@ -30,6 +30,9 @@ class BatchTable {
   }
   // The batch's status; a finished batch is forgotten once reported.
   BatchStatus poll(BatchId id);
+  // Transport::cancel's bookkeeping: marks the batch cancelled (its rails close their parts as they
+  // next look at it). NotFound for an unknown or already reported batch.
+  Status cancel(BatchId id);
 
  private:
   std::mutex mu_;

@@ -6,9 +6,9 @@ Status validate_ops(std::span<const Op> ops, const BatchOptions& options, const 
   auto bad = [](std::size_t i, const std::string& why) {
     return make_error(ErrorCode::InvalidArgument, "op " + std::to_string(i) + ": " + why);
   };
-  if (options.chunk_bytes == 0) return make_error(ErrorCode::InvalidArgument, "chunk size must be > 0");
-  if (options.chunk_bytes > rules.max_message) {
-    return make_error(ErrorCode::InvalidArgument, "chunk size " + std::to_string(options.chunk_bytes) +
+  if (options.slice_bytes == 0) return make_error(ErrorCode::InvalidArgument, "slice size must be > 0");
+  if (options.slice_bytes > rules.max_message) {
+    return make_error(ErrorCode::InvalidArgument, "slice size " + std::to_string(options.slice_bytes) +
                                                       " exceeds " + std::string(rules.max_message_what) +
                                                       " of " + std::to_string(rules.max_message));
   }

@@ -19,7 +19,7 @@ namespace conduit {
 struct OpRules {
   std::string_view provider;          // a remote key must be for this provider (Capabilities::provider)
   std::string_view transport;         // the transport's name, for messages
-  std::uint64_t max_message = 0;      // the largest chunk size allowed
+  std::uint64_t max_message = 0;      // the largest slice size allowed
   std::string_view max_message_what;  // how messages name that limit ("the maximum message")
   // The registration was made by this transport (its handles are this backend's, on its rails).
   std::function<bool(const Registration&)> owns;

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "conduit/common/result.h"
 #include "conduit/memory_region.h"
-#include "conduit/result.h"
 #include "conduit/transport.h"
 
 namespace conduit {

@@ -1,8 +1,8 @@
 // A submitted batch dealt over the rails, for any backend: per rail the slices to post in order and the
 // batch's window there, plus the rail-side accounting both backends follow. A rail's part closes once
-// nothing of it is in flight and everything is posted (or the batch failed); a part with work left and no
-// completion for the stall timeout fails the batch. A backend supplies only what one posted slice carries
-// (`Op`: its work request or libfabric call, with a pointer back to the batch).
+// nothing of it is in flight and everything is posted (or the batch failed or was cancelled); a part with
+// work left and no completion for the stall timeout fails the batch. A backend supplies only what one
+// posted slice carries (`Op`: its work request or libfabric call, with a pointer back to the batch).
 //
 // Threads: submit() fills the parts before any rail sees the batch; after that each part is touched only
 // by its rail's progress thread, and the BatchProgress counters are what the threads share.
@@ -59,10 +59,10 @@ class SlicedBatch : public BatchProgress {
 
   // The rest is for rail `rail`'s progress thread alone.
 
-  // The next slice to post there, or nullptr: all posted, the window full, or the batch failed.
+  // The next slice to post there, or nullptr: all posted, the window full, or the batch stopped.
   Op* next_to_post(std::uint32_t rail) {
     RailPart<Op>& part = parts[rail];
-    if (failed() || part.all_posted() || !part.window.has_room()) return nullptr;
+    if (stopped() || part.all_posted() || !part.window.has_room()) return nullptr;
     return &part.ops[part.next];
   }
   // The slice next_to_post() returned is in flight.
@@ -86,7 +86,7 @@ class SlicedBatch : public BatchProgress {
   void close_if_done(std::uint32_t rail) {
     RailPart<Op>& part = parts[rail];
     if (part.done || !part.idle()) return;
-    if (part.all_posted() || failed()) {
+    if (part.all_posted() || stopped()) {
       part.done = true;
       parts_open.fetch_sub(1);
     }
@@ -98,7 +98,7 @@ class SlicedBatch : public BatchProgress {
   template <class StallError>
   void fail_if_stalled(std::uint32_t rail, std::chrono::milliseconds timeout, StallError&& stall_error) {
     const RailPart<Op>& part = parts[rail];
-    if (part.done || (part.idle() && part.all_posted()) || failed()) return;
+    if (part.done || (part.idle() && (part.all_posted() || stopped())) || failed()) return;
     if (since_progress() > timeout) {
       fail(stall_error());
       close_if_done(rail);

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/verbs.h"
 #include "device.h"
 #include "handshake.h"
@@ -54,7 +54,6 @@ class Connection {
                                                     const Handshake& request, const VerbsOptions& options);
   const std::vector<QpInfo>& reply_qps() const { return reply_qps_; }
 
-  std::uint64_t peer_instance() const { return peer_instance_; }
   const std::string& peer_name() const { return peer_name_; }
   RailLink& rail(std::uint32_t r) { return rails_[r]; }
   std::size_t rails() const { return rails_.size(); }

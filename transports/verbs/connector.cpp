@@ -17,21 +17,13 @@
 #include <charconv>
 #include <cstring>
 
+#include "conduit/common/unique_fd.h"
+
 namespace conduit::verbs {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0) ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-};
 
 socklen_t to_sockaddr(const Endpoint& e, sockaddr_storage& out) {
   out = sockaddr_storage{};
@@ -213,7 +205,7 @@ void Listener::run() {
     if ((fds[0].revents & POLLIN) == 0) continue;
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) continue;
-    Fd owned(fd);
+    UniqueFd owned(fd);
     serve(fd);
   }
 }
@@ -241,37 +233,37 @@ Result<std::vector<std::byte>> exchange(const Endpoint& peer, std::span<const st
   auto fail = [&](ErrorCode code, const std::string& why) { return make_error(code, who + ": " + why); };
   if (request.size() > kMaxFrame) return fail(ErrorCode::InvalidArgument, "request too large");
   const auto deadline = Clock::now() + timeout;
-  Fd s(::socket(peer.family == 6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (s.fd < 0) return fail(ErrorCode::Io, std::string("socket: ") + std::strerror(errno));
+  UniqueFd s(::socket(peer.family == 6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (s.get() < 0) return fail(ErrorCode::Io, std::string("socket: ") + std::strerror(errno));
   const int one = 1;
-  setsockopt(s.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  setsockopt(s.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   sockaddr_storage addr{};
   const socklen_t len = to_sockaddr(peer, addr);
-  if (::connect(s.fd, reinterpret_cast<sockaddr*>(&addr), len) != 0) {
+  if (::connect(s.get(), reinterpret_cast<sockaddr*>(&addr), len) != 0) {
     if (errno != EINPROGRESS)
       return fail(ErrorCode::PeerUnreachable, std::string("connect: ") + std::strerror(errno));
-    pollfd p{s.fd, POLLOUT, 0};
+    pollfd p{s.get(), POLLOUT, 0};
     if (::poll(&p, 1, remaining_ms(deadline)) <= 0)
       return fail(ErrorCode::PeerUnreachable, "connect timed out");
     int err = 0;
     socklen_t err_len = sizeof(err);
-    getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &err, &err_len);
+    getsockopt(s.get(), SOL_SOCKET, SO_ERROR, &err, &err_len);
     if (err != 0) return fail(ErrorCode::PeerUnreachable, std::string("connect: ") + std::strerror(err));
   }
   const auto size = le32(static_cast<std::uint32_t>(request.size()));
-  if (auto ok = send_bytes(s.fd, size, deadline); !ok)
+  if (auto ok = send_bytes(s.get(), size, deadline); !ok)
     return fail(ErrorCode::PeerUnreachable, ok.error().message);
-  if (auto ok = send_bytes(s.fd, request, deadline); !ok)
+  if (auto ok = send_bytes(s.get(), request, deadline); !ok)
     return fail(ErrorCode::PeerUnreachable, ok.error().message);
 
   std::array<std::byte, 6> head{};
-  if (auto ok = recv_bytes(s.fd, head, deadline); !ok)
+  if (auto ok = recv_bytes(s.get(), head, deadline); !ok)
     return fail(ErrorCode::PeerUnreachable, ok.error().message);
   const std::uint32_t body_len = from_le32(head.data() + 2);
   if (body_len > kMaxFrame)
     return fail(ErrorCode::Provider, "reply of " + std::to_string(body_len) + " bytes");
   std::vector<std::byte> body(body_len);
-  if (auto ok = recv_bytes(s.fd, body, deadline); !ok)
+  if (auto ok = recv_bytes(s.get(), body, deadline); !ok)
     return fail(ErrorCode::PeerUnreachable, ok.error().message);
   if (head[0] == std::byte{0}) return body;
   const auto code = std::to_integer<std::uint8_t>(head[1]);

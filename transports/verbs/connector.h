@@ -1,7 +1,7 @@
 // The out-of-band channel RC connections are set up over. An RC queue pair needs the peer's QPN and PSN
-// before it can reach RTR, and a one-sided target never calls connect() itself, so each transport runs a
-// small TCP listener (its address travels in the ibverbs address blob) that answers handshake requests.
-// Hardware-free: a handler turns request bytes into reply bytes.
+// before it can reach RTR, and a one-sided target never reaches out to its writers itself, so each
+// transport runs a small TCP listener (its address travels in the ibverbs address blob) that answers
+// handshake requests. Hardware-free: a handler turns request bytes into reply bytes.
 //
 // Wire: the request is u32 little-endian length + that many bytes (<= 64 KiB). The response is u8 status,
 // u8 error code, u32 length, bytes: status 0 carries the reply; status 1 the ErrorCode and a message saying
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "handshake.h"
 
 namespace conduit::verbs {

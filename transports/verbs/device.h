@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/verbs.h"
 #include "handshake.h"
 #include "ib_handles.h"

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "conduit/common/result.h"
 #include "conduit/nic_choice.h"
-#include "conduit/result.h"
 #include "conduit/topology.h"
 #include "conduit/verbs.h"
 

@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "handshake.h"
 
 namespace conduit::verbs {

@@ -30,6 +30,8 @@ class Rail {
 
   const std::shared_ptr<Device>& device() const { return device_; }
   void enqueue(std::shared_ptr<Batch> batch) { batches_.enqueue(std::move(batch)); }
+  // Wakes the progress thread so it looks at its batches now (a cancel: parts with nothing in flight close).
+  void wake() const { batches_.wake().notify(); }
 
  private:
   struct Chain {  // WRs gathered for one QP in this round, posted with one ibv_post_send

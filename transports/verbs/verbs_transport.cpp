@@ -128,12 +128,10 @@ Result<std::unique_ptr<Transport>> VerbsTransport::open(const TransportConfig& c
 
   Capabilities& caps = t->caps_;
   caps.provider = kProviderName;
-  caps.host_memory = true;
   caps.max_message = kMaxSlice;
   for (const auto& d : t->devices_) caps.max_message = std::min(caps.max_message, d->max_message());
   caps.ordered_waw = false;  // slices spread over several QPs and rails
   caps.manual_progress = false;
-  caps.mr_mode = 0;
   caps.mr_mode_text = t->devices_.front()->dmabuf() ? "ibv_reg_mr|ibv_reg_dmabuf_mr" : "ibv_reg_mr";
   caps.rail_nics = choice->rails;
   t->probe_gpu();
@@ -267,16 +265,6 @@ Result<std::vector<std::byte>> VerbsTransport::on_request(std::span<const std::b
   return encode(reply);
 }
 
-Result<PeerId> VerbsTransport::connect(std::span<const std::byte> peer_address) {
-  auto connection = connection_to(peer_address);
-  if (!connection) return connection.error();
-  std::lock_guard lock(peers_mu_);
-  const std::uint64_t instance = (*connection)->peer_instance();
-  auto it = std::find(peer_ids_.begin(), peer_ids_.end(), instance);
-  if (it == peer_ids_.end()) it = peer_ids_.insert(peer_ids_.end(), instance);
-  return static_cast<PeerId>(it - peer_ids_.begin() + 1);
-}
-
 Status VerbsTransport::validate(std::span<const Op> ops, const BatchOptions& options) const {
   OpRules rules;
   rules.provider = caps_.provider;
@@ -329,7 +317,7 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
   for (std::size_t i = 0; i < ops.size(); ++i) {
     local_rails[i] = static_cast<VerbsRegistration*>(ops[i].local->handles())->indices;
   }
-  const RailSlices sliced = slice_on_rails(ops, options.chunk_bytes, local_rails);
+  const RailSlices sliced = slice_on_rails(ops, options.slice_bytes, local_rails);
   auto batch = std::make_shared<Batch>(nrails, options.window);
   batch->reserve(sliced.slices);
   for (std::size_t j = 0; j < sliced.slices.size(); ++j) {
@@ -352,5 +340,13 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
 }
 
 BatchStatus VerbsTransport::poll(BatchId id) { return batches_.poll(id); }
+
+// Posted work requests are not flushed: on RC each completes, or fails once the retry count is spent, so
+// the rails reap them and close the batch's parts without tearing the connection down for other batches.
+Status VerbsTransport::cancel(BatchId id) {
+  if (auto s = batches_.cancel(id); !s) return s;
+  for (const auto& rail : rails_) rail->wake();
+  return {};
+}
 
 }  // namespace conduit::verbs

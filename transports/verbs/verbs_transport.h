@@ -50,9 +50,9 @@ class VerbsTransport final : public Transport {
   // Local-only registrations (the source of writes, the sink of reads) honour `rails`.
   Result<Registration> register_memory(const MemoryRegion& region, Access access, std::uint64_t offset,
                                        std::uint64_t length, std::span<const std::uint32_t> rails) override;
-  Result<PeerId> connect(std::span<const std::byte> peer_address) override;
   Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options) override;
   BatchStatus poll(BatchId id) override;
+  Status cancel(BatchId id) override;
 
  private:
   VerbsTransport() = default;
@@ -77,7 +77,6 @@ class VerbsTransport final : public Transport {
   std::mutex peers_mu_;
   std::map<std::uint64_t, std::shared_ptr<Connection>> outbound_;  // by peer instance
   std::map<std::uint64_t, std::shared_ptr<Connection>> inbound_;   // by peer instance, the latest accepted
-  std::vector<std::uint64_t> peer_ids_;                            // PeerId - 1 -> peer instance
 
   BatchTable batches_;
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 
 namespace conduit::verbs {
 

@@ -6,10 +6,13 @@
 // person can act on ("this agent was built without CUDA", "no CUDA driver (libcuda.so.1 not found)",
 // "no CUDA device 1: this node has 1"), never a crash or a bare error number.
 //
-// Environment: CONDUIT_CUDA_DRIVER names another driver library than libcuda.so.1 (a missing one shows
-// the no-driver path on a GPU machine); CONDUIT_CUDA_HOST_DOUBLE=1 makes one stand-in device of host
-// memory (named "host double") so the staged path can be tested end to end without a GPU.
-// Both are read once per process.
+// Each executable links exactly one implementation of these functions, chosen when it is linked
+// (transports/CMakeLists.txt): transports/cuda/driver.cpp + memory.cpp where CUDA headers were found, else
+// transports/cuda/stub.cpp. Only test executables link another one (a stand-in device of host memory, in
+// tests/doubles/); nothing at run time can switch a binary to it.
+//
+// Environment: CONDUIT_CUDA_DRIVER names another driver library than libcuda.so.1 (where the loader does not
+// find the machine's driver; a missing one shows the no-driver path on a GPU machine). Read once per process.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "conduit/common/result.h"
 #include "conduit/memory_region.h"
-#include "conduit/result.h"
 
 namespace conduit::cuda {
 
@@ -79,5 +82,9 @@ struct CopyBandwidth {
   double device_to_device = 0;
 };
 Result<CopyBandwidth> measure_copy_bandwidth(int device, std::uint64_t bytes, int rounds);
+
+// InvalidArgument unless `region` is CUDA memory and [offset, +length) lies inside it: what every
+// implementation answers for such a range, alike.
+Status check_device_range(const MemoryRegion& region, std::uint64_t offset, std::uint64_t length);
 
 }  // namespace conduit::cuda

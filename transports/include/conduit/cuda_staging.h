@@ -17,8 +17,8 @@
 #include <span>
 #include <vector>
 
+#include "conduit/common/result.h"
 #include "conduit/memory_region.h"
-#include "conduit/result.h"
 
 namespace conduit::cuda {
 

@@ -8,7 +8,7 @@
 #include <functional>
 #include <span>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 
 namespace conduit {
 

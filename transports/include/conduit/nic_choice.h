@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/topology.h"
 
 namespace conduit {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "conduit/common/result.h"
 #include "conduit/nic_choice.h"
-#include "conduit/result.h"
 
 namespace conduit {
 

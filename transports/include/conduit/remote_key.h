@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 
 namespace conduit {
 

@@ -14,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
+#include "conduit/common/result.h"
 #include "conduit/memory_region.h"
 #include "conduit/remote_key.h"
-#include "conduit/result.h"
 
 namespace conduit {
 
@@ -67,12 +67,14 @@ struct Op {
   std::uint64_t length = 0;
 };
 
+// A batch goes on the wire in slices of `slice_bytes` (what the API and TransferJob call chunkBytes).
 struct BatchOptions {
-  std::uint64_t chunk_bytes = 1u << 20;  // slice size
-  std::uint32_t window = 16;             // slices of this batch in flight on each rail
+  std::uint64_t slice_bytes = 1u << 20;
+  std::uint32_t window = 16;  // slices of this batch in flight on each rail
 };
 
 // `finished` means every byte is visible at the target (writes) or in local memory (reads), not merely sent.
+// A cancelled batch finishes with an ErrorCode::Cancelled error once none of its slices is in flight.
 struct BatchStatus {
   std::uint64_t bytes_done = 0;
   std::uint64_t bytes_total = 0;
@@ -81,7 +83,6 @@ struct BatchStatus {
 };
 
 using BatchId = std::uint64_t;
-using PeerId = std::uint64_t;
 
 // How a transport reaches CUDA memory, decided when it opens by registering a probe buffer. Dmabuf and
 // Peermem register device memory with the NIC (GPU-direct); Staged moves it through pinned host bounce
@@ -91,15 +92,13 @@ std::string_view to_string(GpuPath path);  // "none" | "dmabuf" | "peermem" | "s
 
 struct Capabilities {
   std::string provider;
-  bool host_memory = true;
   bool device_memory = false;  // registers CUDA memory directly (FI_HMEM / dmabuf); else staged
   GpuPath gpu_path = GpuPath::None;
   std::string gpu_path_detail;  // why not a better path: the probe's own error text, or CUDA's reason
   std::uint64_t max_message = 0;
   bool ordered_waw = false;  // writes land in order: the last one delivered proves the earlier ones
   bool manual_progress = true;
-  std::uint64_t mr_mode = 0;
-  std::string mr_mode_text;
+  std::string mr_mode_text;  // the provider's FI_MR_* bits by name ("ibv_reg_mr" for ibverbs)
   // The NIC each rail sits on (its /sys/class/infiniband name), so a region can be registered on the rails
   // nearest its memory (conduit/rail_choice.h). Empty where every rail is an endpoint on one interface
   // (tcp, shm): there is nothing to choose between.
@@ -128,12 +127,18 @@ class Transport {
   virtual Result<Registration> register_memory(const MemoryRegion& region, Access access,
                                                std::uint64_t offset = 0, std::uint64_t length = kWholeRegion,
                                                std::span<const std::uint32_t> rails = {}) = 0;
-  virtual Result<PeerId> connect(std::span<const std::byte> peer_address) = 0;
 
   // Validates every op (bounds, keys, provider) before posting anything, then runs the batch in the
   // background. A finished batch is forgotten after poll() has reported it once.
   virtual Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options = {}) = 0;
   virtual BatchStatus poll(BatchId id) = 0;
+  // Stops a batch without waiting: slices not yet posted never will be; those in flight complete (or fail)
+  // and are reaped. poll() reports it finished, with ErrorCode::Cancelled, once none is in flight, so the
+  // memory its ops name may then be freed (not the target's: tcp completes writes once sent, so sent bytes
+  // may land there later). A slice that never completes is given up after the stall timeout, as in any
+  // batch. A batch that already finished keeps its outcome; NotFound for an unknown (or already reported)
+  // id.
+  virtual Status cancel(BatchId id) = 0;
 };
 
 // Opens a backend for `config.provider`. Unknown names are NotFound; known but absent ones Unavailable.

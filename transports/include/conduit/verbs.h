@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "conduit/result.h"
+#include "conduit/common/result.h"
 #include "conduit/transport.h"
 
 namespace conduit::verbs {

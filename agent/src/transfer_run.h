@@ -1,0 +1,101 @@
+// One transfer as its worker thread runs it: open the source on each transport, send each target's range
+// in segments (the unit of retry) with bounded retries, verify, and stop promptly on cancel, deadline,
+// shutdown or a stall, cancelling the batch in flight. The GPU specifics live in staged/: the run opens one
+// SourcePath per transport and walks each range through it with a TargetPath, and staged/ calls nothing
+// back but the segment sender it was handed. Internal to transfers.cpp and transfer_run.cpp.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "staged/source_path.h"
+#include "transfers.h"
+
+namespace conduit::agent {
+
+namespace run {
+
+using SteadyClock = std::chrono::steady_clock;
+
+enum StopCause : int { kRun = 0, kCancel = 1, kShutdown = 2 };
+
+// How a transfer ended when it did not succeed.
+struct Failure {
+  TransferState state = TransferState::Failed;
+  const char* reason = reason::kTransportError;
+  std::string message;
+};
+
+inline double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+// What a run uses of the agent around it; the TransferManager's, outliving every run.
+struct Context {
+  const TransportSet& transports;
+  const api::ClientOptions& peers;
+  metrics::AgentMetrics* metrics;
+  const TransferOptions& options;
+  // Set by shutdown(): past it a stopped run no longer waits for its cancelled batch to be reaped.
+  const std::atomic<SteadyClock::rep>& shutdown_deadline;
+};
+
+}  // namespace run
+
+class TransferRun {
+ public:
+  // Fixed by TransferManager::start().
+  std::uint64_t seq = 0;
+  TransferRequest request;
+  std::uint64_t length = 0;            // resolved: never 0
+  std::uint64_t resumed_bytes = 0;     // the targets' resume offsets together: in bytes_done, not moved here
+  std::vector<Transport*> transports;  // per target
+  run::SteadyClock::time_point created;
+  std::atomic<int> stop{run::kRun};
+  RegionUse source;
+
+  // Written by the worker, read by get() and list() at any moment.
+  mutable std::mutex mu;
+  TransferStatus status;
+  run::SteadyClock::time_point started, finished;
+
+  // The worker's whole job. On return nothing of this run is in flight any more (past a shutdown deadline
+  // excepted), so release() may free what its batches used.
+  std::optional<run::Failure> execute(const run::Context& c);
+  // The source paths (registrations, staged sources), then the source region; before the end state shows.
+  void release();
+  TransferStatus snapshot() const;
+
+ private:
+  std::optional<run::Failure> open_source(const run::Context& c, Transport& transport);
+  const SourcePath& source_path(const Transport* transport) const;
+  std::optional<run::Failure> send(const run::Context& c, std::size_t target);
+  std::optional<run::Failure> verify(const run::Context& c, std::size_t target);
+  // [begin, end) of the range to or from target `target`, in segments of at most `segment_bytes`.
+  // progress(range offset reached); landed(range offset below which every byte is at the target).
+  std::optional<run::Failure> send_range(
+      const run::Context& c, std::size_t target, std::uint64_t begin, std::uint64_t end,
+      std::uint64_t segment_bytes, const std::function<void(std::uint64_t)>& progress,
+      const std::function<std::optional<run::Failure>(std::uint64_t)>& landed);
+  // One segment as one batch, retried whole on a transport error.
+  std::optional<run::Failure> send_segment(const run::Context& c, Transport& transport,
+                                           const std::vector<Op>& ops,
+                                           const std::function<void(std::uint64_t)>& progress);
+  std::optional<run::Failure> watch(const run::Context& c, Transport& transport, BatchId id,
+                                    const std::function<void(std::uint64_t)>& progress,
+                                    std::optional<Error>& error);
+  void cancel_batch(const run::Context& c, Transport& transport, BatchId id);
+  std::optional<run::Failure> stopped() const;
+  std::optional<run::Failure> pause(run::SteadyClock::duration d) const;
+  void set_target_bytes(std::size_t target, std::uint64_t bytes);
+
+  // Per transport, not per target: a fan-out over one provider pins the source pages once. Released
+  // before `source`, whose memory a staged source's copier reads.
+  std::vector<SourcePath> paths_;
+};
+
+}  // namespace conduit::agent

@@ -1,0 +1,94 @@
+// The one client of an agent's REST API (agent/openapi.yaml): the controller (behind its AgentApi seam), the
+// `conduit` CLI, and agents asking each other for checksums and staging copies all call agents through it,
+// so every caller sends the same bodies and reads errors the same way:
+//   - the agent did not answer (refused, timed out, TLS failed): PeerUnreachable, "<who> did not answer
+//     GET /v1/node: could not connect";
+//   - the agent answered an error body: the code's ErrorCode (conduit/api/errors.h), "<Code>: <message>";
+//   - an error status without that body: by the status (errors.h), "<who> answered HTTP 502 to GET ...".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "conduit/api/transfer.h"
+#include "conduit/api/wire.h"
+#include "conduit/common/result.h"
+#include "conduit/common/token_file.h"
+
+namespace conduit::api {
+
+// The bearer token as it is at each call: none, a fixed one, a conduit::TokenFile (rotated by rewriting the
+// file), or whatever a callable says.
+class TokenSource {
+ public:
+  TokenSource() = default;
+  TokenSource(std::string token);                      // NOLINT(google-explicit-constructor)
+  TokenSource(std::shared_ptr<const TokenFile> file);  // NOLINT(google-explicit-constructor)
+  TokenSource(std::function<std::string()> current);   // NOLINT(google-explicit-constructor)
+  std::string current() const { return current_ ? current_() : std::string(); }
+
+ private:
+  std::function<std::string()> current_;
+};
+
+// How to reach agents; one set serves any number of clients (an agent asks many peers with one).
+struct ClientOptions {
+  TokenSource token;
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(10)};
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(10)};
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(10)};
+  // Allocating, loading and saving a region of many GiB takes minutes, not seconds.
+  std::chrono::milliseconds slow_timeout{std::chrono::minutes(10)};
+  std::string ca_cert{};  // https: the CA file to trust instead of the system's
+};
+
+class AgentClient {
+ public:
+  // `base_url`: scheme://host[:port]; trailing slashes are dropped ("http://node:7070/" is the same agent).
+  // `who` names the agent in messages; default "agent at <base_url>".
+  AgentClient(std::string base_url, ClientOptions options, std::string who = "");
+
+  // Whether `url` is one httplib can call (http(s)://host[:port]).
+  static bool valid_url(const std::string& url);
+  const std::string& base_url() const { return base_url_; }
+
+  Result<nlohmann::json> node() const;  // GET /v1/node: the inventory as the agent wrote it
+
+  Result<std::vector<Region>> list_regions() const;                 // GET /v1/regions
+  Result<Region> create_region(const CreateRegion& request) const;  // POST /v1/regions
+  Result<Region> load_region(const LoadRegion& request) const;      // POST /v1/regions
+  Result<Region> get_region(const std::string& name) const;         // GET /v1/regions/{name}
+  Status delete_region(const std::string& name) const;              // DELETE /v1/regions/{name}
+  // POST /v1/regions/{name}/save
+  Result<SaveResult> save_region(const std::string& name, const SaveRegion& request) const;
+  // GET /v1/regions/{name}/checksum
+  Result<Checksum> checksum(const std::string& region, const ChecksumQuery& query) const;
+  // POST /v1/regions/{name}/staging: the agent copies that range of a staged CUDA region from its staging
+  // buffer to the device (to_device), or back.
+  Status staging(const std::string& region, const StagingRequest& request) const;
+
+  // POST /v1/regions/{name}/grants
+  Result<Grant> create_grant(const std::string& region, const GrantRequest& request) const;
+  Status revoke_grant(const std::string& id) const;  // DELETE /v1/grants/{id}
+
+  Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
+  Result<TransferStatus> get_transfer(const std::string& id) const;             // GET /v1/transfers/{id}
+  Status cancel_transfer(const std::string& id) const;                          // DELETE /v1/transfers/{id}
+
+ private:
+  enum class Method { Get, Post, Delete };
+  // The answer's JSON (an empty object for an empty or non-JSON 2xx body), or the error as described above.
+  Result<nlohmann::json> call(Method method, const std::string& path, const nlohmann::json* body,
+                              std::chrono::milliseconds read_timeout) const;
+
+  std::string base_url_;
+  ClientOptions options_;
+  std::string who_;
+};
+
+}  // namespace conduit::api

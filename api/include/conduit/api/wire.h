@@ -1,0 +1,120 @@
+// The bodies of the agent's region, grant, checksum and staging routes (agent/openapi.yaml, components/
+// schemas) as the callers use them. Requests have to_json (what a client sends); answers have from_json,
+// lenient like any reader of a newer agent (a missing field reads as its default), and to_json, which gives
+// back what from_json read (the CLI's --json prints it). tests/api checks both against the spec.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conduit/common/result.h"
+
+namespace conduit::api {
+
+// POST /v1/regions, allocating: AllocateRegion {name, bytes, memory}.
+struct CreateRegion {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::string memory = "host";  // "host" | "cuda:N"
+  nlohmann::json to_json() const;
+};
+
+// POST /v1/regions, loading a file under the agent's data directory: LoadRegion {name, file, mode: load}.
+struct LoadRegion {
+  std::string name;
+  std::string file;
+  nlohmann::json to_json() const;
+};
+
+// Region, as POST /v1/regions and GET /v1/regions[/{name}] answer it.
+struct Region {
+  std::string name;
+  std::uint64_t bytes = 0;
+  std::string memory;       // "host", "cuda:0", ...
+  std::string source{};     // "allocated", "file:<path>", "imported"
+  std::uint64_t users = 0;  // transfers and grants using it
+  bool huge_pages = false;
+  std::string created_at{};   // RFC 3339, as the agent wrote it
+  nlohmann::json rails = {};  // per transport, the rails it is registered on; null when the agent says none
+  static Region from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// RegionList {items}.
+std::vector<Region> regions_from_json(const nlohmann::json& body);
+nlohmann::json regions_to_json(const std::vector<Region>& regions);
+
+// POST /v1/regions/{name}/save: SaveRegion {file}.
+struct SaveRegion {
+  std::string file;
+  nlohmann::json to_json() const;
+};
+
+// SaveResult {region, file, bytes}: the file is complete under its final name.
+struct SaveResult {
+  std::string region;
+  std::string file;
+  std::uint64_t bytes = 0;
+  static SaveResult from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// GET /v1/regions/{name}/checksum?offset=&length=&slice=
+struct ChecksumQuery {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;  // 0: to the end of the region
+  std::uint64_t slice = 1u << 20;
+  std::string query_string() const;  // "offset=0&length=0&slice=1048576"
+};
+
+// Checksum {region, offset, length, slice, crc32c}: one CRC32C per slice, the last possibly shorter.
+struct Checksum {
+  std::string region;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t slice = 0;
+  std::vector<std::uint32_t> crc32c;
+  // Strict about crc32c, whose values are compared: InvalidArgument saying why when it is not an array of
+  // 32-bit unsigned integers.
+  static Result<Checksum> from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// POST /v1/regions/{name}/staging: StagingRequest {offset, length, direction: toDevice | toHost}.
+struct StagingRequest {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  bool to_device = true;
+  nlohmann::json to_json() const;
+};
+
+// POST /v1/regions/{name}/grants: CreateGrant {offset, length, access, ttlSeconds, provider}.
+struct GrantRequest {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::string access = "write";  // "write" | "read": what peers may do to the range
+  std::uint64_t ttl_seconds = 600;
+  std::string provider{};  // empty: the agent's primary transport (left out of the body)
+  nlohmann::json to_json() const;
+};
+
+// Grant, as POST /v1/regions/{name}/grants answers it.
+struct Grant {
+  std::string id;
+  nlohmann::json key;    // the RemoteKey, handed to the source agent as it came
+  std::string provider;  // "tcp;ofi_rxm", "efa", ...
+  std::string region{};
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::string access{};
+  std::string expires_at{};  // RFC 3339
+  std::string gpu_path{};    // none, dmabuf, peermem, staged; "" from an agent that does not say
+  std::vector<std::string> nics{};
+  static Grant from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+}  // namespace conduit::api

@@ -1,0 +1,191 @@
+#include "conduit/api/agent_client.h"
+
+#include <httplib.h>
+
+#include <exception>
+#include <utility>
+
+#include "conduit/api/errors.h"
+#include "conduit/api/http_error.h"
+
+namespace conduit::api {
+
+using json = nlohmann::json;
+
+TokenSource::TokenSource(std::string token) : current_([t = std::move(token)] { return t; }) {}
+
+TokenSource::TokenSource(std::shared_ptr<const TokenFile> file) {
+  if (file) current_ = [file = std::move(file)] { return file->current(); };
+}
+
+TokenSource::TokenSource(std::function<std::string()> current) : current_(std::move(current)) {}
+
+namespace {
+
+std::string without_trailing_slashes(std::string url) {
+  while (url.ends_with('/')) url.pop_back();
+  return url;
+}
+
+const char* verb(bool get, bool post) { return get ? "GET " : post ? "POST " : "DELETE "; }
+
+}  // namespace
+
+AgentClient::AgentClient(std::string base_url, ClientOptions options, std::string who)
+    : base_url_(without_trailing_slashes(std::move(base_url))),
+      options_(std::move(options)),
+      who_(who.empty() ? "agent at " + base_url_ : std::move(who)) {}
+
+bool AgentClient::valid_url(const std::string& url) {
+  try {
+    return httplib::Client(without_trailing_slashes(url)).is_valid();
+  } catch (const std::exception&) {
+    return false;  // httplib throws for a scheme other than http(s)
+  }
+}
+
+Result<json> AgentClient::call(Method method, const std::string& path, const json* body,
+                               std::chrono::milliseconds read_timeout) const {
+  if (!valid_url(base_url_)) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "agent URL \"" + base_url_ + "\" is not http(s)://host[:port]");
+  }
+  // A client per call: calls are a few per second per job, and a fresh connection never inherits a broken
+  // one.
+  httplib::Client client(base_url_);
+  // Headers and body go out in two writes: without TCP_NODELAY the body waits for the ACK of the headers,
+  // which the agent delays 40 ms (Nagle against delayed ACK), on every POST.
+  client.set_tcp_nodelay(true);
+  client.set_connection_timeout(options_.connect_timeout);
+  client.set_read_timeout(read_timeout);
+  client.set_write_timeout(options_.write_timeout);
+  if (!options_.ca_cert.empty()) client.set_ca_cert_path(options_.ca_cert);
+  if (const std::string token = options_.token.current(); !token.empty()) {
+    client.set_bearer_token_auth(token);
+  }
+
+  httplib::Result result = [&] {
+    switch (method) {
+      case Method::Get:
+        return client.Get(path);
+      case Method::Post:
+        return client.Post(path, body != nullptr ? body->dump() : "{}", "application/json");
+      case Method::Delete:
+        return client.Delete(path);
+    }
+    return client.Get(path);
+  }();
+  const std::string what = verb(method == Method::Get, method == Method::Post) + path;
+  if (!result) {
+    return make_error(ErrorCode::PeerUnreachable,
+                      who_ + " did not answer " + what + ": " + describe_http_error(result.error()));
+  }
+  json answer = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
+  if (result->status >= 200 && result->status < 300) return answer.is_discarded() ? json::object() : answer;
+  if (answer.is_object() && answer.contains("error") && answer["error"].is_object()) {
+    const json& error = answer["error"];
+    const std::string code =
+        error.contains("code") && error["code"].is_string() ? error["code"].get<std::string>() : "Error";
+    const std::string message =
+        error.contains("message") && error["message"].is_string() ? error["message"].get<std::string>() : "";
+    return make_error(error_code_from_wire(code), code + ": " + message);
+  }
+  return make_error(error_code_from_http_status(result->status),
+                    who_ + " answered HTTP " + std::to_string(result->status) + " to " + what);
+}
+
+Result<json> AgentClient::node() const {
+  return call(Method::Get, "/v1/node", nullptr, options_.read_timeout);
+}
+
+Result<std::vector<Region>> AgentClient::list_regions() const {
+  auto r = call(Method::Get, "/v1/regions", nullptr, options_.read_timeout);
+  if (!r) return r.error();
+  return regions_from_json(*r);
+}
+
+Result<Region> AgentClient::create_region(const CreateRegion& request) const {
+  const json body = request.to_json();
+  auto r = call(Method::Post, "/v1/regions", &body, options_.slow_timeout);
+  if (!r) return r.error();
+  return Region::from_json(*r);
+}
+
+Result<Region> AgentClient::load_region(const LoadRegion& request) const {
+  const json body = request.to_json();
+  auto r = call(Method::Post, "/v1/regions", &body, options_.slow_timeout);
+  if (!r) return r.error();
+  return Region::from_json(*r);
+}
+
+Result<Region> AgentClient::get_region(const std::string& name) const {
+  auto r = call(Method::Get, "/v1/regions/" + name, nullptr, options_.read_timeout);
+  if (!r) return r.error();
+  return Region::from_json(*r);
+}
+
+Status AgentClient::delete_region(const std::string& name) const {
+  auto r = call(Method::Delete, "/v1/regions/" + name, nullptr, options_.read_timeout);
+  if (!r) return r.error();
+  return {};
+}
+
+Result<SaveResult> AgentClient::save_region(const std::string& name, const SaveRegion& request) const {
+  const json body = request.to_json();
+  auto r = call(Method::Post, "/v1/regions/" + name + "/save", &body, options_.slow_timeout);
+  if (!r) return r.error();
+  return SaveResult::from_json(*r);
+}
+
+Result<Checksum> AgentClient::checksum(const std::string& region, const ChecksumQuery& query) const {
+  auto r = call(Method::Get, "/v1/regions/" + region + "/checksum?" + query.query_string(), nullptr,
+                options_.read_timeout);
+  if (!r) return r.error();
+  auto sums = Checksum::from_json(*r);
+  if (!sums) {
+    return make_error(ErrorCode::Provider,
+                      who_ + " sent a malformed checksum answer: " + sums.error().message);
+  }
+  return sums;
+}
+
+Status AgentClient::staging(const std::string& region, const StagingRequest& request) const {
+  const json body = request.to_json();
+  auto r = call(Method::Post, "/v1/regions/" + region + "/staging", &body, options_.read_timeout);
+  if (!r) return r.error();
+  return {};
+}
+
+Result<Grant> AgentClient::create_grant(const std::string& region, const GrantRequest& request) const {
+  const json body = request.to_json();
+  auto r = call(Method::Post, "/v1/regions/" + region + "/grants", &body, options_.read_timeout);
+  if (!r) return r.error();
+  return Grant::from_json(*r);
+}
+
+Status AgentClient::revoke_grant(const std::string& id) const {
+  auto r = call(Method::Delete, "/v1/grants/" + id, nullptr, options_.read_timeout);
+  if (!r) return r.error();
+  return {};
+}
+
+Result<TransferStatus> AgentClient::start_transfer(const TransferRequest& request) const {
+  const json body = request.to_json();
+  auto r = call(Method::Post, "/v1/transfers", &body, options_.read_timeout);
+  if (!r) return r.error();
+  return TransferStatus::from_json(*r);
+}
+
+Result<TransferStatus> AgentClient::get_transfer(const std::string& id) const {
+  auto r = call(Method::Get, "/v1/transfers/" + id, nullptr, options_.read_timeout);
+  if (!r) return r.error();
+  return TransferStatus::from_json(*r);
+}
+
+Status AgentClient::cancel_transfer(const std::string& id) const {
+  auto r = call(Method::Delete, "/v1/transfers/" + id, nullptr, options_.read_timeout);
+  if (!r) return r.error();
+  return {};
+}
+
+}  // namespace conduit::api

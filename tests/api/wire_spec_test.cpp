@@ -1,0 +1,306 @@
+// The wire types against agent/openapi.yaml itself: every body a client builds validates against its schema
+// and equals the spec's example, and every answer the spec describes decodes and re-encodes to itself, so
+// a field renamed on either side (spec or code) fails here.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "conduit/api/errors.h"
+#include "conduit/api/reasons.h"
+#include "conduit/api/transfer.h"
+#include "conduit/api/wire.h"
+#include "controller/store/yaml_json_reader.h"
+
+namespace conduit::api {
+namespace {
+
+using nlohmann::json;
+
+const json& spec() {
+  static const json doc = [] {
+    std::ifstream in(CONDUIT_OPENAPI);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto parsed = controller::parse_yaml(text);
+    EXPECT_TRUE(parsed) << parsed.error().message;
+    return parsed ? *parsed : json::object();
+  }();
+  return doc;
+}
+
+const json& schema(const std::string& name) { return spec()["components"]["schemas"][name]; }
+
+const json& resolve(const json& s) {
+  if (s.contains("$ref")) {
+    const std::string ref = s["$ref"];
+    const std::string prefix = "#/components/schemas/";
+    EXPECT_EQ(ref.rfind(prefix, 0), 0u) << ref;
+    return resolve(schema(ref.substr(prefix.size())));
+  }
+  return s;
+}
+
+// The subset of OpenAPI 3.0 schema keywords agent/openapi.yaml uses; each failure names the path.
+void validate(const json& value, const json& raw, const std::string& path, std::vector<std::string>& errors) {
+  const json& s = resolve(raw);
+  if (s.contains("oneOf")) {
+    int matched = 0;
+    for (const auto& alternative : s["oneOf"]) {
+      std::vector<std::string> e;
+      validate(value, alternative, path, e);
+      if (e.empty()) ++matched;
+    }
+    if (matched != 1) errors.push_back(path + ": matches " + std::to_string(matched) + " of oneOf");
+    return;
+  }
+  if (value.is_null() && s.value("nullable", false)) return;
+  const std::string type = s.value("type", "");
+  auto fail = [&](const std::string& why) {
+    errors.push_back(path + ": " + why + " (" + value.dump() + ")");
+  };
+  if (type == "object") {
+    if (!value.is_object()) return fail("not an object");
+    const json required = s.value("required", json::array());
+    for (const auto& r : required) {
+      if (!value.contains(r.get<std::string>())) fail("lacks required " + r.get<std::string>());
+    }
+    const json props = s.value("properties", json::object());
+    for (const auto& [key, v] : value.items()) {
+      if (props.contains(key)) {
+        validate(v, props[key], path + "." + key, errors);
+      } else if (s.contains("additionalProperties") && s["additionalProperties"] == false) {
+        fail("unknown field " + key);
+      }
+    }
+  } else if (type == "array") {
+    if (!value.is_array()) return fail("not an array");
+    if (s.contains("minItems") && value.size() < s["minItems"].get<std::size_t>()) fail("too few items");
+    if (s.contains("maxItems") && value.size() > s["maxItems"].get<std::size_t>()) fail("too many items");
+    for (std::size_t i = 0; i < value.size(); ++i) {
+      if (s.contains("items")) validate(value[i], s["items"], path + "[" + std::to_string(i) + "]", errors);
+    }
+  } else if (type == "string") {
+    if (!value.is_string()) return fail("not a string");
+    const std::string text = value;
+    if (s.contains("minLength") && text.size() < s["minLength"].get<std::size_t>()) fail("too short");
+    if (s.contains("maxLength") && text.size() > s["maxLength"].get<std::size_t>()) fail("too long");
+    if (s.contains("pattern") && !std::regex_search(text, std::regex(s["pattern"].get<std::string>()))) {
+      fail("does not match " + s["pattern"].get<std::string>());
+    }
+  } else if (type == "integer") {
+    if (!value.is_number_integer()) return fail("not an integer");
+  } else if (type == "number") {
+    if (!value.is_number()) return fail("not a number");
+  } else if (type == "boolean") {
+    if (!value.is_boolean()) return fail("not a boolean");
+  }
+  if (value.is_number()) {
+    if (s.contains("minimum") && value.get<double>() < s["minimum"].get<double>()) fail("below minimum");
+    if (s.contains("maximum") && value.get<double>() > s["maximum"].get<double>()) fail("above maximum");
+  }
+  if (s.contains("enum") && std::find(s["enum"].begin(), s["enum"].end(), value) == s["enum"].end()) {
+    fail("not one of " + s["enum"].dump());
+  }
+}
+
+std::vector<std::string> errors_of(const json& value, const std::string& schema_name) {
+  std::vector<std::string> errors;
+  validate(value, schema(schema_name), schema_name, errors);
+  return errors;
+}
+
+// An instance with every property the schema names, each from its example where the spec gives one.
+json sample(const json& raw) {
+  const json& s = resolve(raw);
+  if (s.contains("example")) return s["example"];
+  if (s.contains("enum")) return s["enum"][0];
+  const std::string type = s.value("type", "");
+  if (type == "object") {
+    json out = json::object();
+    const json props = s.value("properties", json::object());
+    for (const auto& [key, p] : props.items()) out[key] = sample(p);
+    return out;
+  }
+  if (type == "array") {
+    json out = json::array();
+    out.push_back(s.contains("items") ? sample(s["items"]) : json::object());
+    return out;
+  }
+  if (type == "integer") return json(std::uint64_t{1});
+  if (type == "number") return json(1.5);
+  if (type == "boolean") return json(true);
+  if (s.value("format", "") == "date-time") return json("2024-05-01T12:00:00Z");
+  if (s.contains("pattern")) {
+    const std::regex pattern(s["pattern"].get<std::string>());
+    for (const char* candidate : {"a", "0", "00", "http://10.0.0.2:7070"}) {
+      if (std::regex_search(candidate, pattern)) return json(candidate);
+    }
+    ADD_FAILURE() << "no sample string for pattern " << s["pattern"];
+  }
+  return json("x");
+}
+
+json request_example(const std::string& path, const std::string& name = "") {
+  const json& content = spec()["paths"][path]["post"]["requestBody"]["content"]["application/json"];
+  return name.empty() ? content["example"] : content["examples"][name]["value"];
+}
+
+TEST(WireSpec, TheSpecParses) {
+  ASSERT_TRUE(spec().contains("components")) << "agent/openapi.yaml did not parse";
+  for (const char* name : {"AllocateRegion", "LoadRegion", "Region", "RegionList", "SaveRegion", "SaveResult",
+                           "Checksum", "StagingRequest", "CreateGrant", "RemoteKey", "Grant",
+                           "TransferRequest", "TransferTarget", "TransferStatus"}) {
+    EXPECT_TRUE(schema(name).is_object()) << name << " is not in the spec";
+  }
+}
+
+TEST(WireSpec, RequestBodiesAreTheSpecsExamples) {
+  EXPECT_EQ(CreateRegion({"kv-cache", 1073741824, "host"}).to_json(),
+            request_example("/v1/regions", "allocate"));
+  EXPECT_EQ(LoadRegion({"weights", "checkpoints/step-1000.bin"}).to_json(),
+            request_example("/v1/regions", "load"));
+  EXPECT_EQ(SaveRegion{"checkpoints/step-1000.bin"}.to_json(), request_example("/v1/regions/{name}/save"));
+  EXPECT_EQ((StagingRequest{.offset = 0, .length = 33554432, .to_device = true}.to_json()),
+            request_example("/v1/regions/{name}/staging"));
+  EXPECT_EQ((GrantRequest{.offset = 0, .length = 268435456, .access = "write", .ttl_seconds = 600}.to_json()),
+            request_example("/v1/regions/{name}/grants"));
+}
+
+TEST(WireSpec, RequestBodiesValidate) {
+  EXPECT_EQ(errors_of(CreateRegion{"kv-cache", 4096, "cuda:0"}.to_json(), "AllocateRegion"),
+            std::vector<std::string>{});
+  EXPECT_EQ(errors_of(LoadRegion{"weights", "a.bin"}.to_json(), "LoadRegion"), std::vector<std::string>{});
+  EXPECT_EQ(errors_of(SaveRegion{"a.bin"}.to_json(), "SaveRegion"), std::vector<std::string>{});
+  EXPECT_EQ(
+      errors_of(StagingRequest{.offset = 4096, .length = 1, .to_device = false}.to_json(), "StagingRequest"),
+      std::vector<std::string>{});
+  EXPECT_EQ(
+      errors_of(GrantRequest{.offset = 1, .length = 2, .access = "read", .ttl_seconds = 60, .provider = "tcp"}
+                    .to_json(),
+                "CreateGrant"),
+      std::vector<std::string>{});
+
+  TransferRequest request;
+  request.source_region = "weights";
+  request.offset = 4096;
+  request.length = 1 << 20;
+  const json key = sample(schema("RemoteKey"));
+  ASSERT_EQ(errors_of(key, "RemoteKey"), std::vector<std::string>{}) << key.dump();
+  request.targets.push_back(
+      {.key = key, .url = "http://10.0.0.3:7070", .region = "weights", .resume_offset = 8192});
+  request.targets.push_back({.key = key, .url = "", .region = "", .offset = 4096, .region_offset = 1 << 20});
+  request.verify = true;
+  request.deadline_seconds = 60;
+  request.max_bytes_per_second = 1 << 30;
+  const json body = request.to_json();
+  EXPECT_EQ(errors_of(body, "TransferRequest"), std::vector<std::string>{}) << body.dump();
+  // Every field the spec names is one we send: a field renamed in the spec shows up here.
+  for (const auto& [field, _] : schema("TransferRequest")["properties"].items()) {
+    EXPECT_TRUE(body.contains(field)) << field;
+  }
+  for (const auto& [field, _] : schema("TransferTarget")["properties"].items()) {
+    EXPECT_TRUE(body["targets"][0].contains(field)) << field;
+  }
+  EXPECT_EQ(body["verify"], "crc32c");
+  EXPECT_EQ(body["targets"][0]["resumeOffset"], 8192);
+  EXPECT_EQ(body["targets"][1]["regionOffset"], 1 << 20);
+}
+
+// from_json then to_json gives back every field of a full instance of the schema, and nothing else.
+template <typename Decode>
+void expect_round_trip(const std::string& schema_name, Decode decode) {
+  const json instance = sample(schema(schema_name));
+  ASSERT_EQ(errors_of(instance, schema_name), std::vector<std::string>{}) << instance.dump();
+  const json again = decode(instance);
+  EXPECT_EQ(again, instance) << schema_name << "\n  spec: " << instance.dump()
+                             << "\n  ours: " << again.dump();
+  EXPECT_EQ(errors_of(again, schema_name), std::vector<std::string>{});
+}
+
+TEST(WireSpec, AnswersDecodeAndReencode) {
+  expect_round_trip("Region", [](const json& j) { return Region::from_json(j).to_json(); });
+  expect_round_trip("RegionList", [](const json& j) { return regions_to_json(regions_from_json(j)); });
+  expect_round_trip("SaveResult", [](const json& j) { return SaveResult::from_json(j).to_json(); });
+  expect_round_trip("Grant", [](const json& j) { return Grant::from_json(j).to_json(); });
+  expect_round_trip("TransferStatus", [](const json& j) { return TransferStatus::from_json(j).to_json(); });
+  expect_round_trip("Checksum", [](const json& j) {
+    auto c = Checksum::from_json(j);
+    EXPECT_TRUE(c) << c.error().message;
+    return c ? c->to_json() : json();
+  });
+}
+
+TEST(WireSpec, TheExamplesInTheAnswersAreRead) {
+  // The property examples the spec gives (memory: host, the key's provider: tcp;ofi_rxm) land in our types.
+  EXPECT_EQ(Region::from_json(sample(schema("Region"))).memory, "host");
+  const Grant g = Grant::from_json(sample(schema("Grant")));
+  EXPECT_EQ(g.key["provider"], "tcp;ofi_rxm");
+  EXPECT_EQ(g.id, "x");
+}
+
+TEST(WireSpec, TransferStatusStatesAndGpuPathsAreTheSpecs) {
+  std::vector<std::string> states;
+  for (const auto& s : schema("TransferState")["enum"]) states.push_back(s.get<std::string>());
+  EXPECT_EQ(states, (std::vector<std::string>{"Queued", "Running", "Succeeded", "Failed", "Cancelled"}));
+  for (const auto& state : states) {
+    const bool finished = state == "Succeeded" || state == "Failed" || state == "Cancelled";
+    EXPECT_EQ(TransferStatus::from_json({{"state", state}}).finished(), finished) << state;
+  }
+  for (const auto& path : schema("TransferStatus")["properties"]["gpuPath"]["enum"]) {
+    EXPECT_EQ(TransferStatus::from_json({{"gpuPath", path}}).gpu_path, path);
+  }
+  EXPECT_EQ(TransferStatus::from_json({{"gpuPath", "warp-drive"}}).gpu_path, "");
+}
+
+TEST(WireSpec, EveryReasonIsInTheSpec) {
+  const std::string described = schema("TransferStatus")["properties"]["reason"]["description"];
+  for (const std::string reason : reason::kAll) {
+    EXPECT_NE(described.find(reason), std::string::npos) << reason;
+  }
+}
+
+TEST(WireSpec, ErrorCodesRoundTripAndTheirStatusesAreTheSpecs) {
+  const std::string described = spec()["info"]["description"];
+  for (const ErrorCode c :
+       {ErrorCode::InvalidArgument, ErrorCode::NotFound, ErrorCode::AlreadyExists, ErrorCode::Conflict,
+        ErrorCode::ResourceExhausted, ErrorCode::Unsupported, ErrorCode::Unavailable, ErrorCode::Io}) {
+    EXPECT_EQ(error_code_from_wire(wire_code(c)), c) << wire_code(c);
+    EXPECT_NE(described.find("`" + std::string(wire_code(c)) + "`"), std::string::npos) << wire_code(c);
+  }
+  // The agent's failures beyond itself are the agent's failure to its caller.
+  for (const ErrorCode c : {ErrorCode::Provider, ErrorCode::PeerUnreachable, ErrorCode::RemoteAccess,
+                            ErrorCode::TimedOut, ErrorCode::Cancelled}) {
+    EXPECT_EQ(error_code_from_wire(wire_code(c)), ErrorCode::Provider) << wire_code(c);
+    EXPECT_EQ(http_status(c), 500) << wire_code(c);
+  }
+  EXPECT_EQ(error_code_from_wire(code::kUnauthorized), ErrorCode::RemoteAccess);
+  EXPECT_EQ(error_code_from_http_status(401), ErrorCode::RemoteAccess);
+  EXPECT_EQ(error_code_from_http_status(403), ErrorCode::RemoteAccess);
+  EXPECT_EQ(error_code_from_http_status(404), ErrorCode::NotFound);
+  EXPECT_EQ(error_code_from_http_status(502), ErrorCode::Provider);
+  // "`Code` (status)" or "`A`, `B` (status)" as the spec's description lists them.
+  const std::vector<std::pair<ErrorCode, std::string>> statuses{
+      {ErrorCode::InvalidArgument, "400"},   {ErrorCode::NotFound, "404"},
+      {ErrorCode::Conflict, "409"},          {ErrorCode::AlreadyExists, "409"},
+      {ErrorCode::ResourceExhausted, "422"}, {ErrorCode::Unsupported, "422"},
+      {ErrorCode::Unavailable, "503"}};
+  for (const auto& [c, status] : statuses) {
+    EXPECT_EQ(std::to_string(http_status(c)), status) << wire_code(c);
+    const auto at = described.find("`" + std::string(wire_code(c)) + "`");
+    ASSERT_NE(at, std::string::npos);
+    EXPECT_EQ(described.substr(described.find('(', at) + 1, 3), status) << wire_code(c);
+  }
+  for (const char* c :
+       {code::kUnauthorized, code::kMalformedJson, code::kRouteNotFound, code::kMethodNotAllowed,
+        code::kLengthRequired, code::kPayloadTooLarge, code::kUnsupportedMediaType, code::kInternal}) {
+    EXPECT_NE(described.find("`" + std::string(c) + "`"), std::string::npos) << c;
+  }
+}
+
+}  // namespace
+}  // namespace conduit::api
