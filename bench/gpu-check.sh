@@ -15,8 +15,10 @@
 #
 # Usage: bench/gpu-check.sh [BUNDLE_DIR]       (default: build-gpu-bundle at the repository root)
 # Environment: CONDUIT_GPU_CHECK_SIZE (default 1GiB); CONDUIT_CUDA_DRIVER (the libcuda.so.1 to load; found
-# with ldconfig otherwise); CONDUIT_CUDA_HOST_DOUBLE=1 runs every step against a host-memory stand-in
-# device, to test this script on a machine without a GPU (its figures mean nothing).
+# with ldconfig otherwise); CONDUIT_GPU_CHECK_DOUBLE=1 runs every step against the CUDA host double, a
+# host-memory stand-in device (the bundle's test builds conduit-agent-cuda-double,
+# conduit-gpu-probe-cuda-double and conduit_cuda_double_tests), to test this script on a machine without a
+# GPU (its figures mean nothing).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +27,11 @@ size=${CONDUIT_GPU_CHECK_SIZE:-1GiB}
 bin=$bundle/bin
 work=$(mktemp -d "${TMPDIR:-/tmp}/conduit-gpu-check.XXXXXX")
 pids=()
+agent_program=conduit-agent probe_program=conduit-gpu-probe tests_program=conduit_cuda_tests
+if [ "${CONDUIT_GPU_CHECK_DOUBLE:-}" = 1 ]; then
+  agent_program=conduit-agent-cuda-double probe_program=conduit-gpu-probe-cuda-double
+  tests_program=conduit_cuda_double_tests
+fi
 
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
@@ -38,13 +45,13 @@ fail() {
 }
 say() { echo "gpu-check: $*" >&2; }
 
-[ -x "$bin/conduit-agent" ] && [ -x "$bin/conduit" ] && [ -x "$bin/conduit-gpu-probe" ] ||
+[ -x "$bin/$agent_program" ] && [ -x "$bin/conduit" ] && [ -x "$bin/$probe_program" ] ||
   fail "no bundle at $bundle (make one on a build machine with bench/prepare-gpu-bundle.sh; docs/gpu.md)"
 [ -f "$bundle/MANIFEST" ] && say "bundle: $(head -1 "$bundle/MANIFEST")"
 
 # The bundle brings its own loader and libraries; the CUDA driver must come from this machine. The bundle's
 # loader may not search where this distribution keeps it, so find it the system's way.
-if [ -z "${CONDUIT_CUDA_DRIVER:-}" ] && [ "${CONDUIT_CUDA_HOST_DOUBLE:-}" != 1 ]; then
+if [ -z "${CONDUIT_CUDA_DRIVER:-}" ] && [ "${CONDUIT_GPU_CHECK_DOUBLE:-}" != 1 ]; then
   driver=$(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 /{print $NF; exit}')
   if [ -z "$driver" ]; then
     for d in /usr/lib/x86_64-linux-gnu /usr/lib64 /usr/local/nvidia/lib64 /usr/local/nvidia/lib \
@@ -57,7 +64,7 @@ fi
 say "CUDA driver: ${CONDUIT_CUDA_DRIVER:-libcuda.so.1 (not found by ldconfig or in the usual places)}"
 
 # 1. CUDA through the bundle, and the copy bandwidth to compare with.
-probe=$("$bin/conduit-gpu-probe" --bandwidth "$size" 2>&1)
+probe=$("$bin/$probe_program" --bandwidth "$size" 2>&1)
 rc=$?
 printf '%s\n' "$probe" | sed 's/^/  /' >&2
 if [ $rc -ne 0 ]; then
@@ -72,12 +79,12 @@ d2d=$(field "$copy" d2d)
 [ -n "$h2d" ] || fail "conduit-gpu-probe measured no copy bandwidth"
 
 # 2. The CUDA unit tests on the device: none may fail, the device ones may not skip.
-if [ -x "$bin/conduit_cuda_tests" ]; then
-  "$bin/conduit_cuda_tests" > "$work/unit.log" 2>&1 ||
-    fail "conduit_cuda_tests: $(grep -m1 -E '^\[  FAILED  \]|Failure' "$work/unit.log" || tail -1 "$work/unit.log")"
+if [ -x "$bin/$tests_program" ]; then
+  "$bin/$tests_program" > "$work/unit.log" 2>&1 ||
+    fail "$tests_program: $(grep -m1 -E '^\[  FAILED  \]|Failure' "$work/unit.log" || tail -1 "$work/unit.log")"
   grep -q "SKIPPED \] CudaStaging\.\|SKIPPED \] CudaDevice\." "$work/unit.log" &&
-    fail "conduit_cuda_tests skipped its device tests: $(grep -m1 -A1 'Skipped' "$work/unit.log" | tail -1)"
-  say "conduit_cuda_tests: $(grep -m1 -E '^\[  PASSED  \]' "$work/unit.log")"
+    fail "$tests_program skipped its device tests: $(grep -m1 -A1 'Skipped' "$work/unit.log" | tail -1)"
+  say "$tests_program: $(grep -m1 -E '^\[  PASSED  \]' "$work/unit.log")"
 fi
 
 # 3. Two agents on loopback.
@@ -88,7 +95,7 @@ url_a="" url_b="" url_c="" url_d="" url_nodriver=""
 start_agent() { # NAME PROVIDERS: starts an agent, sets url_NAME; the caller's environment goes with it
   local name=$1 providers=$2 line=""
   mkdir -p "$work/$name/data"
-  "$bin/conduit-agent" --listen 127.0.0.1:0 --providers "$providers" --bind-address 127.0.0.1 \
+  "$bin/$agent_program" --listen 127.0.0.1:0 --providers "$providers" --bind-address 127.0.0.1 \
     --token-file "$work/token" --data-dir "$work/$name/data" --memory-cap 64GiB \
     --import-socket "$work/$name/import.sock" --log-level warn > "$work/$name/out" 2> "$work/$name/err" &
   local pid=$!
@@ -177,7 +184,7 @@ else
 fi
 
 # A machine without the driver gets a clear 422, not a crash.
-CONDUIT_CUDA_DRIVER=/nonexistent/libcuda.so.1 CONDUIT_CUDA_HOST_DOUBLE=0 start_agent nodriver tcp
+CONDUIT_CUDA_DRIVER=/nonexistent/libcuda.so.1 agent_program=conduit-agent start_agent nodriver tcp
 out=$(cli --agent "$url_nodriver" regions create g --bytes 4096 --memory cuda:0 2>&1)
 printf '%s' "$out" | grep -q "no CUDA device 0: no CUDA driver (/nonexistent/libcuda.so.1 not found" ||
   fail "without a driver, cuda:0 did not answer the no-driver reason: $out"

@@ -4,7 +4,8 @@
 #   1. CUDA driver headers from PyPI's nvidia-cuda-runtime-cu12 wheel (scripts/cuda-headers.sh, cached in
 #      ~/.cache/conduit-cuda) unless CUDA_HOME has a toolkit; no CUDA library is linked (libcuda.so.1 is
 #      dlopen'ed on the GPU machine);
-#   2. a CUDA build of conduit-agent, conduit, conduit-gpu-probe and conduit_cuda_tests in BUILD_DIR;
+#   2. a CUDA build of conduit-agent, conduit, conduit-gpu-probe and conduit_cuda_tests in BUILD_DIR, and of
+#      the test builds over the CUDA host double that CONDUIT_GPU_CHECK_DOUBLE=1 bench/gpu-check.sh runs;
 #   3. BUNDLE_DIR/libexec: those binaries without debug info; BUNDLE_DIR/lib: every shared library they load
 #      (ldd), the C library and the loader included, so the GPU machine's own (possibly older) glibc and
 #      libstdc++ do not matter; BUNDLE_DIR/bin: one wrapper per binary that starts it with the bundle's
@@ -17,7 +18,8 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${1:-$root/build-gpu-bundle}
 build=${2:-$root/build-gpu}
-programs=(conduit-agent conduit conduit-gpu-probe conduit_cuda_tests)
+programs=(conduit-agent conduit conduit-gpu-probe conduit_cuda_tests
+  conduit-agent-cuda-double conduit-gpu-probe-cuda-double conduit_cuda_double_tests)
 
 headers=()
 if [ -z "${CUDA_HOME:-}" ]; then

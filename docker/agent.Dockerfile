@@ -4,7 +4,7 @@
 #
 # Two stages: a Debian 12 builder with every build dependency (scripts/install-deps.sh, the same list the
 # project builds and tests with), and a bookworm-slim runtime with only the shared libraries the binary
-# links. tests/e2e/image_libs_test.sh checks that list against `ldd` of a real build, so a new library
+# links. tests/scenarios/e2e/test_image_libs.py checks that list against `ldd` of a real build, so a new library
 # dependency fails the test suite until it is added below.
 #
 # CUDA: this image is built without it (CONDUIT_CUDA=OFF): the agent then reports GPU memory unavailable and

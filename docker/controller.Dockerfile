@@ -5,7 +5,7 @@
 #
 # Two stages: a Debian 12 builder with every build dependency (scripts/install-deps.sh), and a bookworm-slim
 # runtime with only the shared libraries the binary links, running as a non-root user.
-# tests/e2e/image_libs_test.sh checks that list against `ldd` of a real build.
+# tests/scenarios/e2e/test_image_libs.py checks that list against `ldd` of a real build.
 
 ARG DEBIAN_RELEASE=bookworm
 

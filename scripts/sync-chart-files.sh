@@ -8,7 +8,7 @@
 #   scripts/sync-chart-files.sh           copy them over (and remove chart copies whose source is gone)
 #   scripts/sync-chart-files.sh --check   change nothing; list every copy that differs, exit 1 if any does
 #
-# Edit the canonical files, then run this; tests/e2e/helm_test.sh fails while the copies differ.
+# Edit the canonical files, then run this; tests/scenarios/e2e/test_helm.py fails while the copies differ.
 # CONDUIT_CHART_DIR: the chart to sync or check (default helm/conduit), e.g. a copy a test breaks on purpose.
 set -euo pipefail
 
