@@ -252,18 +252,7 @@ void ImportSocket::serve() {
   }
 }
 
-Status import_region(const std::string& socket_path, const std::string& name, int fd, std::uint64_t bytes) {
-  if (fd < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
-  auto addr = unix_address(socket_path);
-  if (!addr) return addr.error();
-  UniqueFd conn(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (conn.get() < 0) return sys_error("creating a unix socket", errno);
-  if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
-    return make_error(ErrorCode::Unavailable,
-                      "connecting to the agent's import socket " + socket_path + ": " + std::strerror(errno));
-  }
-
-  const std::string line = nlohmann::json{{"name", name}, {"bytes", bytes}}.dump() + "\n";
+Status send_with_fd(int socket, std::string_view line, int fd) {
   iovec iov{const_cast<char*>(line.data()), line.size()};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
@@ -278,12 +267,26 @@ Status import_region(const std::string& socket_path, const std::string& name, in
   std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
   ssize_t sent;
   do {
-    sent = ::sendmsg(conn.get(), &msg, MSG_NOSIGNAL);
+    sent = ::sendmsg(socket, &msg, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
   if (sent < 0) return sys_error("sending the import request", errno);
   // The fd went with the first byte; a short send only leaves plain bytes to follow.
-  if (auto rest = send_all(conn.get(), line.substr(static_cast<std::size_t>(sent))); !rest)
-    return rest.error();
+  return send_all(socket, std::string(line.substr(static_cast<std::size_t>(sent))));
+}
+
+Status import_region(const std::string& socket_path, const std::string& name, int fd, std::uint64_t bytes) {
+  if (fd < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
+  auto addr = unix_address(socket_path);
+  if (!addr) return addr.error();
+  UniqueFd conn(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (conn.get() < 0) return sys_error("creating a unix socket", errno);
+  if (::connect(conn.get(), reinterpret_cast<const sockaddr*>(&*addr), sizeof *addr) != 0) {
+    return make_error(ErrorCode::Unavailable,
+                      "connecting to the agent's import socket " + socket_path + ": " + std::strerror(errno));
+  }
+
+  const std::string line = nlohmann::json{{"name", name}, {"bytes", bytes}}.dump() + "\n";
+  if (auto sent = send_with_fd(conn.get(), line, fd); !sent) return sent.error();
 
   std::string reply;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kReplyTimeoutMs);

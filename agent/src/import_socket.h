@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "regions.h"
@@ -28,6 +29,10 @@ class ImportSocket {
   int stop_fd_ = -1;
   std::thread thread_;
 };
+
+// Client side: sends `line` on the connected unix `socket` with `fd` attached (SCM_RIGHTS on the first byte),
+// the rest of the line after it if the first send was short.
+Status send_with_fd(int socket, std::string_view line, int fd);
 
 // Client side (used by tests and by training processes through the CLI): sends `fd` as region `name`.
 Status import_region(const std::string& socket_path, const std::string& name, int fd, std::uint64_t bytes);

@@ -146,21 +146,13 @@ std::optional<bool> JsonFields::boolean(const char* key, Need need) {
 
 const json* JsonFields::object(const char* key, Need need) {
   const json* v = field(key, need);
-  if (v == nullptr) return nullptr;
-  if (!v->is_object()) {
-    fail(key, "must be an object");
-    return nullptr;
-  }
+  if (v != nullptr && !v->is_object()) return fail(key, "must be an object"), nullptr;
   return v;
 }
 
 const json* JsonFields::array(const char* key, Need need) {
   const json* v = field(key, need);
-  if (v == nullptr) return nullptr;
-  if (!v->is_array()) {
-    fail(key, "must be an array");
-    return nullptr;
-  }
+  if (v != nullptr && !v->is_array()) return fail(key, "must be an array"), nullptr;
   return v;
 }
 

@@ -48,12 +48,7 @@ using Steady = std::chrono::steady_clock;
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
 
-AgentOptions agent_options() {
-  AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
-  o.memory_cap = "1GiB";
-  return o;
-}
+AgentOptions agent_options() { return testing::small_tcp_agent(CONDUIT_AGENT_BIN); }
 
 // ---------------------------------------------------------------------------------------------------------
 // The remote writer: a tcp endpoint in this process and a seeded host buffer registered for local use.

@@ -49,12 +49,7 @@ const std::set<std::string> kServedRoutes = {
     "DELETE /v1/transfers/{id}",
 };
 
-AgentOptions agent_options() {
-  AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
-  o.memory_cap = "1GiB";
-  return o;
-}
+AgentOptions agent_options() { return testing::small_tcp_agent(CONDUIT_AGENT_BIN); }
 
 struct Reply {
   int status = 0;  // 0: no answer

@@ -453,20 +453,8 @@ std::string raw_request(const std::string& sock, const std::string& line, int fd
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, sock.c_str(), sizeof addr.sun_path - 1);
   if (::connect(c, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) return "connect failed";
-  iovec iov{const_cast<char*>(line.data()), line.size()};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
   std::string reply;
-  if (::sendmsg(c, &msg, 0) == static_cast<ssize_t>(line.size())) {
+  if (send_with_fd(c, line, fd).ok()) {
     char buf[4096];
     for (ssize_t n; (n = ::recv(c, buf, sizeof buf, 0)) > 0;) reply.append(buf, static_cast<std::size_t>(n));
   }

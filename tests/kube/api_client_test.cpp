@@ -15,8 +15,6 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-const Resource& jobs() { return resources::transfer_jobs(); }
-
 class KubeClientApi : public KubeApiTest {};
 
 TEST_F(KubeClientApi, CreateGetListDelete) {

@@ -11,8 +11,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const Resource& jobs() { return resources::transfer_jobs(); }
-
 class KubeStoreApi : public KubeApiTest {
  protected:
   std::unique_ptr<KubeObjectStore> make_store() {

@@ -17,8 +17,6 @@ using nlohmann::json;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-const Resource& jobs() { return resources::transfer_jobs(); }
-
 class KubeWatchApi : public KubeApiTest {
  protected:
   void record(const std::vector<ObjectKey>& keys) {

@@ -15,6 +15,9 @@
 
 namespace conduit::controller::kube::testing {
 
+// The TransferJob resource, the one most API tests create and watch.
+inline const Resource& jobs() { return resources::transfer_jobs(); }
+
 inline constexpr const char* kNoApiServer = "no kube-apiserver built (run scripts/kube-tools.sh)";
 
 class KubeApi {

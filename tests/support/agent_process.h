@@ -24,6 +24,14 @@ struct AgentOptions {
   std::vector<std::string> extra_args;
 };
 
+// A tcp agent with a 1 GiB memory cap: what the agent's HTTP suites start.
+inline AgentOptions small_tcp_agent(std::string binary) {
+  AgentOptions o;
+  o.binary = std::move(binary);
+  o.memory_cap = "1GiB";
+  return o;
+}
+
 // A tcp agent that logs warnings only: what the controller suites run as nodes.
 inline AgentOptions quiet_tcp_agent(std::string binary) {
   AgentOptions o;
