@@ -89,6 +89,8 @@ class WatcherTest : public ::testing::Test {
             },
             fast_options()) {}
 
+  void expect_rewatch_from_11_without_relisting();
+
   static WatcherOptions fast_options() {
     WatcherOptions o;
     o.initial_backoff = std::chrono::milliseconds(1);
@@ -163,16 +165,22 @@ TEST_F(WatcherTest, BookmarkResourceVersionIsRememberedForTheReconnect) {
   EXPECT_EQ(watcher_.stats().last_watch_rv, "40");
 }
 
-TEST_F(WatcherTest, TransportFailureRewatchesFromTheLastResourceVersion) {
-  script_list({}, "10");
-  script_stream({added("a", "11")}, WatchEnd{WatchEnd::Kind::Transport, 0, "connection reset"});
-  script_stream({});
+// After a list at "10" and one event at "11", the stream ended by a failure that is not 410: the watcher
+// counts the failure and watches again from "11" without listing again.
+void WatcherTest::expect_rewatch_from_11_without_relisting() {
   watcher_.step();
   EXPECT_EQ(watcher_.step(), WatchState::Watching);
   EXPECT_EQ(watcher_.stats().failures, 1u);
   watcher_.step();
   EXPECT_EQ(source_.watched_from, (std::vector<std::string>{"10", "11"}));
   EXPECT_EQ(source_.list_calls, 1);
+}
+
+TEST_F(WatcherTest, TransportFailureRewatchesFromTheLastResourceVersion) {
+  script_list({}, "10");
+  script_stream({added("a", "11")}, WatchEnd{WatchEnd::Kind::Transport, 0, "connection reset"});
+  script_stream({});
+  expect_rewatch_from_11_without_relisting();
 }
 
 TEST_F(WatcherTest, HttpGoneRelistsAndReportsOnlyWhatDiffers) {
@@ -215,12 +223,7 @@ TEST_F(WatcherTest, ErrorEventWithOtherCodeRewatchesWithoutRelisting) {
   script_list({}, "10");
   script_stream({added("a", "11"), error_event(500, "internal error")});
   script_stream({});
-  watcher_.step();
-  EXPECT_EQ(watcher_.step(), WatchState::Watching);
-  EXPECT_EQ(watcher_.stats().failures, 1u);
-  watcher_.step();
-  EXPECT_EQ(source_.watched_from, (std::vector<std::string>{"10", "11"}));
-  EXPECT_EQ(source_.list_calls, 1);
+  expect_rewatch_from_11_without_relisting();
 }
 
 TEST_F(WatcherTest, FailedListStaysEmptyAndRetries) {
