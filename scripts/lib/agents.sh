@@ -44,31 +44,16 @@ two_agents() {
 # SAVE_AS).
 # shellcheck disable=SC2120 # SAVE_AS is optional
 checkpoint_job() {
-  local then="" save=""
-  [ -z "${1:-}" ] || { then=", then save the region to $1 on node-b"; save=$'\n'"      file: $1"; }
   head -c $((256 << 20)) /dev/urandom > "$work/node-a/checkpoint.bin"
   mkdir -p "$work/jobs"
-  cat > "$work/jobs/checkpoint.yaml" << YAML
-# Load checkpoint.bin on node-a, move it into a new 256 MiB region on node-b, verify every slice with
-# CRC32C$then.
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: checkpoint
-spec:
-  source:
-    node: node-a
-    file: checkpoint.bin
-  targets:
-    - node: node-b
-      region: checkpoint
-      create:
-        bytes: 268435456$save
-  strategy: PointToPoint
-  transport:
-    type: tcp
-  verify: crc32c
-YAML
+  local job="$(dirname "${BASH_SOURCE[0]}")/checkpoint-job.yaml"
+  if [ -z "${1:-}" ]; then
+    cp "$job" "$work/jobs/checkpoint.yaml"
+  else
+    # The same job, then saving the region to $1 on node-b.
+    sed -e "s|^# CRC32C\.$|# CRC32C, then save the region to $1 on node-b.|" \
+      -e "s|^        bytes: 268435456$|&\n      file: $1|" "$job" > "$work/jobs/checkpoint.yaml"
+  fi
 }
 
 stop_agents() {

@@ -28,26 +28,8 @@ from harness.controller import Controller
 REPO = Path(__file__).resolve().parents[3]
 DASHBOARDS = sorted((REPO / "metrics/dashboards").glob("*.json"))
 ALERTS = REPO / "metrics/alerts.yaml"
-CHECKPOINT_JOB = """# Load checkpoint.bin on node-a, move it into a new 256 MiB region on node-b, verify every slice with
-# CRC32C.
-apiVersion: conduit.dev/v1alpha1
-kind: TransferJob
-metadata:
-  name: checkpoint
-spec:
-  source:
-    node: node-a
-    file: checkpoint.bin
-  targets:
-    - node: node-b
-      region: checkpoint
-      create:
-        bytes: 268435456
-  strategy: PointToPoint
-  transport:
-    type: tcp
-  verify: crc32c
-"""
+# The README's main job (scripts/run-main.sh runs the same file).
+CHECKPOINT_JOB = (REPO / "scripts/lib/checkpoint-job.yaml").read_text()
 # node-c is in --agents, but no agent listens on its port: this job fails without retrying.
 UNREACHABLE_JOB = """apiVersion: conduit.dev/v1alpha1
 kind: TransferJob
