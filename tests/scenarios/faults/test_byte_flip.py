@@ -3,7 +3,7 @@
 The target region on node-b is memory a local process (tests/scenarios/faults/memfd_holder.py) shares with the agent
 over its import socket, as a training process would; no test hook in the agent. A TransferJob moves a 256 MiB
 file on node-a into it at 64 MiB/s with crc32c. The source agent verifies a target only after it has sent all
-of it (agent/src/transfer_job.cpp: send, then verify), so a byte flipped at offset 16 MiB + 1 while the
+of it (agent/src/transfer_run.cpp: send, then verify), so a byte flipped at offset 16 MiB + 1 while the
 transfer is still sending (at >= 128 MiB, in a segment finished long before) lands between the write and the
 verify. Expected: the flip happened while the transfer was still sending; the source agent's transfer
 Succeeded, verified, with slicesResent 1; the job Succeeded verified; the target bytes equal the file.
