@@ -11,10 +11,11 @@ scripts/check-format.sh
 # The suite fails when any test leaves a process of ours running (an agent re-parented to init still holds
 # memory and ports). Processes that were running before the suite started are not ours to judge.
 ours='^(conduit|kube-apiserver|etcd)'  # comm, at most 15 characters: conduit-agent, conduit-control, ...
-before=$(pgrep -d ' ' "$ours" || true)
+# (pgrep warns that a pattern this long matches nothing; it matches the comm names fine)
+before=$(pgrep -d ' ' "$ours" 2>/dev/null || true)
 left_behind() {
   local pid now=()
-  for pid in $(pgrep "$ours" || true); do
+  for pid in $(pgrep "$ours" 2>/dev/null || true); do
     [[ " $before " == *" $pid "* ]] || now+=("$pid $(cat /proc/"$pid"/comm 2>/dev/null)")
   done
   if [ ${#now[@]} -gt 0 ]; then
