@@ -29,6 +29,19 @@ std::string without_trailing_slashes(std::string url) {
 
 const char* verb(bool get, bool post) { return get ? "GET " : post ? "POST " : "DELETE "; }
 
+// An answer decoded as T, or the call's error.
+template <typename T>
+Result<T> decoded(Result<json> answer) {
+  if (!answer) return answer.error();
+  return T::from_json(*answer);
+}
+
+// The call's error, or OK: for routes whose answer the caller does not need.
+Status done(const Result<json>& answer) {
+  if (!answer) return answer.error();
+  return {};
+}
+
 }  // namespace
 
 AgentClient::AgentClient(std::string base_url, ClientOptions options, std::string who)
@@ -106,35 +119,26 @@ Result<std::vector<Region>> AgentClient::list_regions() const {
 
 Result<Region> AgentClient::create_region(const CreateRegion& request) const {
   const json body = request.to_json();
-  auto r = call(Method::Post, "/v1/regions", &body, options_.slow_timeout);
-  if (!r) return r.error();
-  return Region::from_json(*r);
+  return decoded<Region>(call(Method::Post, "/v1/regions", &body, options_.slow_timeout));
 }
 
 Result<Region> AgentClient::load_region(const LoadRegion& request) const {
   const json body = request.to_json();
-  auto r = call(Method::Post, "/v1/regions", &body, options_.slow_timeout);
-  if (!r) return r.error();
-  return Region::from_json(*r);
+  return decoded<Region>(call(Method::Post, "/v1/regions", &body, options_.slow_timeout));
 }
 
 Result<Region> AgentClient::get_region(const std::string& name) const {
-  auto r = call(Method::Get, "/v1/regions/" + name, nullptr, options_.read_timeout);
-  if (!r) return r.error();
-  return Region::from_json(*r);
+  return decoded<Region>(call(Method::Get, "/v1/regions/" + name, nullptr, options_.read_timeout));
 }
 
 Status AgentClient::delete_region(const std::string& name) const {
-  auto r = call(Method::Delete, "/v1/regions/" + name, nullptr, options_.read_timeout);
-  if (!r) return r.error();
-  return {};
+  return done(call(Method::Delete, "/v1/regions/" + name, nullptr, options_.read_timeout));
 }
 
 Result<SaveResult> AgentClient::save_region(const std::string& name, const SaveRegion& request) const {
   const json body = request.to_json();
-  auto r = call(Method::Post, "/v1/regions/" + name + "/save", &body, options_.slow_timeout);
-  if (!r) return r.error();
-  return SaveResult::from_json(*r);
+  return decoded<SaveResult>(
+      call(Method::Post, "/v1/regions/" + name + "/save", &body, options_.slow_timeout));
 }
 
 Result<Checksum> AgentClient::checksum(const std::string& region, const ChecksumQuery& query) const {
@@ -151,41 +155,30 @@ Result<Checksum> AgentClient::checksum(const std::string& region, const Checksum
 
 Status AgentClient::staging(const std::string& region, const StagingRequest& request) const {
   const json body = request.to_json();
-  auto r = call(Method::Post, "/v1/regions/" + region + "/staging", &body, options_.read_timeout);
-  if (!r) return r.error();
-  return {};
+  return done(call(Method::Post, "/v1/regions/" + region + "/staging", &body, options_.read_timeout));
 }
 
 Result<Grant> AgentClient::create_grant(const std::string& region, const GrantRequest& request) const {
   const json body = request.to_json();
-  auto r = call(Method::Post, "/v1/regions/" + region + "/grants", &body, options_.read_timeout);
-  if (!r) return r.error();
-  return Grant::from_json(*r);
+  return decoded<Grant>(
+      call(Method::Post, "/v1/regions/" + region + "/grants", &body, options_.read_timeout));
 }
 
 Status AgentClient::revoke_grant(const std::string& id) const {
-  auto r = call(Method::Delete, "/v1/grants/" + id, nullptr, options_.read_timeout);
-  if (!r) return r.error();
-  return {};
+  return done(call(Method::Delete, "/v1/grants/" + id, nullptr, options_.read_timeout));
 }
 
 Result<TransferStatus> AgentClient::start_transfer(const TransferRequest& request) const {
   const json body = request.to_json();
-  auto r = call(Method::Post, "/v1/transfers", &body, options_.read_timeout);
-  if (!r) return r.error();
-  return TransferStatus::from_json(*r);
+  return decoded<TransferStatus>(call(Method::Post, "/v1/transfers", &body, options_.read_timeout));
 }
 
 Result<TransferStatus> AgentClient::get_transfer(const std::string& id) const {
-  auto r = call(Method::Get, "/v1/transfers/" + id, nullptr, options_.read_timeout);
-  if (!r) return r.error();
-  return TransferStatus::from_json(*r);
+  return decoded<TransferStatus>(call(Method::Get, "/v1/transfers/" + id, nullptr, options_.read_timeout));
 }
 
 Status AgentClient::cancel_transfer(const std::string& id) const {
-  auto r = call(Method::Delete, "/v1/transfers/" + id, nullptr, options_.read_timeout);
-  if (!r) return r.error();
-  return {};
+  return done(call(Method::Delete, "/v1/transfers/" + id, nullptr, options_.read_timeout));
 }
 
 }  // namespace conduit::api
