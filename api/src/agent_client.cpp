@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <exception>
+#include <memory>
 #include <utility>
 
 #include "conduit/api/errors.h"
@@ -49,23 +50,34 @@ AgentClient::AgentClient(std::string base_url, ClientOptions options, std::strin
       options_(std::move(options)),
       who_(who.empty() ? "agent at " + base_url_ : std::move(who)) {}
 
-bool AgentClient::valid_url(const std::string& url) {
+namespace {
+
+// A client for `url`, or null when it is not http(s)://host[:port] (httplib throws for another scheme).
+std::unique_ptr<httplib::Client> client_for(const std::string& url) {
   try {
-    return httplib::Client(without_trailing_slashes(url)).is_valid();
+    auto client = std::make_unique<httplib::Client>(url);
+    if (client->is_valid()) return client;
   } catch (const std::exception&) {
-    return false;  // httplib throws for a scheme other than http(s)
   }
+  return nullptr;
+}
+
+}  // namespace
+
+bool AgentClient::valid_url(const std::string& url) {
+  return client_for(without_trailing_slashes(url)) != nullptr;
 }
 
 Result<json> AgentClient::call(Method method, const std::string& path, const json* body,
                                std::chrono::milliseconds read_timeout) const {
-  if (!valid_url(base_url_)) {
+  // A client per call: calls are a few per second per job, and a fresh connection never inherits a broken
+  // one.
+  const auto made = client_for(base_url_);
+  if (!made) {
     return make_error(ErrorCode::InvalidArgument,
                       "agent URL \"" + base_url_ + "\" is not http(s)://host[:port]");
   }
-  // A client per call: calls are a few per second per job, and a fresh connection never inherits a broken
-  // one.
-  httplib::Client client(base_url_);
+  httplib::Client& client = *made;
   // Headers and body go out in two writes: without TCP_NODELAY the body waits for the ACK of the headers,
   // which the agent delays 40 ms (Nagle against delayed ACK), on every POST.
   client.set_tcp_nodelay(true);

@@ -167,7 +167,7 @@ TEST_F(LocalMode, ANewControllerFinishesTheTransferItDidNotStartExactlyOnce) {
   // 16 MiB/s: four seconds, time to kill the controller half way.
   apply("slow", job_yaml("slow", "node-b", 64 * MiB, "  maxBytesPerSecond: 16777216\n"));
   auto first = start_controller();
-  ASSERT_TRUE(eventually([&] { return status("slow").value("bytesTransferred", 0) > 0; }, 30s))
+  ASSERT_TRUE(eventually([&] { return status("slow").value("bytesTransferred", std::uint64_t{0}) > 0; }, 30s))
       << read_job("slow").dump(2);
   first->kill(SIGKILL);
   auto second = start_controller();
