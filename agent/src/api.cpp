@@ -38,6 +38,10 @@ constexpr const char* kRegionChecksum = "/v1/regions/{name}/checksum";
 constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
 constexpr const char* kRegionStaging = "/v1/regions/{name}/staging";
 constexpr const char* kGrant = "/v1/grants/{id}";
+constexpr const char* kGrantLanded = "/v1/grants/{id}/landed";
+constexpr const char* kGrantCommit = "/v1/grants/{id}/commit";
+// A ring grant's ring is a multiple of this, so a writer can cut it into equal segments.
+constexpr std::uint64_t kRingUnit = 64u << 10;
 constexpr const char* kTransfer = "/v1/transfers/{id}";
 
 // Never throws: a message may echo client bytes that are not valid UTF-8.
@@ -433,6 +437,35 @@ void install_staging_route(Router& r, AgentState& state) {
   });
 }
 
+Result<SaveFile> open_save(const AgentState& state, const std::string& file) {
+  auto path = state.regions.data_path(file);
+  if (!path) return path.error();
+  return SaveFile::create(*path, file);
+}
+
+Result<std::shared_ptr<Landing>> grant_landing(const AgentState& state, const std::string& id) {
+  auto grant = state.grants.get(id);
+  if (!grant) return grant.error();
+  if (!(*grant)->landing) {
+    return make_error(ErrorCode::Conflict, "grant " + id +
+                                               " takes no landing reports: it is a read grant or one of "
+                                               "CUDA memory");
+  }
+  return (*grant)->landing;
+}
+
+// A file's size before a job plans its targets around it.
+void install_file_route(Router& r, AgentState& state) {
+  r.get("/v1/files", [&state](const Request& req, Response& res) {
+    if (!req.has_param("path"))
+      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument), "path: is required");
+    const std::string path = req.get_param_value("path");
+    auto file = state.regions.open_file(path);
+    if (!file) return send_error(res, file.error());
+    send_json(res, 200, {{"path", path}, {"bytes", file->bytes()}});
+  });
+}
+
 void install_grant_routes(Router& r, AgentState& state) {
   r.post(kRegionGrants, [&state](const Request& req, Response& res) {
     const auto name = region_name(req, res);
@@ -450,12 +483,70 @@ void install_grant_routes(Router& r, AgentState& state) {
                         "range [" + std::to_string(request->offset) + ", +" + std::to_string(length) +
                             ") is outside region " + *name + " (" + std::to_string(size) + " bytes)");
     }
+    std::optional<LandingSpec> landing;
+    if (request->save) {
+      auto save = open_save(state, *request->save);
+      if (!save) return send_error(res, save.error());
+      landing = LandingSpec{.save = std::move(*save)};
+    }
     auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
-                                     request->provider);
+                                     request->provider, std::move(landing));
     if (!grant) return send_error(res, grant.error());
     if ((*grant)->staging) state.metrics.staged_fallback();  // the target end of a staged GPU transfer
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
     send_json(res, 201, (*grant)->to_json());
+  });
+
+  // A file target with no region: the writer's bytes pass through a ring of --pipeline-bytes at most.
+  r.post("/v1/grants", [&state](const Request& req, Response& res) {
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto request = parse_create_ring_grant(*body);
+    if (!request) return send_error(res, request.error());
+    auto save = open_save(state, *request->save);
+    if (!save) return send_error(res, save.error());
+    const std::uint64_t wanted = std::min(state.config.pipeline_bytes, request->save_bytes);
+    const std::uint64_t ring = (wanted + kRingUnit - 1) / kRingUnit * kRingUnit;
+    auto memory =
+        state.regions.scratch(ring, "the landing ring of a grant saving \"" + *request->save + "\"");
+    if (!memory) return send_error(res, memory.error());
+    auto grant = state.grants.create(
+        *memory, 0, ring, Access::RemoteWrite, request->ttl, request->provider,
+        LandingSpec{.ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save)});
+    if (!grant) return send_error(res, grant.error());
+    res.set_header("Location", "/v1/grants/" + (*grant)->id);
+    send_json(res, 201, (*grant)->to_json());
+  });
+
+  r.post(kGrantLanded, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto request = parse_landed(*body);
+    if (!request) return send_error(res, request.error());
+    auto landing = grant_landing(state, *id);
+    if (!landing) return send_error(res, landing.error());
+    auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c);
+    if (!report) return send_error(res, report.error());
+    send_json(res, 200,
+              {{"offset", request->offset},
+               {"length", request->length},
+               {"mismatched", report->mismatched},
+               {"saved", report->saved}});
+  });
+
+  r.post(kGrantCommit, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto bytes = parse_commit(*body);
+    if (!bytes) return send_error(res, bytes.error());
+    auto landing = grant_landing(state, *id);
+    if (!landing) return send_error(res, landing.error());
+    if (auto committed = (*landing)->commit(*bytes); !committed) return send_error(res, committed.error());
+    send_json(res, 200, {{"id", *id}, {"landing", (*landing)->to_json()}});
   });
 
   r.get("/v1/grants", [&state](const Request&, Response& res) {
@@ -533,6 +624,7 @@ void install_routes(httplib::Server& server, AgentState& state) {
   install_health_routes(router, state);
   install_region_routes(router, state);
   install_grant_routes(router, state);
+  install_file_route(router, state);
   install_staging_route(router, state);
   install_transfer_routes(router, state);
 

@@ -96,7 +96,9 @@ Result<std::string> parse_save_region(const nlohmann::json& body) {
 }
 
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
-  Fields f(body, {"offset", "length", "access", "ttlSeconds", "provider"});
+  JsonProblems problems;
+  JsonFields f(body, "", problems);
+  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save"});
   CreateGrantRequest request;
   request.offset = f.u64("offset").value_or(0);
   if (auto length = f.u64("length")) {
@@ -117,8 +119,69 @@ Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
     request.ttl = std::chrono::seconds(static_cast<std::int64_t>(std::min(*ttl, kMaxTtlSeconds)));
   }
   if (auto provider = f.string("provider")) request.provider = std::move(*provider);
+  if (const auto* save = f.object("save")) {
+    JsonFields s(*save, "save", problems);
+    s.only({"file"});
+    if (auto file = s.string("file", Need::Required)) {
+      if (file->empty()) s.fail("file", "must not be empty");
+      request.save = std::move(*file);
+    }
+    if (f.ok() && request.access != Access::RemoteWrite) f.fail("save", "applies only with access write");
+  }
   if (!f.ok()) return f.status().error();
   return request;
+}
+
+Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body) {
+  JsonProblems problems;
+  JsonFields f(body, "", problems);
+  f.only({"ttlSeconds", "provider", "save"});
+  CreateGrantRequest request;
+  if (auto ttl = f.u64("ttlSeconds")) {
+    if (*ttl == 0 || *ttl > kMaxTtlSeconds) f.fail("ttlSeconds", "must be 1 to 86400");
+    request.ttl = std::chrono::seconds(static_cast<std::int64_t>(std::min(*ttl, kMaxTtlSeconds)));
+  }
+  if (auto provider = f.string("provider")) request.provider = std::move(*provider);
+  if (const auto* save = f.object("save", Need::Required)) {
+    JsonFields s(*save, "save", problems);
+    s.only({"file", "bytes"});
+    if (auto file = s.string("file", Need::Required)) {
+      if (file->empty()) s.fail("file", "must not be empty");
+      request.save = std::move(*file);
+    }
+    request.save_bytes = s.u64("bytes", Need::Required, 1, std::uint64_t{1} << 44).value_or(0);
+  }
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
+Result<LandedRequest> parse_landed(const nlohmann::json& body) {
+  Fields f(body, {"offset", "length", "slice", "crc32c"});
+  LandedRequest request;
+  request.offset = f.u64("offset", Need::Required).value_or(0);
+  request.length = f.u64("length", Need::Required, 1, std::uint64_t{1} << 40).value_or(0);
+  request.slice = f.u64("slice", Need::Optional, 1, std::uint64_t{1} << 40).value_or(0);
+  if (const auto* crcs = f.array("crc32c")) {
+    if (crcs->size() > 65536) f.fail("crc32c", "at most 65536 checksums");
+    for (std::size_t i = 0; f.ok() && i < crcs->size(); ++i) {
+      const auto& c = (*crcs)[i];
+      if (!c.is_number_unsigned() || c.get<std::uint64_t>() > 0xffffffffULL) {
+        f.fail("crc32c", "item " + std::to_string(i) + " must be an unsigned 32-bit integer");
+      } else {
+        request.crc32c.push_back(static_cast<std::uint32_t>(c.get<std::uint64_t>()));
+      }
+    }
+    if (f.ok() && !request.crc32c.empty() && request.slice == 0) f.fail("slice", "is required with crc32c");
+  }
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
+Result<std::uint64_t> parse_commit(const nlohmann::json& body) {
+  Fields f(body, {"bytes"});
+  auto bytes = f.u64("bytes", Need::Required, 1, std::uint64_t{1} << 44);
+  if (!f.ok()) return f.status().error();
+  return *bytes;
 }
 
 Result<StagingRequest> parse_staging(const nlohmann::json& body) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "conduit/common/result.h"
 #include "conduit/transport.h"
@@ -28,15 +29,31 @@ Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body);
 // POST /v1/regions/{name}/save: {file}.
 Result<std::string> parse_save_region(const nlohmann::json& body);
 
-// POST /v1/regions/{name}/grants: {offset?, length?, access, ttlSeconds?, provider?}.
+// POST /v1/regions/{name}/grants: {offset?, length?, access, ttlSeconds?, provider?, save?: {file}}.
+// POST /v1/grants (a ring in front of a file, no region): {ttlSeconds?, provider?, save: {file, bytes}}.
 struct CreateGrantRequest {
   std::uint64_t offset = 0;
   std::optional<std::uint64_t> length;  // absent = the rest of the region
   Access access = Access::RemoteWrite;
   std::chrono::seconds ttl{600};
-  std::string provider;  // "" = the agent's primary transport
+  std::string provider;             // "" = the agent's primary transport
+  std::optional<std::string> save;  // the file verified bytes are written to as they land
+  std::uint64_t save_bytes = 0;     // ring grants: the size the file will have
 };
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
+Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body);
+
+// POST /v1/grants/{id}/landed: {offset, length, slice?, crc32c?: [uint32...]}.
+struct LandedRequest {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t slice = 0;
+  std::vector<std::uint32_t> crc32c;
+};
+Result<LandedRequest> parse_landed(const nlohmann::json& body);
+
+// POST /v1/grants/{id}/commit: {bytes}.
+Result<std::uint64_t> parse_commit(const nlohmann::json& body);
 
 // POST /v1/regions/{name}/staging: {offset, length, direction: "toDevice" | "toHost"}.
 struct StagingRequest {

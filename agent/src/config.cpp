@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 17> kSettings{{
+const std::array<Setting, 18> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -150,6 +150,17 @@ const std::array<Setting, 17> kSettings{{
        if (!n) return n.error();
        if (*n == 0) return invalid("must be more than 0");
        c.memory_cap = *n;
+       return {};
+     }},
+    {"pipeline-bytes", "SIZE",
+     "memory one pipelined transfer holds for a file on this agent: read-ahead of a file source, the ring of "
+     "a file target (counted against memory-cap)",
+     "64MiB",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto n = parse_size(v);
+       if (!n) return n.error();
+       if (*n < (1u << 20) || *n > (16ULL << 30)) return invalid("must be 1MiB to 16GiB");
+       c.pipeline_bytes = *n;
        return {};
      }},
     {"log-level", "LEVEL", "debug | info | warn | error", "info",

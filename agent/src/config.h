@@ -24,8 +24,10 @@ struct AgentConfig {
   bool insecure_no_auth = false;
   std::string data_dir = "/var/lib/conduit";
   std::uint64_t memory_cap = 8ULL << 30;  // bytes of agent-owned regions
-  std::string log_level = "info";         // debug | info | warn | error
-  std::string log_format = "logfmt";      // logfmt | json
+  // Per pipelined transfer and file: a file source's read-ahead slots, a file target's landing ring.
+  std::uint64_t pipeline_bytes = 64ULL << 20;
+  std::string log_level = "info";     // debug | info | warn | error
+  std::string log_format = "logfmt";  // logfmt | json
   std::string tls_cert;
   std::string tls_key;
   std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)

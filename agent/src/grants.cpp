@@ -32,22 +32,24 @@ std::string range_text(std::uint64_t offset, std::uint64_t length) {
 nlohmann::json Grant::to_json() const {
   nlohmann::json key = registration.remote_key().to_json();
   if (staging) key["staged"] = true;  // the writer must say when bytes land (docs/gpu.md)
-  return {{"id", id},
-          {"region", region.get() ? region->name() : std::string()},
-          {"offset", offset},
-          {"length", length},
-          {"access", access_name(access)},
-          {"provider", provider},
-          {"expiresAt", format_rfc3339(expires_at)},
-          {"key", key},
-          {"gpuPath", gpu_path},
-          {"nics", nics}};
+  nlohmann::json j{{"id", id},
+                   {"region", region.get() ? region->name() : std::string()},
+                   {"offset", offset},
+                   {"length", length},
+                   {"access", access_name(access)},
+                   {"provider", provider},
+                   {"expiresAt", format_rfc3339(expires_at)},
+                   {"key", key},
+                   {"gpuPath", gpu_path},
+                   {"nics", nics}};
+  if (landing) j["landing"] = landing->to_json();
+  return j;
 }
 
 Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::uint64_t offset,
                                                         std::uint64_t length, Access access,
-                                                        std::chrono::seconds ttl,
-                                                        const std::string& provider) {
+                                                        std::chrono::seconds ttl, const std::string& provider,
+                                                        std::optional<LandingSpec> landing) {
   if (!region) return make_error(ErrorCode::InvalidArgument, "grant needs a region");
   if (access != Access::RemoteWrite && access != Access::RemoteRead) {
     return make_error(ErrorCode::InvalidArgument, "access must be write or read");
@@ -73,6 +75,27 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
     return make_error(ErrorCode::InvalidArgument,
                       "no transport for provider " +
                           (provider.empty() ? std::string("(primary)") : provider) + " on this agent");
+  }
+
+  // Every write grant of host memory takes landing reports, so a writer can verify as bytes land.
+  if (!landing && access == Access::RemoteWrite && region->memory().kind() == MemoryKind::Host) {
+    landing = LandingSpec{};
+  }
+  if (landing) {
+    if (access != Access::RemoteWrite) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "only a write grant can save or verify bytes as they land");
+    }
+    if (region->memory().kind() != MemoryKind::Host) {
+      return make_error(ErrorCode::Unsupported,
+                        "region " + region->name() + " is " + region->memory_label() +
+                            " memory: bytes are saved as they land only from host memory; save the region "
+                            "after its transfer instead");
+    }
+    if (!landing->ring) landing->stream_bytes = length;
+    if (landing->ring && landing->stream_bytes == 0) {
+      return make_error(ErrorCode::InvalidArgument, "a ring grant needs the size of the whole stream");
+    }
   }
 
   // Whoever runs the expiry timer, a new grant is a good moment to drop dead ones too.
@@ -105,6 +128,11 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
                                                      region->name() + ": " + registration.error().message);
   }
   grant->registration = std::move(*registration);
+  if (landing) {
+    grant->landing =
+        std::make_shared<Landing>(region->memory().bytes().subspan(offset, length), landing->stream_bytes,
+                                  landing->ring, std::move(landing->save));
+  }
   grant->region = RegionUse(std::move(region));
 
   std::lock_guard lock(mu_);

@@ -15,6 +15,7 @@
 #include "conduit/transport.h"
 #include "regions.h"
 #include "staged/staged_target.h"
+#include "stream/landing.h"
 #include "transport_set.h"
 
 namespace conduit::agent {
@@ -35,11 +36,21 @@ struct Grant {
   std::shared_ptr<StagingBuffer> staging;
   std::string gpu_path = "none";
   std::vector<std::string> nics;  // the NICs of the rails the key names; empty where rails name none (tcp)
+  // Set for a grant the writer reports landed segments to (verify as they land, save as they land, a
+  // ring): stream/landing.h. Internally synchronised.
+  std::shared_ptr<Landing> landing;
   Registration registration;
 
   // {id, region, offset, length, access: "write"|"read", provider, expiresAt (RFC 3339), key: RemoteKey,
-  //  gpuPath: "none" (host memory) | "dmabuf" | "peermem" | "staged", nics}
+  //  gpuPath: "none" (host memory) | "dmabuf" | "peermem" | "staged", nics, landing?}
   nlohmann::json to_json() const;
+};
+
+// What a grant does with the segments its writer reports landed (Landing).
+struct LandingSpec {
+  bool ring = false;               // the granted range is a ring the stream passes through
+  std::uint64_t stream_bytes = 0;  // ring: the bytes of the whole stream; otherwise the granted length
+  std::optional<SaveFile> save;    // where verified bytes go
 };
 
 class GrantTable {
@@ -47,10 +58,12 @@ class GrantTable {
   using Clock = std::chrono::system_clock;
   explicit GrantTable(const TransportSet& transports) : transports_(transports) {}
 
-  // provider "" = the agent's primary transport. ttl must be 1 s .. 24 h.
+  // provider "" = the agent's primary transport. ttl must be 1 s .. 24 h. `landing`: write grants of host
+  // memory only (Unsupported for CUDA memory: save such a region after its transfer).
   Result<std::shared_ptr<const Grant>> create(RegionPtr region, std::uint64_t offset, std::uint64_t length,
                                               Access access, std::chrono::seconds ttl,
-                                              const std::string& provider);
+                                              const std::string& provider,
+                                              std::optional<LandingSpec> landing = std::nullopt);
   Result<std::shared_ptr<const Grant>> get(const std::string& id) const;
   std::vector<std::shared_ptr<const Grant>> list() const;
   Status revoke(const std::string& id);                      // NotFound when unknown or already gone

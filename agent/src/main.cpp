@@ -163,6 +163,7 @@ int run(const AgentConfig& config, const sigset_t& signals) {
     metrics.add_transport(transport->capabilities().provider);
   TransferOptions options;
   options.stall_timeout = config.stall_timeout;
+  options.pipeline_bytes = config.pipeline_bytes;
   TransferManager transfers(transports, regions, peers, &metrics, options);
 
   const std::string socket_path = config.import_socket.empty()

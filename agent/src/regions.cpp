@@ -19,6 +19,7 @@
 #include "conduit/crc32c.h"
 #include "conduit/cuda_device.h"
 #include "conduit/cuda_staging.h"
+#include "files/save_file.h"
 
 namespace conduit::agent {
 
@@ -34,44 +35,19 @@ constexpr std::size_t kMaxNameBytes = 255 - 17;
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
-// Errors the shape of a request's file path causes (a file where a directory should be, a directory where
-// a file should be, a link loop, a name too long) are the request's fault: 400, not 500.
-Error io_error(const std::string& what, int err) {
-  const bool path_shape = err == ENOTDIR || err == EISDIR || err == ELOOP || err == ENAMETOOLONG;
-  return make_error(path_shape ? ErrorCode::InvalidArgument : ErrorCode::Io,
-                    what + ": " + std::strerror(err));
-}
-
-// Removes a temporary file unless the save that made it committed it under its final name.
-class TempFile {
- public:
-  explicit TempFile(fs::path path) : path_(std::move(path)) {}
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-  ~TempFile() {
-    if (!committed_) ::unlink(path_.c_str());
-  }
-  const fs::path& path() const { return path_; }
-  void commit() { committed_ = true; }
-
- private:
-  fs::path path_;
-  bool committed_ = false;
-};
-
-std::uint64_t sum_bytes(const std::map<std::string, RegionPtr>& regions) {
-  std::uint64_t used = 0;
+std::uint64_t sum_bytes(const std::map<std::string, RegionPtr>& regions, std::uint64_t scratch) {
+  std::uint64_t used = scratch;
   for (const auto& [name, region] : regions) used += region->bytes();
   return used;
 }
 
 // The one place that decides whether `bytes` more fit: reserve() asks it before allocating so a request over
 // the cap fails without touching memory, insert() asks again under the same lock that adds the region.
-Status check_room(const std::map<std::string, RegionPtr>& regions, const std::string& name,
-                  std::uint64_t bytes, std::uint64_t cap) {
-  if (regions.contains(name))
+Status check_room(const std::map<std::string, RegionPtr>& regions, std::uint64_t scratch,
+                  const std::string& name, std::uint64_t bytes, std::uint64_t cap) {
+  if (!name.empty() && regions.contains(name))
     return make_error(ErrorCode::AlreadyExists, "region " + quoted(name) + " already exists");
-  const std::uint64_t used = sum_bytes(regions);
+  const std::uint64_t used = sum_bytes(regions, scratch);
   if (bytes > cap || used > cap - bytes) {
     return make_error(ErrorCode::ResourceExhausted,
                       "region of " + std::to_string(bytes) + " bytes would exceed the memory cap: " +
@@ -112,20 +88,7 @@ Status read_all(int fd, std::span<std::byte> out, const std::string& file) {
   return {};
 }
 
-Status write_all(int fd, std::span<const std::byte> in, const std::string& file) {
-  for (std::size_t done = 0; done < in.size();) {
-    const std::size_t n = std::min(kIoPiece, in.size() - done);
-    const ssize_t put = ::write(fd, in.data() + done, n);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      return io_error("writing " + quoted(file), errno);
-    }
-    done += static_cast<std::size_t>(put);
-  }
-  return {};
-}
-
-Status write_device(int fd, const MemoryRegion& memory, const std::string& file) {
+Status write_device(SaveFile& out, const MemoryRegion& memory) {
   const std::uint64_t piece = std::min<std::uint64_t>(memory.size(), kIoPiece / 16);
   auto pinned = cuda::allocate_pinned(piece);
   if (!pinned) return pinned.error();
@@ -133,15 +96,8 @@ Status write_device(int fd, const MemoryRegion& memory, const std::string& file)
     const auto n = std::min(piece, memory.size() - at);
     const auto buffer = pinned->bytes().first(n);
     if (auto copied = cuda::copy_to_host(memory, at, buffer); !copied) return copied.error();
-    if (auto written = write_all(fd, buffer, file); !written) return written.error();
+    if (auto written = out.append(buffer); !written) return written.error();
   }
-  return {};
-}
-
-Status fsync_dir(const fs::path& dir, const std::string& file) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return io_error("opening the directory of " + quoted(file), errno);
-  if (::fsync(fd.get()) != 0) return io_error("syncing the directory of " + quoted(file), errno);
   return {};
 }
 
@@ -231,12 +187,12 @@ Result<fs::path> RegionStore::data_path(const std::string& relative) const {
 
 Status RegionStore::reserve(const std::string& name, std::uint64_t bytes) const {
   std::lock_guard lock(mu_);
-  return check_room(regions_, name, bytes, cap_);
+  return check_room(regions_, *scratch_, name, bytes, cap_);
 }
 
 Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source) {
   std::lock_guard lock(mu_);
-  if (auto room = check_room(regions_, name, memory.size(), cap_); !room) return room.error();
+  if (auto room = check_room(regions_, *scratch_, name, memory.size(), cap_); !room) return room.error();
   auto region = std::make_shared<Region>(name, std::move(memory), std::move(source));
   regions_.emplace(name, region);
   return region;
@@ -256,30 +212,60 @@ Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t byt
                       "memory " + quoted(memory) + " is not \"host\" or \"cuda:<device ordinal>\"");
   }
   if (auto room = reserve(name, bytes); !room) return room.error();
-  auto allocated = device >= 0 ? cuda::allocate(device, bytes) : MemoryRegion::allocate_host(bytes);
+  // Host pages fault in behind the caller's back: a job's first bytes need not wait for a gigabyte of faults.
+  auto allocated =
+      device >= 0 ? cuda::allocate(device, bytes) : MemoryRegion::allocate_host(bytes, Populate::Background);
   if (!allocated) return allocated.error();
   return insert(name, std::move(allocated).value(), "allocated");
 }
 
-Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file) {
-  if (auto valid = validate_name(name); !valid) return valid.error();
+Result<SourceFile> RegionStore::open_file(const std::string& file) const {
   auto path = data_path(file);
   if (!path) return path.error();
-
   // data_path resolved every link that exists, so a final component that is still a link is one that
   // appeared since: refuse to follow it.
-  UniqueFd fd(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (fd.get() < 0) {
+  SourceFile out;
+  out.fd.reset(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+  if (!out.fd) {
     if (errno == ENOENT)
       return make_error(ErrorCode::NotFound, "file " + quoted(file) + " not found in the data directory");
     return io_error("opening " + quoted(file), errno);
   }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return io_error("stat of " + quoted(file), errno);
-  if (!S_ISREG(st.st_mode))
+  if (::fstat(out.fd.get(), &out.stat) != 0) return io_error("stat of " + quoted(file), errno);
+  if (!S_ISREG(out.stat.st_mode))
     return make_error(ErrorCode::InvalidArgument, "path " + quoted(file) + " is not a regular file");
-  if (st.st_size == 0) return make_error(ErrorCode::InvalidArgument, "file " + quoted(file) + " is empty");
-  const auto bytes = static_cast<std::uint64_t>(st.st_size);
+  if (out.stat.st_size == 0)
+    return make_error(ErrorCode::InvalidArgument, "file " + quoted(file) + " is empty");
+  out.path = std::move(*path);
+  out.name = file;
+  return out;
+}
+
+Status SourceFile::unchanged() const {
+  struct stat now {};
+  if (::fstat(fd.get(), &now) != 0) return io_error("stat of " + quoted(name), errno);
+  if (now.st_size != stat.st_size) {
+    return make_error(ErrorCode::Conflict, "file " + quoted(name) + " changed size while it was read (" +
+                                               std::to_string(stat.st_size) + " -> " +
+                                               std::to_string(now.st_size) + " bytes)");
+  }
+  if (now.st_mtim.tv_sec != stat.st_mtim.tv_sec || now.st_mtim.tv_nsec != stat.st_mtim.tv_nsec) {
+    return make_error(ErrorCode::Conflict, "file " + quoted(name) + " was modified while it was read");
+  }
+  struct stat named {};
+  if (::stat(path.c_str(), &named) != 0 || named.st_ino != stat.st_ino || named.st_dev != stat.st_dev) {
+    return make_error(ErrorCode::Conflict,
+                      "file " + quoted(name) + " was removed or replaced while it was read");
+  }
+  return {};
+}
+
+Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file) {
+  if (auto valid = validate_name(name); !valid) return valid.error();
+  auto opened = open_file(file);
+  if (!opened) return opened.error();
+  const UniqueFd& fd = opened->fd;
+  const std::uint64_t bytes = opened->bytes();
 
   if (auto room = reserve(name, bytes); !room) return room.error();
   // A copy, not a mapping: the file may be rewritten (or saved over) while the region lives.
@@ -340,6 +326,28 @@ Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::spa
   return insert(name, std::move(*memory), "imported");
 }
 
+Result<RegionPtr> RegionStore::scratch(std::uint64_t bytes, const std::string& what) {
+  if (bytes == 0) return make_error(ErrorCode::InvalidArgument, what + ": at least 1 byte is needed");
+  auto allocated = MemoryRegion::allocate_host(bytes);
+  if (!allocated) return allocated.error();
+  std::lock_guard lock(mu_);
+  if (auto room = check_room(regions_, *scratch_, "", bytes, cap_); !room) {
+    return make_error(ErrorCode::ResourceExhausted, what + ": " + room.error().message);
+  }
+  *scratch_ += bytes;
+  // The count lives as long as the last holder of either, so the memory leaving after the store is safe.
+  auto owned = std::make_shared<MemoryRegion>(std::move(*allocated));
+  auto memory = MemoryRegion::borrow(MemoryKind::Host, owned->data(), bytes, -1,
+                                     [owned, count = scratch_, mu = mu_ptr_, bytes]() mutable {
+                                       {
+                                         std::lock_guard held(*mu);
+                                         *count -= bytes;
+                                       }
+                                       owned.reset();
+                                     });
+  return std::make_shared<Region>("", std::move(memory), what);
+}
+
 Result<RegionPtr> RegionStore::get(const std::string& name) const {
   std::lock_guard lock(mu_);
   const auto it = regions_.find(name);
@@ -373,7 +381,7 @@ Status RegionStore::remove(const std::string& name) {
 
 std::uint64_t RegionStore::used_bytes() const {
   std::lock_guard lock(mu_);
-  return sum_bytes(regions_);
+  return sum_bytes(regions_, *scratch_);
 }
 
 Status RegionStore::save(const std::string& name, const std::string& file) {
@@ -387,28 +395,15 @@ Status RegionStore::save(const std::string& name, const std::string& file) {
   auto path = data_path(file);
   if (!path) return path.error();
 
-  const fs::path dir = path->parent_path();
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return io_error("creating the directory of " + quoted(file), ec.value());
-
-  // Same directory as the final name, so the rename is atomic and never crosses a filesystem.
-  TempFile temp(dir / (path->filename().string() + ".tmp-" + random_hex(12)));
-  UniqueFd fd(::open(temp.path().c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return io_error("creating a temporary file for " + quoted(file), errno);
+  auto out = SaveFile::create(*path, file);
+  if (!out) return out.error();
   if (device) {
     // Device memory goes to the file through a host buffer, a piece at a time.
-    if (auto written = write_device(fd.get(), memory, file); !written) return written.error();
-  } else if (auto written = write_all(fd.get(), data, file); !written) {
+    if (auto written = write_device(*out, memory); !written) return written.error();
+  } else if (auto written = out->append(data); !written) {
     return written.error();
   }
-  if (::fsync(fd.get()) != 0) return io_error("syncing " + quoted(file), errno);
-  if (const int err = fd.close(); err != 0) return io_error("closing " + quoted(file), err);
-  if (::rename(temp.path().c_str(), path->c_str()) != 0)
-    return io_error("renaming into " + quoted(file), errno);
-  temp.commit();
-  // Without this the rename itself may be lost on a crash, leaving the old file (or none).
-  return fsync_dir(dir, file);
+  return out->commit(memory.size());
 }
 
 Result<std::vector<std::uint32_t>> region_checksum(const Region& region, std::uint64_t offset,

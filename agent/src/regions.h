@@ -3,6 +3,8 @@
 // a region used by a transfer or a grant cannot be deleted.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "conduit/common/result.h"
+#include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
 
 namespace conduit::agent {
@@ -78,6 +81,18 @@ class RegionUse {
   RegionPtr region_;
 };
 
+// A file opened for reading under the data directory, with what it looked like when opened.
+struct SourceFile {
+  UniqueFd fd;
+  struct stat stat {};
+  std::filesystem::path path;  // resolved
+  std::string name;            // as the caller gave it
+  std::uint64_t bytes() const { return static_cast<std::uint64_t>(stat.st_size); }
+  // Conflict, saying which, when the file changed size or modification time, or its name no longer leads to
+  // it (removed, replaced), since it was opened.
+  Status unchanged() const;
+};
+
 class RegionStore {
  public:
   RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap);
@@ -93,6 +108,13 @@ class RegionStore {
   // allocated while the region lives.
   Result<RegionPtr> import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
                                     std::uint64_t bytes, int device);
+
+  // `file` (relative to the data directory) opened for reading: NotFound, InvalidArgument (not a regular
+  // file, empty, outside the directory).
+  Result<SourceFile> open_file(const std::string& file) const;
+  // Host memory of no name for the agent's own use (a grant's landing ring), counted against the memory cap
+  // while it lives: ResourceExhausted past it. `what` names it in errors and in its source().
+  Result<RegionPtr> scratch(std::uint64_t bytes, const std::string& what);
 
   Result<RegionPtr> get(const std::string& name) const;
   std::vector<RegionPtr> list() const;
@@ -113,8 +135,11 @@ class RegionStore {
 
   std::filesystem::path data_dir_;
   std::uint64_t cap_;
-  mutable std::mutex mu_;
+  // Shared with the scratch regions, which may outlive the store.
+  std::shared_ptr<std::mutex> mu_ptr_ = std::make_shared<std::mutex>();
+  std::mutex& mu_ = *mu_ptr_;
   std::map<std::string, RegionPtr> regions_;
+  std::shared_ptr<std::uint64_t> scratch_ = std::make_shared<std::uint64_t>(0);  // bytes, under mu_
 };
 
 // CRC32C per `slice` bytes of [offset, offset + length) of the region; InvalidArgument when out of range.

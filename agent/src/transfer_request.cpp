@@ -33,7 +33,8 @@ std::string region_name(JsonFields& fields, const char* key) {
 
 Result<TransferTarget> parse_target(const json& j, const std::string& path) {
   JsonFields fields(j, path);
-  fields.only({"grant", "offset", "url", "region", "regionOffset", "resumeOffset"});
+  fields.only(
+      {"grant", "offset", "url", "region", "regionOffset", "resumeOffset", "grantId", "ringBytes", "save"});
   TransferTarget t;
   if (fields.ok() && !fields.has("grant")) fields.fail("grant", "is required");
   if (!fields.ok()) return fields.status().error();
@@ -48,7 +49,21 @@ Result<TransferTarget> parse_target(const json& j, const std::string& path) {
   t.region = region_name(fields, "region");
   t.region_offset = fields.u64("regionOffset").value_or(t.region_offset);
   t.resume_offset = fields.u64("resumeOffset").value_or(t.resume_offset);
+  t.grant_id = fields.string("grantId").value_or("");
+  t.ring_bytes = fields.u64("ringBytes").value_or(0);
+  t.save = fields.boolean("save").value_or(false);
   if (!fields.ok()) return fields.status().error();
+  if ((t.save || t.ring_bytes > 0) && (t.grant_id.empty() || t.url.empty())) {
+    return bad(path, "grantId and url are needed for a target that saves a file or is a ring");
+  }
+  if (t.ring_bytes > 0) {
+    if (t.ring_bytes > t.grant.length) return bad(path + ".ringBytes", "is larger than the grant");
+    if (t.offset != 0 || t.resume_offset != 0)
+      return bad(path, "a ring target takes the whole stream: offset and resumeOffset must be 0");
+  }
+  if (t.save && t.resume_offset != 0) {
+    return bad(path + ".resumeOffset", "a target that saves a file as bytes land starts at 0");
+  }
   return t;
 }
 
@@ -84,10 +99,12 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   const json* source = fields.object("source", Need::Required);
   if (!fields.ok()) return fields.status().error();
   JsonFields src(*source, "source");
-  src.only({"region", "offset", "length"});
-  if (src.ok() && !src.has("region")) src.fail("region", "is required");
+  src.only({"region", "file", "offset", "length"});
+  if (src.ok() && src.has("region") == src.has("file"))
+    src.fail("region", "give exactly one of region or file");
   r.source_region = region_name(src, "region");
-  if (src.ok() && r.source_region.empty()) src.fail("region", "must not be empty");
+  r.source_file = src.string("file").value_or("");
+  if (src.ok() && r.source_region.empty() && r.source_file.empty()) src.fail("region", "must not be empty");
   r.offset = src.u64("offset").value_or(r.offset);
   r.length = src.u64("length").value_or(r.length);
   if (!src.ok()) return src.status().error();
@@ -109,6 +126,9 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (op == "read") {
     r.op = OpKind::Read;
     if (r.targets.size() != 1) return bad("targets", "a read takes exactly one target");
+    if (!r.source_file.empty()) return bad("source.file", "a read lands in a region, not a file");
+    if (r.targets[0].save || r.targets[0].ring_bytes > 0)
+      return bad("targets[0]", "a read cannot save or ring its target");
   } else if (op != "write") {
     return bad("op", "must be \"write\" or \"read\", got \"" + op + "\"");
   }
@@ -123,7 +143,9 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
     for (std::size_t i = 0; i < r.targets.size(); ++i) {
       const std::string path = "targets[" + std::to_string(i) + "]";
       if (r.targets[i].url.empty()) return bad(path + ".url", "is required when verify is crc32c");
-      if (r.targets[i].region.empty()) return bad(path + ".region", "is required when verify is crc32c");
+      // Verified as it lands (grantId), or afterwards by comparing the region's checksums.
+      if (r.targets[i].region.empty() && r.targets[i].grant_id.empty())
+        return bad(path + ".region", "is required when verify is crc32c (or grantId)");
     }
   } else if (verify != "none") {
     return bad("verify", "must be \"none\" or \"crc32c\", got \"" + verify + "\"");
@@ -146,6 +168,10 @@ json TransferStatus::to_json() const {
                            {"lastError", t.last_error},
                            {"staged", t.staged}});
   }
+  const json stage_seconds{{"readSeconds", stages.read},
+                           {"wireSeconds", stages.wire},
+                           {"landSeconds", stages.land},
+                           {"commitSeconds", stages.commit}};
   return {{"id", id},
           {"state", to_string(state)},
           {"bytesTotal", bytes_total},
@@ -159,6 +185,7 @@ json TransferStatus::to_json() const {
           {"reason", reason},
           {"message", message},
           {"targets", std::move(target_list)},
+          {"stages", stage_seconds},
           {"createdAt", format_rfc3339(created_at, TimePrecision::Millis)},
           {"startedAt", optional_time(started_at)},
           {"finishedAt", optional_time(finished_at)}};

@@ -25,7 +25,17 @@ constexpr auto kPollInterval = 200us;
 constexpr std::uint64_t kWindowsPerSegment = 256;
 constexpr int kVerifyRounds = 2;
 
-const char* reason_for(ErrorCode code) {
+// A staging step that failed: the target agent's answer, or a copy between device and bounce slots.
+Failure staging_failure(const Error& e) {
+  const char* why = e.code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable : reason::kTransportError;
+  return Failure{TransferState::Failed, why, e.message};
+}
+
+std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
+
+}  // namespace
+
+const char* run::reason_for(ErrorCode code) {
   switch (code) {
     case ErrorCode::PeerUnreachable:
       return reason::kPeerUnreachable;
@@ -37,16 +47,6 @@ const char* reason_for(ErrorCode code) {
       return reason::kTransportError;
   }
 }
-
-// A staging step that failed: the target agent's answer, or a copy between device and bounce slots.
-Failure staging_failure(const Error& e) {
-  const char* why = e.code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable : reason::kTransportError;
-  return Failure{TransferState::Failed, why, e.message};
-}
-
-std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
-
-}  // namespace
 
 std::optional<Failure> TransferRun::stopped() const {
   switch (stop.load()) {
@@ -180,7 +180,7 @@ std::optional<Failure> TransferRun::send_segment(const run::Context& c, Transpor
         attempt >= c.options.max_segment_retries) {
       std::string message = error->message;
       if (attempt > 0) message += " (after " + std::to_string(attempt) + " retries)";
-      return Failure{TransferState::Failed, reason_for(error->code), std::move(message)};
+      return Failure{TransferState::Failed, run::reason_for(error->code), std::move(message)};
     }
     {
       std::lock_guard lock(mu);
@@ -263,11 +263,13 @@ std::optional<Failure> TransferRun::send(const run::Context& c, std::size_t targ
       });
 }
 
-std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t target) {
+std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t target, std::uint64_t begin,
+                                           std::uint64_t end) {
   const TransferTarget& t = request.targets[target];
   const std::uint64_t slice = request.chunk_bytes;
+  const std::uint64_t length = end - begin;
   // Host memory directly; CUDA memory through a pinned buffer.
-  auto crcs = cuda::region_crc32c_slices(source->memory(), request.offset, length, slice);
+  auto crcs = cuda::region_crc32c_slices(source->memory(), request.offset + begin, length, slice);
   if (!crcs) {
     return Failure{TransferState::Failed, reason::kChecksumMismatch,
                    "verify: crc32c of the source range: " + crcs.error().message};
@@ -278,7 +280,8 @@ std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t ta
     if (auto f = stopped()) return f;
     auto theirs =
         api::AgentClient(t.url, c.peers)
-            .checksum(t.region, {.offset = t.region_offset + t.offset, .length = length, .slice = slice});
+            .checksum(t.region,
+                      {.offset = t.region_offset + t.offset + begin, .length = length, .slice = slice});
     if (!theirs) {
       const char* why = theirs.error().code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable
                                                                           : reason::kChecksumMismatch;
@@ -299,14 +302,14 @@ std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t ta
                      std::to_string(bad.size()) + " of " + std::to_string(mine.size()) +
                          " slices differ after " + std::to_string(kVerifyRounds) +
                          " re-sends; first: slice " + std::to_string(bad[0]) + " at byte offset " +
-                         std::to_string(bad[0] * slice)};
+                         std::to_string(begin + bad[0] * slice)};
     }
     // Adjacent bad slices go as one range: a wholesale mismatch then costs one op per segment, not per
     // slice.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // [begin, end) of the range
     for (std::size_t i : bad) {
-      const std::uint64_t at = i * slice;
-      const std::uint64_t n = std::min(slice, length - at);
+      const std::uint64_t at = begin + i * slice;
+      const std::uint64_t n = std::min(slice, end - at);
       if (!ranges.empty() && ranges.back().second == at &&
           ranges.back().second - ranges.back().first + n <= c.options.segment_bytes) {
         ranges.back().second += n;
@@ -376,7 +379,8 @@ std::optional<Failure> TransferRun::execute(const run::Context& c) {
   }
   if (auto f = stopped()) return f;
 
-  for (Transport* transport : transports) {
+  // A file source registers its own read-ahead slots, per target.
+  for (Transport* transport : file ? std::vector<Transport*>{} : transports) {
     if (std::any_of(paths_.begin(), paths_.end(),
                     [&](const SourcePath& p) { return p.transport() == transport; }))
       continue;
@@ -388,8 +392,19 @@ std::optional<Failure> TransferRun::execute(const run::Context& c) {
       std::lock_guard lock(mu);
       status.targets[i].state = TransferState::Running;
     }
-    auto failure = send(c, i);
-    if (!failure && request.verify == Verify::Crc32c) failure = verify(c, i);
+    std::optional<Failure> failure;
+    if (streams(i)) {
+      failure = stream(c, i);
+    } else {
+      const auto began = SteadyClock::now();
+      failure = send(c, i);
+      add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - began));
+      if (!failure && request.verify == Verify::Crc32c) {
+        const auto verifying = SteadyClock::now();
+        failure = verify(c, i, 0, length);
+        add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
+      }
+    }
     std::lock_guard lock(mu);
     if (failure) {
       status.targets[i].state = failure->state;

@@ -25,12 +25,18 @@ using SteadyClock = std::chrono::steady_clock;
 
 enum StopCause : int { kRun = 0, kCancel = 1, kShutdown = 2 };
 
+// A ring target's segments are at least this big (and a ring holds at least two of them).
+inline constexpr std::uint64_t kMinRingSegment = 4u << 10;
+
 // How a transfer ended when it did not succeed.
 struct Failure {
   TransferState state = TransferState::Failed;
   const char* reason = reason::kTransportError;
   std::string message;
 };
+
+// A transport error as the reason a caller reads.
+const char* reason_for(ErrorCode code);
 
 inline double seconds(SteadyClock::duration d) { return std::chrono::duration<double>(d).count(); }
 
@@ -56,7 +62,8 @@ class TransferRun {
   std::vector<Transport*> transports;  // per target
   run::SteadyClock::time_point created;
   std::atomic<int> stop{run::kRun};
-  RegionUse source;
+  RegionUse source;                // a region source
+  std::optional<SourceFile> file;  // a file source: read as it goes out
 
   // Written by the worker, read by get() and list() at any moment.
   mutable std::mutex mu;
@@ -74,7 +81,16 @@ class TransferRun {
   std::optional<run::Failure> open_source(const run::Context& c, Transport& transport);
   const SourcePath& source_path(const Transport* transport) const;
   std::optional<run::Failure> send(const run::Context& c, std::size_t target);
-  std::optional<run::Failure> verify(const run::Context& c, std::size_t target);
+  // [begin, end) of the range against the target region's checksums, after the bytes were sent.
+  std::optional<run::Failure> verify(const run::Context& c, std::size_t target, std::uint64_t begin,
+                                     std::uint64_t end);
+  // Pipelined (transfer_stream.cpp): the source read (a file) or checksummed ahead of the wire, each
+  // segment reported to the target as it lands (verified there, saved there), the save committed at the
+  // end. For a file source, and for a target that takes landing reports.
+  bool streams(std::size_t target) const;
+  std::optional<run::Failure> stream(const run::Context& c, std::size_t target);
+  std::uint64_t stream_segment(const run::Context& c, std::size_t target) const;
+  void add_stage(double StageSeconds::*stage, double seconds);
   // [begin, end) of the range to or from target `target`, in segments of at most `segment_bytes`.
   // progress(range offset reached); landed(range offset below which every byte is at the target).
   std::optional<run::Failure> send_range(

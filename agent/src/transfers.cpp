@@ -41,16 +41,38 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   if (request.chunk_bytes == 0 || request.window == 0) {
     return make_error(ErrorCode::InvalidArgument, "chunkBytes and window must be positive");
   }
-  auto region = regions_.get(request.source_region);
-  if (!region) return region.error();
-  const std::uint64_t size = (*region)->bytes();
+  RegionPtr region;
+  std::optional<SourceFile> file;
+  std::uint64_t size = 0;
+  if (!request.source_file.empty()) {
+    auto opened = regions_.open_file(request.source_file);
+    if (!opened) return opened.error();
+    size = opened->bytes();
+    file = std::move(*opened);
+  } else {
+    auto found = regions_.get(request.source_region);
+    if (!found) return found.error();
+    region = std::move(*found);
+    size = region->bytes();
+    if (region->memory().kind() != MemoryKind::Host) {
+      for (const TransferTarget& target : request.targets) {
+        if (target.save || target.ring_bytes > 0) {
+          return make_error(ErrorCode::Unsupported,
+                            "region " + request.source_region + " is " + region->memory_label() +
+                                " memory: a target that saves as bytes land is fed from host memory or a "
+                                "file; save the target region after the transfer instead");
+        }
+      }
+    }
+  }
+  const std::string source_name =
+      file ? "file \"" + request.source_file + "\"" : "region " + request.source_region;
   const std::uint64_t length =
       request.length != 0 ? request.length : (request.offset < size ? size - request.offset : 0);
   if (request.offset > size || length == 0 || length > size - request.offset) {
     return make_error(ErrorCode::InvalidArgument, "source range [" + std::to_string(request.offset) + ", +" +
                                                       std::to_string(length) + ") is outside the " +
-                                                      std::to_string(size) + "-byte region " +
-                                                      request.source_region);
+                                                      std::to_string(size) + "-byte " + source_name);
   }
 
   auto t = std::make_shared<TransferRun>();
@@ -62,7 +84,10 @@ Result<std::string> TransferManager::start(TransferRequest request) {
       return make_error(ErrorCode::InvalidArgument,
                         path + "no transport for provider " + target.grant.provider + " on this agent");
     }
-    if (target.offset > target.grant.length || length > target.grant.length - target.offset) {
+    // A ring passes the stream through, a ring's worth at a time.
+    const bool fits = target.ring_bytes > 0 ||
+                      (target.offset <= target.grant.length && length <= target.grant.length - target.offset);
+    if (!fits) {
       return make_error(ErrorCode::InvalidArgument, path + "range [" + std::to_string(target.offset) + ", +" +
                                                         std::to_string(length) + ") is outside the " +
                                                         std::to_string(target.grant.length) + "-byte grant");
@@ -73,6 +98,24 @@ Result<std::string> TransferManager::start(TransferRequest request) {
                             "the grant is a staged CUDA range: url and region are needed so its agent can "
                             "copy each piece between its staging buffer and the device");
     }
+    if (target.ring_bytes > 0 && target.ring_bytes < 2 * run::kMinRingSegment) {
+      return make_error(ErrorCode::InvalidArgument, path + "ringBytes " + std::to_string(target.ring_bytes) +
+                                                        " is below " +
+                                                        std::to_string(2 * run::kMinRingSegment) +
+                                                        ": a ring holds at least two segments");
+    }
+    if (file && target.grant.staged) {
+      return make_error(ErrorCode::Unsupported,
+                        path +
+                            "the grant is a staged CUDA range, which a file source cannot feed; load the "
+                            "file into a region first");
+    }
+    if (file && request.verify == Verify::Crc32c && target.grant_id.empty()) {
+      return make_error(ErrorCode::InvalidArgument,
+                        path +
+                            "grantId is required to verify a file source: its bytes are verified as they "
+                            "land");
+    }
     if (target.resume_offset > length) {
       return make_error(ErrorCode::InvalidArgument,
                         path + "resumeOffset " + std::to_string(target.resume_offset) + " is past the " +
@@ -82,7 +125,8 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   }
   t->length = length;
   t->created = run::SteadyClock::now();
-  t->source = RegionUse(std::move(*region));
+  t->source = RegionUse(std::move(region));
+  t->file = std::move(file);
   t->status.bytes_total = length * request.targets.size();
   t->status.targets.resize(request.targets.size());
   for (std::size_t i = 0; i < request.targets.size(); ++i) {
@@ -114,7 +158,7 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   }
   if (metrics_ != nullptr) metrics_->set_active_transfers(static_cast<double>(running));
   log::info("transfer started", {{"transfer", id},
-                                 {"region", t->request.source_region},
+                                 {"source", source_name},
                                  {"bytes", std::to_string(t->status.bytes_total)},
                                  {"targets", std::to_string(t->request.targets.size())}});
   return id;

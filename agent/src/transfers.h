@@ -40,12 +40,19 @@ struct TransferTarget {
   // sending starts there. verify: crc32c still checks the whole range and re-sends what differs, so a wrong
   // claim costs time, never correctness; without verify the caller vouches for those bytes.
   std::uint64_t resume_offset = 0;
+  // A target that takes landing reports (stream/landing.h): its grant's id. Reports go to url.
+  std::string grant_id;
+  // The grant is a ring of this many bytes in front of a file (no region): range offset X lands at
+  // X % ring_bytes. 0: not a ring.
+  std::uint64_t ring_bytes = 0;
+  bool save = false;  // the grant saves a file as bytes land: commit it once every byte did
 };
 
 enum class Verify : std::uint8_t { None, Crc32c };
 
 struct TransferRequest {
   std::string source_region;
+  std::string source_file;  // instead of a region: a file under the data directory, read as it goes out
   std::uint64_t offset = 0;
   std::uint64_t length = 0;  // 0 = to the end of the region
   std::vector<TransferTarget> targets;
@@ -77,6 +84,17 @@ struct TargetStatus {
   bool staged = false;
 };
 
+// Seconds each stage of the pipeline was busy, over all targets: reading the source (a file's reads, and
+// CRC32C as bytes pass), the wire (batches in flight), landing (the targets' checks and saves, as the
+// source waited for their reports) and the final commit (fsync and rename). Stages overlap, so they add up
+// to more than the wall time; the largest is what the transfer ran at.
+struct StageSeconds {
+  double read = 0;
+  double wire = 0;
+  double land = 0;
+  double commit = 0;
+};
+
 struct TransferStatus {
   std::string id;
   TransferState state = TransferState::Queued;
@@ -95,19 +113,21 @@ struct TransferStatus {
   std::string reason;   // set when Failed or Cancelled
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
+  StageSeconds stages;
   std::chrono::system_clock::time_point created_at;
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;
 
   // {id, state, bytesTotal, bytesDone, throughputBytesPerSecond, retries, slicesResent, verified, gpuPath,
   //  sourceNics, reason, message, targets: [{state, bytesDone, committedBytes, lastError, staged}],
-  //  createdAt, startedAt, finishedAt}
+  //  stages: {readSeconds, wireSeconds, landSeconds, commitSeconds}, createdAt, startedAt, finishedAt}
   nlohmann::json to_json() const;
 };
 
 struct TransferOptions {
   std::uint32_t max_segment_retries = 3;
-  std::uint64_t segment_bytes = 64u << 20;  // unit of retry and resume
+  std::uint64_t segment_bytes = 64u << 20;   // unit of retry and resume
+  std::uint64_t pipeline_bytes = 64u << 20;  // a file source's read-ahead slots together (--pipeline-bytes)
   std::chrono::milliseconds stall_timeout{30000};
   // Finished transfers kept for GET: the newest `history` always, any younger than `history_min_age` too
   // (a controller polling many jobs late must still find how each ended: 1,000 jobs at once outran a

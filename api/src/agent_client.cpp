@@ -180,6 +180,29 @@ Status AgentClient::revoke_grant(const std::string& id) const {
   return done(call(Method::Delete, "/v1/grants/" + id, nullptr, options_.read_timeout));
 }
 
+Result<FileInfo> AgentClient::stat_file(const std::string& path) const {
+  const std::string route = httplib::append_query_params("/v1/files", {{"path", path}});
+  return decoded<FileInfo>(call(Method::Get, route, nullptr, options_.read_timeout));
+}
+
+Result<Grant> AgentClient::create_ring_grant(const RingGrantRequest& request) const {
+  const json body = request.to_json();
+  return decoded<Grant>(call(Method::Post, "/v1/grants", &body, options_.read_timeout));
+}
+
+Result<Landed> AgentClient::landed(const std::string& grant, const LandedReport& report) const {
+  const json body = report.to_json();
+  auto answer = call(Method::Post, "/v1/grants/" + grant + "/landed", &body, options_.read_timeout);
+  if (!answer) return answer.error();
+  return Landed::from_json(*answer);
+}
+
+Status AgentClient::commit(const std::string& grant, std::uint64_t bytes) const {
+  const json body{{"bytes", bytes}};
+  // fsync of a whole checkpoint can take long on a slow disk.
+  return done(call(Method::Post, "/v1/grants/" + grant + "/commit", &body, options_.slow_timeout));
+}
+
 Result<TransferStatus> AgentClient::start_transfer(const TransferRequest& request) const {
   const json body = request.to_json();
   return decoded<TransferStatus>(call(Method::Post, "/v1/transfers", &body, options_.read_timeout));

@@ -7,14 +7,24 @@ using json = nlohmann::json;
 json TransferRequest::to_json() const {
   json out_targets = json::array();
   for (const auto& t : targets) {
-    out_targets.push_back({{"grant", t.key},
-                           {"offset", t.offset},
-                           {"url", t.url},
-                           {"region", t.region},
-                           {"regionOffset", t.region_offset},
-                           {"resumeOffset", t.resume_offset}});
+    json target{{"grant", t.key},
+                {"offset", t.offset},
+                {"url", t.url},
+                {"region", t.region},
+                {"regionOffset", t.region_offset},
+                {"resumeOffset", t.resume_offset}};
+    if (!t.grant_id.empty()) target["grantId"] = t.grant_id;
+    if (t.ring_bytes > 0) target["ringBytes"] = t.ring_bytes;
+    if (t.save) target["save"] = true;
+    out_targets.push_back(std::move(target));
   }
-  return {{"source", {{"region", source_region}, {"offset", offset}, {"length", length}}},
+  json source{{"offset", offset}, {"length", length}};
+  if (source_file.empty()) {
+    source["region"] = source_region;
+  } else {
+    source["file"] = source_file;
+  }
+  return {{"source", std::move(source)},
           {"targets", std::move(out_targets)},
           {"op", op},
           {"chunkBytes", chunk_bytes},
@@ -70,6 +80,12 @@ TransferStatus TransferStatus::from_json(const json& body) {
                            target.value("staged", false)});
     }
   }
+  if (const auto it = body.find("stages"); it != body.end() && it->is_object()) {
+    t.stages.read = it->value("readSeconds", 0.0);
+    t.stages.wire = it->value("wireSeconds", 0.0);
+    t.stages.land = it->value("landSeconds", 0.0);
+    t.stages.commit = it->value("commitSeconds", 0.0);
+  }
   t.created_at = body.value("createdAt", "");
   t.started_at = time_or_null(body, "startedAt");
   t.finished_at = time_or_null(body, "finishedAt");
@@ -97,6 +113,11 @@ json TransferStatus::to_json() const {
            {"reason", reason},
            {"message", message},
            {"targets", std::move(out_targets)},
+           {"stages",
+            {{"readSeconds", stages.read},
+             {"wireSeconds", stages.wire},
+             {"landSeconds", stages.land},
+             {"commitSeconds", stages.commit}}},
            {"createdAt", created_at},
            {"startedAt", started_at ? json(*started_at) : json(nullptr)},
            {"finishedAt", finished_at ? json(*finished_at) : json(nullptr)}};

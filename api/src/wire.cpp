@@ -100,7 +100,50 @@ json StagingRequest::to_json() const {
 json GrantRequest::to_json() const {
   json body{{"offset", offset}, {"length", length}, {"access", access}, {"ttlSeconds", ttl_seconds}};
   if (!provider.empty()) body["provider"] = provider;
+  if (!save.empty()) body["save"] = {{"file", save}};
   return body;
+}
+
+json RingGrantRequest::to_json() const {
+  json body{{"ttlSeconds", ttl_seconds}, {"save", {{"file", save}, {"bytes", bytes}}}};
+  if (!provider.empty()) body["provider"] = provider;
+  return body;
+}
+
+json LandedReport::to_json() const {
+  json body{{"offset", offset}, {"length", length}};
+  if (!crc32c.empty()) {
+    body["slice"] = slice;
+    body["crc32c"] = crc32c;
+  }
+  return body;
+}
+
+Result<Landed> Landed::from_json(const json& body) {
+  const auto bad = [] {
+    return make_error(ErrorCode::InvalidArgument,
+                      "a landed answer needs mismatched (slice indices) and saved");
+  };
+  if (!body.is_object()) return bad();
+  const auto mismatched = body.find("mismatched");
+  const auto saved = body.find("saved");
+  if (mismatched == body.end() || !mismatched->is_array() || saved == body.end() || !saved->is_boolean())
+    return bad();
+  Landed out;
+  out.saved = saved->get<bool>();
+  for (const auto& i : *mismatched) {
+    if (!i.is_number_unsigned()) return bad();
+    out.mismatched.push_back(i.get<std::uint64_t>());
+  }
+  return out;
+}
+
+FileInfo FileInfo::from_json(const json& body) {
+  FileInfo f;
+  if (!body.is_object()) return f;
+  f.path = body.value("path", "");
+  f.bytes = body.value("bytes", std::uint64_t{0});
+  return f;
 }
 
 Grant Grant::from_json(const json& body) {
@@ -120,6 +163,7 @@ Grant Grant::from_json(const json& body) {
       if (nic.is_string()) g.nics.push_back(nic.get<std::string>());
     }
   }
+  if (const auto it = body.find("landing"); it != body.end() && it->is_object()) g.landing = *it;
   return g;
 }
 
@@ -128,7 +172,10 @@ json Grant::to_json() const {
            {"offset", offset}, {"length", length}, {"access", access},     {"expiresAt", expires_at},
            {"nics", nics}};
   if (!gpu_path.empty()) out["gpuPath"] = gpu_path;
+  if (takes_reports()) out["landing"] = landing;
   return out;
 }
+
+std::string Grant::save_file() const { return takes_reports() ? string_or_empty(landing, "file") : ""; }
 
 }  // namespace conduit::api

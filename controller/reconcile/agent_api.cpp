@@ -119,14 +119,27 @@ Status HttpAgentApi::delete_region(const std::string& node, const std::string& n
   return c->delete_region(name);
 }
 
-Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const std::string& region,
-                                      std::uint64_t length, std::uint32_t ttl_seconds,
-                                      const std::string& provider) {
+Result<std::uint64_t> HttpAgentApi::file_size(const std::string& node, const std::string& file) {
   auto c = client(node);
   if (!c) return c.error();
-  auto g = c->create_grant(
-      region,
-      {.offset = 0, .length = length, .access = "write", .ttl_seconds = ttl_seconds, .provider = provider});
+  auto info = c->stat_file(file);
+  if (!info) return info.error();
+  return info->bytes;
+}
+
+Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& ask) {
+  auto c = client(node);
+  if (!c) return c.error();
+  auto g = ask.region.empty() ? c->create_ring_grant({.save = ask.save,
+                                                      .bytes = ask.length,
+                                                      .ttl_seconds = ask.ttl_seconds,
+                                                      .provider = ask.provider})
+                              : c->create_grant(ask.region, {.offset = 0,
+                                                             .length = ask.length,
+                                                             .access = "write",
+                                                             .ttl_seconds = ask.ttl_seconds,
+                                                             .provider = ask.provider,
+                                                             .save = ask.save});
   if (!g) return g.error();
   // An older agent names the provider only in the key.
   if (g->provider.empty()) g->provider = g->key.value("provider", "");

@@ -40,6 +40,16 @@ using TransferTarget = api::TransferTarget;
 using TransferRequest = api::TransferRequest;
 using TransferInfo = api::TransferStatus;
 
+// A grant for one target: the first `length` bytes of a region, or with no region a ring of the agent's
+// pipeline memory in front of `save` (a file target).
+struct GrantAsk {
+  std::string region;  // empty: a ring grant
+  std::uint64_t length = 0;
+  std::uint32_t ttl_seconds = 600;
+  std::string provider;  // empty: the agent's primary transport
+  std::string save;      // the file the target writes as verified bytes land; empty: none
+};
+
 // Errors carry the agent's own code and message ("NotFound: no region \"x\""). An agent that does not answer
 // (unknown node, refused connection, timeout) is PeerUnreachable.
 class AgentApi {
@@ -55,9 +65,8 @@ class AgentApi {
                                        const std::string& file) = 0;
   virtual Status save_region(const std::string& node, const std::string& name, const std::string& file) = 0;
   virtual Status delete_region(const std::string& node, const std::string& name) = 0;
-  // provider empty: the agent's primary transport.
-  virtual Result<GrantInfo> grant(const std::string& node, const std::string& region, std::uint64_t length,
-                                  std::uint32_t ttl_seconds, const std::string& provider) = 0;
+  virtual Result<std::uint64_t> file_size(const std::string& node, const std::string& file) = 0;
+  virtual Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) = 0;
   virtual Status revoke_grant(const std::string& node, const std::string& id) = 0;
   virtual Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) = 0;
   virtual Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) = 0;
@@ -86,8 +95,8 @@ class HttpAgentApi : public AgentApi {
                                const std::string& file) override;
   Status save_region(const std::string& node, const std::string& name, const std::string& file) override;
   Status delete_region(const std::string& node, const std::string& name) override;
-  Result<GrantInfo> grant(const std::string& node, const std::string& region, std::uint64_t length,
-                          std::uint32_t ttl_seconds, const std::string& provider) override;
+  Result<std::uint64_t> file_size(const std::string& node, const std::string& file) override;
+  Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override;
   Status revoke_grant(const std::string& node, const std::string& id) override;
   Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override;
   Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) override;

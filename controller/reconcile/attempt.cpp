@@ -57,13 +57,16 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   p.run.not_before.reset();
   // Keys an earlier attempt could not revoke (their node did not answer) go before new ones are handed out.
   if (!p.run.unrevoked.empty()) release(p, /*drop_source=*/false);
-  if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now);
+  if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now, TimePrecision::Millis);
   p.status["phase"] = phase::kRunning;
   set_condition(p.status, "Accepted", true, "Accepted", "the spec is valid and every node has an agent",
                 p.now, p.generation);
   json targets = json::array();
-  for (const auto& t : spec.targets)
-    targets.push_back({{"node", t.node}, {"region", t.region}, {"state", "Preparing"}});
+  for (const auto& t : spec.targets) {
+    json entry{{"node", t.node}, {"region", t.region}, {"state", "Preparing"}};
+    if (!t.file.empty()) entry["file"] = t.file;
+    targets.push_back(std::move(entry));
+  }
   p.status["targets"] = std::move(targets);
 
   // Each step records what it is about to hold first; when that record could not be written (p.store_error)
@@ -74,7 +77,11 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   if (auto e = take_grants(p); e || p.store_error) return e;
 
   TransferRequest request;
-  request.source_region = p.run.source->name;
+  if (p.run.source) {
+    request.source_region = p.run.source->name;
+  } else {
+    request.source_file = spec.source.file;  // read as it goes out
+  }
   request.length = p.run.length;
   request.chunk_bytes = spec.chunk_bytes;
   request.window = spec.window;
@@ -89,6 +96,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   }
   // Resuming is safe only because verify checks every byte of the range, claimed or sent; a run whose
   // length changed (another source) starts over.
+  // A target that saves as bytes land writes a new file each attempt, so it starts at 0 (its resume is 0).
   const bool resume = spec.verify && p.run.resume.size() == spec.targets.size() &&
                       std::all_of(p.run.resume.begin(), p.run.resume.end(),
                                   [&](std::uint64_t r) { return r <= p.run.length; });
@@ -96,8 +104,15 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   std::uint64_t resumed = 0;
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
     // The grant key is what the source writes with; the URL lets the source compare CRC32C slices.
-    request.targets.push_back({p.grant_keys.at(i), agents_.url(spec.targets[i].node).value_or(""),
-                               spec.targets[i].region, resume ? p.run.resume[i] : 0});
+    const GrantInfo& g = p.grants_taken.at(i);
+    const bool restarts = !g.save_file().empty();
+    TransferTarget target{g.key, agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region,
+                          resume && !restarts ? p.run.resume[i] : 0};
+    // Landing reports: verified where the bytes land, saved as they land.
+    if (g.takes_reports() && (spec.verify || restarts)) target.grant_id = g.id;
+    if (g.ring()) target.ring_bytes = g.length;
+    target.save = restarts;
+    request.targets.push_back(std::move(target));
     resumed += request.targets.back().resume_offset;
   }
   auto started = agents_.start_transfer(spec.source.node, request);
@@ -130,8 +145,47 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   return std::nullopt;
 }
 
+// A file source is read as it goes out (the pipeline of docs/pipelines.md) unless a target is CUDA memory,
+// which is written through the staging path from a loaded host region.
+bool Reconciler::streams_source(const Pass& p) {
+  const auto& spec = p.spec();
+  if (spec.source.file.empty()) return false;
+  for (const auto& t : spec.targets) {
+    if (t.region.empty()) continue;
+    if (t.create) {
+      if (t.create->memory != "host") return false;
+      continue;
+    }
+    auto r = agents_.get_region(t.node, t.region);
+    if (r && r->memory != "host") return false;
+  }
+  return true;
+}
+
 std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
   const auto& src = p.spec().source;
+  if (src.region.empty() && streams_source(p)) {
+    if (p.run.source && p.run.source_temporary) {
+      // Loaded by an attempt of an older controller: no longer needed.
+      delete_region_when_free(p, *p.run.source);
+      p.run.source.reset();
+      p.run.source_temporary = false;
+    }
+    auto size = agents_.file_size(src.node, src.file);
+    if (!size) {
+      if (size.error().code == ErrorCode::NotFound) {
+        return AttemptError{reason::kSourceFileNotFound,
+                            "source file \"" + src.file +
+                                "\" was not found under the data directory of the agent" + on(src.node) +
+                                ": " + size.error().message};
+      }
+      return AttemptError{reason_for(size.error()),
+                          "looking up \"" + src.file + "\"" + on(src.node) + ": " + size.error().message};
+    }
+    p.run.length = *size;
+    if (p.run.length == 0) return AttemptError{reason::kSizeMismatch, "the source is empty (0 bytes)"};
+    return std::nullopt;
+  }
   if (!src.region.empty()) {
     auto r = agents_.get_region(src.node, src.region);
     if (!r) {
@@ -145,6 +199,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
     p.run.source = NodeRef{src.node, src.region};
     p.run.source_temporary = false;
     p.run.length = r->bytes;
+    p.source_memory = r->memory;
   } else {
     const std::string name = temporary_region_name(p.job);
     const bool ours = p.run.source && p.run.source_temporary && p.run.source->name == name;
@@ -191,6 +246,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
 std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
   const std::uint64_t length = p.run.length;
   for (const auto& t : p.spec().targets) {
+    if (t.region.empty()) continue;  // a file target: its grant brings a ring
     const std::string what = "target region \"" + t.region + "\"" + on(t.node);
     auto check_size = [&](const RegionInfo& r) -> std::optional<AttemptError> {
       if (r.bytes >= length) return std::nullopt;
@@ -259,10 +315,38 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
   const std::string wanted =
       spec.transport == TransportType::Auto ? "" : std::string(to_string(spec.transport));
   p.run.transports.assign(spec.targets.size(), "");
-  p.grant_keys.clear();
+  p.run.saved_as_landed.assign(spec.targets.size(), false);
+  p.grants_taken.clear();
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
     const auto& t = spec.targets[i];
-    auto g = agents_.grant(t.node, t.region, p.run.length, options_.grant_ttl_seconds, wanted);
+    GrantAsk ask{.region = t.region,
+                 .length = p.run.length,
+                 .ttl_seconds = options_.grant_ttl_seconds,
+                 .provider = "",
+                 .save = ""};
+    // Saved as the bytes land where the target is host memory (a region of host memory, or none).
+    if (!t.file.empty()) {
+      auto memory = t.region.empty() ? std::string("host") : t.create ? t.create->memory : std::string();
+      if (memory.empty()) {
+        auto r = agents_.get_region(t.node, t.region);
+        memory = r ? r->memory : "";
+      }
+      // The agent saves as bytes land only what a host-memory source or a file feeds.
+      if (memory == "host" && p.source_memory == "host") ask.save = t.file;
+      if (t.region.empty() && ask.save.empty()) {
+        return AttemptError{reason::kUnsupported,
+                            "target " + std::to_string(i) +
+                                " is a file with no region, which is written as "
+                                "bytes land and needs a source in host memory or a file; give the target a "
+                                "region to save from",
+                            /*permanent=*/true};
+      }
+    }
+    auto take = [&](const std::string& provider) {
+      ask.provider = provider;
+      return agents_.grant(t.node, ask);
+    };
+    auto g = take(wanted);
     const bool no_transport =
         !g && (g.error().code == ErrorCode::Unavailable || g.error().code == ErrorCode::Unsupported ||
                g.error().code == ErrorCode::InvalidArgument);
@@ -270,8 +354,8 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
       // allowFallback: the agent's primary transport, then tcp, which every agent has.
       log::warn("transport unavailable, falling back",
                 {{"job", p.job_name()}, {"node", t.node}, {"wanted", wanted}, {"error", g.error().message}});
-      g = agents_.grant(t.node, t.region, p.run.length, options_.grant_ttl_seconds, "");
-      if (!g) g = agents_.grant(t.node, t.region, p.run.length, options_.grant_ttl_seconds, "tcp");
+      g = take("");
+      if (!g) g = take("tcp");
     }
     if (!g) {
       if (no_transport && !wanted.empty()) {
@@ -280,22 +364,27 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
             "node \"" + t.node + "\" cannot use transport " + wanted + ": " + g.error().message +
                 (spec.allow_fallback ? "" : "; set transport.allowFallback: true to fall back")};
       }
+      const std::string what =
+          t.region.empty() ? "a ring for file \"" + t.file + "\"" : "target region \"" + t.region + "\"";
       return AttemptError{
           g.error().code == ErrorCode::NotFound ? reason::kRegionNotFound : reason_for(g.error()),
-          "granting access to target region \"" + t.region + "\"" + on(t.node) +
-              " failed: " + g.error().message};
+          "granting access to " + what + on(t.node) + " failed: " + g.error().message};
     }
     p.run.grants.push_back({t.node, g->id});
     p.run.transports[i] = transport_name(g->provider);
-    p.grant_keys.push_back(g->key);
+    p.run.saved_as_landed[i] = !g->save_file().empty();
+    p.grants_taken.push_back(*g);
     if (!save_run(p)) return std::nullopt;
   }
   return std::nullopt;
 }
 
 std::optional<Reconciler::AttemptError> Reconciler::save_files(Pass& p) {
-  for (const auto& t : p.spec().targets) {
-    if (t.file.empty()) continue;
+  const auto& targets = p.spec().targets;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    // Saved by its agent as the bytes landed, and committed before the transfer succeeded.
+    if (t.file.empty() || (i < p.run.saved_as_landed.size() && p.run.saved_as_landed[i])) continue;
     const auto s = agents_.save_region(t.node, t.region, t.file);
     if (!s) {
       return AttemptError{reason::kSaveFailed, "saving target region \"" + t.region + "\"" + on(t.node) +

@@ -41,9 +41,11 @@ void Reconciler::track(Pass& p, const TransferInfo& t) {
   p.status["progress"] = format_progress(t.bytes_done, total);
   p.status["throughputBytesPerSecond"] = t.finished() ? 0.0 : t.throughput;
   p.status["throughput"] = t.finished() ? "" : format_throughput(t.throughput);
+  set_stages(p.status, t);
   json targets = json::array();
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
     json entry{{"node", spec.targets[i].node}, {"region", spec.targets[i].region}};
+    if (!spec.targets[i].file.empty()) entry["file"] = spec.targets[i].file;
     if (i < p.run.transports.size() && !p.run.transports[i].empty()) entry["transport"] = p.run.transports[i];
     if (i < t.targets.size()) {
       entry["state"] = target_state(t.targets[i], p.run.length, spec.verify);
@@ -98,17 +100,25 @@ void Reconciler::complete(Pass& p, const TransferInfo& t) {
   const auto& spec = p.spec();
   for (auto& entry : p.status["targets"]) entry["state"] = "Succeeded";
   p.status["phase"] = phase::kSucceeded;
-  p.status["completionTime"] = format_rfc3339(p.now);
+  p.status["completionTime"] = format_rfc3339(p.now, TimePrecision::Millis);
   p.status["bytesTransferred"] = p.status.value("bytesTotal", std::uint64_t{0});
   p.status["progress"] = "100%";
-  // A finished job keeps the rate the whole transfer ran at: "how fast was it" is the question afterwards.
-  p.status["throughputBytesPerSecond"] = t.throughput;
-  p.status["throughput"] = format_throughput(t.throughput);
+  // A finished job keeps the rate of the whole job, from startTime to now: "how long did I wait" is the
+  // question afterwards, and the wire's rate alone would flatter a job that spent its time reading.
+  const auto started = parse_rfc3339(p.status.value("startTime", ""));
+  const double waited = started ? std::chrono::duration<double>(p.now - *started).count() : 0;
+  const double total = static_cast<double>(p.run.length) * static_cast<double>(spec.targets.size());
+  const double rate = waited > 0 ? total / waited : t.throughput;
+  p.status["throughputBytesPerSecond"] = rate;
+  p.status["throughput"] = format_throughput(rate);
   const std::string message = "moved " + std::to_string(p.run.length) + " bytes to " +
                               std::to_string(spec.targets.size()) + " target" +
                               (spec.targets.size() == 1 ? "" : "s") +
                               (spec.verify ? (t.verified ? ", verified crc32c" : ", NOT verified") : "") +
-                              " at " + format_throughput(t.throughput);
+                              " at " + format_throughput(rate) + " end to end" +
+                              (p.status.contains("slowestStage")
+                                   ? " (slowest stage: " + p.status["slowestStage"].get<std::string>() + ")"
+                                   : "");
   // The condition that reports the outcome says how it was reached too: a staged run is a success that
   // ran at host-copy speed, and `kubectl wait`/`describe` readers should not have to find an Event.
   const std::string staged = staged_summary(t, spec);
@@ -123,7 +133,7 @@ void Reconciler::fail(Pass& p, const std::string& r, const std::string& message)
   release(p, /*drop_source=*/true);
   drop_created_targets(p);
   p.status["phase"] = phase::kFailed;
-  p.status["completionTime"] = format_rfc3339(p.now);
+  p.status["completionTime"] = format_rfc3339(p.now, TimePrecision::Millis);
   p.status["throughputBytesPerSecond"] = 0;
   p.status["throughput"] = "";
   if (is_validation_reason(r)) set_condition(p.status, "Accepted", false, r, message, p.now, p.generation);

@@ -1,7 +1,9 @@
 #include "job_status.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace conduit::controller {
 
@@ -98,6 +100,22 @@ bool status_shows_staged(const nlohmann::json& status) {
     if (entry.contains("staged") && entry["staged"].is_boolean() && entry["staged"].get<bool>()) return true;
   }
   return false;
+}
+
+void set_stages(nlohmann::json& status, const TransferInfo& t) {
+  const auto& st = t.stages;
+  const std::pair<const char*, double> stages[] = {
+      {"read", st.read}, {"wire", st.wire}, {"land", st.land}, {"commit", st.commit}};
+  const auto slowest = std::max_element(stages, std::end(stages),
+                                        [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (slowest->second <= 0) return;
+  status["stages"] = {{"readSeconds", st.read},
+                      {"wireSeconds", st.wire},
+                      {"landSeconds", st.land},
+                      {"commitSeconds", st.commit}};
+  char text[32];
+  std::snprintf(text, sizeof text, "%s %.2f s", slowest->first, slowest->second);
+  status["slowestStage"] = text;
 }
 
 }  // namespace conduit::controller

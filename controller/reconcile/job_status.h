@@ -50,6 +50,10 @@ nlohmann::json merge_diff(const nlohmann::json& from, const nlohmann::json& to);
 // differences (bytes, throughput) are progress and may wait for the status rate limit.
 bool is_transition(const nlohmann::json& from, const nlohmann::json& to);
 
+// status.stages {readSeconds, wireSeconds, landSeconds, commitSeconds} from the agent's transfer, and
+// status.slowestStage ("wire 0.31 s"), the one busy longest; left as they were when the agent says nothing.
+void set_stages(nlohmann::json& status, const TransferInfo& t);
+
 // status.targets[i]'s GPU path fields from the agent's transfer: gpuPath (how the source's memory was
 // reached for it: none, dmabuf, peermem or staged; absent when the agent does not say) and staged (this
 // target's CUDA region was reached through a host staging buffer). Sets or leaves `entry`'s keys.

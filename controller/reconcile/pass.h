@@ -27,7 +27,8 @@ struct Reconciler::Pass {
   bool skip_flush = false;   // the object is going away
   bool forget = false;       // ... and so is what the reconciler remembers of it (after the pass)
   std::optional<std::chrono::milliseconds> wait;
-  std::vector<nlohmann::json> grant_keys;  // the RemoteKeys of run.grants, taken this pass
+  std::vector<GrantInfo> grants_taken;  // run.grants as their agents answered, taken this pass
+  std::string source_memory = "host";   // the source region's memory ("host", "cuda:0"); files: host
 
   const TransferJobSpec& spec() const { return *view.spec; }
   std::string job_name() const { return key.ns.empty() ? key.name : key.ns + "/" + key.name; }

@@ -59,6 +59,7 @@ class Reconciler {
   bool run_step(Pass& p, const Step& step);  // true: decide again in this pass
   Observation observe(Pass& p);
   std::optional<AttemptError> start_attempt(Pass& p);
+  bool streams_source(const Pass& p);
   std::optional<AttemptError> prepare_source(Pass& p);
   std::optional<AttemptError> prepare_targets(Pass& p);
   std::optional<AttemptError> take_grants(Pass& p);

@@ -1,5 +1,7 @@
 #include "run_state.h"
 
+#include <algorithm>
+
 namespace conduit::controller {
 
 using json = nlohmann::json;
@@ -47,6 +49,9 @@ RunState RunState::from_job(const json& job) {
   if (j.contains("transports") && j["transports"].is_array()) {
     for (const auto& t : j["transports"]) run.transports.push_back(t.is_string() ? t.get<std::string>() : "");
   }
+  if (j.contains("savedAsLanded") && j["savedAsLanded"].is_array()) {
+    for (const auto& t : j["savedAsLanded"]) run.saved_as_landed.push_back(t.is_boolean() && t.get<bool>());
+  }
   if (j.contains("resume") && j["resume"].is_array()) {
     for (const auto& r : j["resume"])
       run.resume.push_back(r.is_number_unsigned() ? r.get<std::uint64_t>() : 0);
@@ -75,6 +80,8 @@ json RunState::to_json() const {
   }
   if (transfer) j["transfer"] = ref_json(*transfer);
   if (!transports.empty()) j["transports"] = transports;
+  if (std::find(saved_as_landed.begin(), saved_as_landed.end(), true) != saved_as_landed.end())
+    j["savedAsLanded"] = saved_as_landed;
   if (!resume.empty()) j["resume"] = resume;
   if (not_before) j["notBefore"] = format_rfc3339(*not_before, TimePrecision::Millis);
   return j;

@@ -33,6 +33,9 @@ struct RunState {
   std::vector<NodeRef> grants;          // live grants of the current attempt (recorded as soon as granted)
   std::optional<NodeRef> transfer;      // the agent transfer of the current attempt
   std::vector<std::string> transports;  // per target, the transport its grant uses
+  // Per target: its file is saved by its agent as the bytes land (and committed when the transfer
+  // succeeds), not by a save after the transfer.
+  std::vector<bool> saved_as_landed;
   std::optional<TimePoint> not_before;  // backoff: no new attempt before this
   // Per target, the bytes earlier attempts left in place (their committedBytes): where the next attempt
   // resumes. Only used with verify: crc32c, which checks the whole range whatever the claim.

@@ -47,7 +47,8 @@ bool is_permanent(const std::string& r) {
   return r == reason::kInvalidSpec || r == reason::kUnsupported || r == reason::kNodeNotFound ||
          r == reason::kRegionNotFound || r == reason::kRegionAlreadyExists ||
          r == reason::kSourceFileNotFound || r == reason::kSizeMismatch ||
-         r == reason::kTransportUnavailable || r == reason::kDeadlineExceeded;
+         r == reason::kTransportUnavailable || r == reason::kDeadlineExceeded || r == reason::kNoSpaceLeft ||
+         r == reason::kSourceFileChanged;
 }
 
 milliseconds backoff_delay(std::uint32_t retries) {

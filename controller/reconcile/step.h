@@ -28,7 +28,9 @@ namespace conduit::controller {
 // transfer's own reason is copied from the agent as it came.
 namespace reason {
 using api::reason::kDeadlineExceeded;
+using api::reason::kNoSpaceLeft;
 using api::reason::kPeerUnreachable;
+using api::reason::kSourceFileChanged;
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 inline constexpr const char* kUnsupported = "Unsupported";
 inline constexpr const char* kNodeNotFound = "NodeNotFound";

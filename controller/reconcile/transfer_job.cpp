@@ -173,11 +173,14 @@ void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
     f.only({"node", "region", "create", "file"});
     TargetSpec target;
     auto node = f.text("node", Need::Required, 253);
-    auto region = f.text("region", Need::Required, 63);
+    auto region = f.text("region", Need::Optional, 63);
     c.node(node, path + ".node");
     c.region(region, path + ".region");
     auto file = f.text("file", Need::Optional, 1024);
     c.file(file, path + ".file");
+    if (!region && !file) c.fail(path, "a target needs a region, a file, or both");
+    if (!region && f.has("create"))
+      c.fail(path, "create applies to a region; a file target with no region needs none");
     if (const json* create = f.object("create")) {
       auto cf = c.fields(*create, path + ".create");
       cf.only({"bytes", "memory"});
@@ -211,11 +214,17 @@ void check_cross_field(Checker& c, const TransferJobSpec& s) {
   if (s.strategy == Strategy::Chain && n < 2)
     c.fail("spec", "strategy Chain needs at least 2 targets; use PointToPoint for one");
   std::set<std::pair<std::string, std::string>> seen;
+  std::set<std::pair<std::string, std::string>> files;
   for (const auto& t : s.targets) {
     if (!s.source.region.empty() && t.node == s.source.node && t.region == s.source.region) {
       c.fail("spec", "a target may not be the source region itself (same node and same region)");
     }
-    if (!seen.insert({t.node, t.region}).second) c.fail("spec", "targets must be unique by node and region");
+    if (!t.region.empty() && !seen.insert({t.node, t.region}).second)
+      c.fail("spec", "targets must be unique by node and region");
+    if (!t.file.empty() && !files.insert({t.node, t.file}).second)
+      c.fail("spec", "two targets on node \"" + t.node + "\" write the same file \"" + t.file + "\"");
+    if (!t.file.empty() && t.node == s.source.node && t.file == s.source.file)
+      c.fail("spec", "a target may not write the source file itself (same node and same file)");
     if (s.transport == TransportType::Shm && t.node != s.source.node) {
       c.fail("spec", "transport shm needs source.node and every target on the source's node");
     }

@@ -40,9 +40,13 @@ const std::set<std::string> kServedRoutes = {
     "GET /v1/regions/{name}/checksum",
     "POST /v1/regions/{name}/grants",
     "POST /v1/regions/{name}/staging",
+    "GET /v1/files",
     "GET /v1/grants",
+    "POST /v1/grants",
     "GET /v1/grants/{id}",
     "DELETE /v1/grants/{id}",
+    "POST /v1/grants/{id}/landed",
+    "POST /v1/grants/{id}/commit",
     "GET /v1/transfers",
     "POST /v1/transfers",
     "GET /v1/transfers/{id}",
@@ -453,6 +457,12 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
   };
   const json grant = make_grant();
   const json doomed_grant = make_grant();
+  // A grant that saves a file, all of whose bytes were reported landed: ready to commit.
+  auto saving = agent.post("/v1/regions/spec-target/grants",
+                           {{"access", "write"}, {"length", 4096}, {"save", {{"file", "spec-commit.bin"}}}});
+  ASSERT_EQ(saving.status, 201) << saving.body.dump();
+  const std::string saving_id = saving.body["id"];
+  ASSERT_EQ(agent.post("/v1/grants/" + saving_id + "/landed", {{"offset", 0}, {"length", 4096}}).status, 200);
   const json transfer_body = {{"source", {{"region", "spec-source"}}},
                               {"targets", {{{"grant", grant["key"]}}}}};
   auto started = agent.post("/v1/transfers", transfer_body);
@@ -477,6 +487,11 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
         {{"offset", 0}, {"length", 4096}, {"access", "read"}, {"ttlSeconds", 60}}}},
       {"POST /v1/regions/{name}/staging",
        {{{"name", "spec-source"}}, "", {{"offset", 0}, {"length", 4096}, {"direction", "toDevice"}}}},
+      {"GET /v1/files", {{}, "?path=spec-source.bin", nullptr}},
+      {"POST /v1/grants",
+       {{}, "", {{"ttlSeconds", 60}, {"save", {{"file", "spec-ring.bin"}, {"bytes", 4096}}}}}},
+      {"POST /v1/grants/{id}/landed", {{{"id", grant["id"]}}, "", {{"offset", 0}, {"length", 4096}}}},
+      {"POST /v1/grants/{id}/commit", {{{"id", saving_id}}, "", {{"bytes", 4096}}}},
       {"GET /v1/grants/{id}", {{{"id", grant["id"]}}, "", nullptr}},
       {"DELETE /v1/grants/{id}", {{{"id", doomed_grant["id"]}}, "", nullptr}},
       {"POST /v1/transfers", {{}, "", transfer_body}},

@@ -352,11 +352,14 @@ TEST(TransferRequestJson, RejectsEachBadFieldByName) {
   const std::vector<Case> cases{
       {"not an object", [](json& j) { j = json::array(); }, "object"},
       {"unknown field", [](json& j) { j["rails"] = 2; }, "rails: unknown field"},
-      {"unknown source field", [](json& j) { j["source"]["file"] = "x"; }, "source.file: unknown field"},
+      {"unknown source field", [](json& j) { j["source"]["path"] = "x"; }, "source.path: unknown field"},
+      {"region and file", [](json& j) { j["source"]["file"] = "x"; }, "give exactly one of region or file"},
       {"unknown target field", [](json& j) { j["targets"][0]["node"] = "x"; },
        "targets[0].node: unknown field"},
       {"missing source", [](json& j) { j.erase("source"); }, "source: is required"},
-      {"missing source region", [](json& j) { j["source"].erase("region"); }, "source.region: is required"},
+      {"missing source region", [](json& j) { j["source"].erase("region"); },
+       "source.region: give exactly one of region or file"},
+      {"ring without grantId", [](json& j) { j["targets"][0]["ringBytes"] = 65536; }, "grantId and url"},
       {"source region not a name", [](json& j) { j["source"]["region"] = "Bad_Name"; }, "source.region"},
       {"offset wrong type", [](json& j) { j["source"]["offset"] = "0"; }, "source.offset: must be"},
       {"negative length", [](json& j) { j["source"]["length"] = -1; }, "source.length: must be"},
@@ -473,7 +476,12 @@ class TransferFixture {
 
   TransferTarget target(const RemoteKey& key, const std::string& region = "dst",
                         std::uint64_t region_offset = 0) {
-    return TransferTarget{key, 0, server_->url(), region, region_offset};
+    TransferTarget t;
+    t.grant = key;
+    t.url = server_->url();
+    t.region = region;
+    t.region_offset = region_offset;
+    return t;
   }
 
   std::string start(TransferRequest r) {

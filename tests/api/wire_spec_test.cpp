@@ -191,8 +191,13 @@ TEST(WireSpec, RequestBodiesValidate) {
   request.length = 1 << 20;
   const json key = sample(schema("RemoteKey"));
   ASSERT_EQ(errors_of(key, "RemoteKey"), std::vector<std::string>{}) << key.dump();
-  request.targets.push_back(
-      {.key = key, .url = "http://10.0.0.3:7070", .region = "weights", .resume_offset = 8192});
+  request.targets.push_back({.key = key,
+                             .url = "http://10.0.0.3:7070",
+                             .region = "weights",
+                             .resume_offset = 8192,
+                             .grant_id = "g-0123456789abcdef",
+                             .ring_bytes = 1 << 26,
+                             .save = true});
   request.targets.push_back({.key = key, .url = "", .region = "", .offset = 4096, .region_offset = 1 << 20});
   request.verify = true;
   request.deadline_seconds = 60;

@@ -191,15 +191,25 @@ class FakeAgents : public AgentApi {
     deleted_regions.push_back(node + ":" + name);
     return {};
   }
-  Result<GrantInfo> grant(const std::string& node, const std::string& region, std::uint64_t, std::uint32_t,
-                          const std::string& provider) override {
+  Result<std::uint64_t> file_size(const std::string& node, const std::string& file) override {
     if (auto e = reach(node)) return *e;
-    if (nodes[node].regions.count(region) == 0) return make_error(ErrorCode::NotFound, "NotFound: region");
-    if (!provider.empty() && provider != "tcp")
-      return make_error(ErrorCode::Unavailable, "Unavailable: " + provider);
+    if (nodes[node].files.count(file) == 0) return make_error(ErrorCode::NotFound, "NotFound: file " + file);
+    return file_bytes;
+  }
+  Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override {
+    if (auto e = reach(node)) return *e;
+    if (!ask.region.empty() && nodes[node].regions.count(ask.region) == 0)
+      return make_error(ErrorCode::NotFound, "NotFound: region");
+    if (!ask.provider.empty() && ask.provider != "tcp")
+      return make_error(ErrorCode::Unavailable, "Unavailable: " + ask.provider);
     const std::string id = "g-" + std::to_string(++grants_made);
-    nodes[node].grants[id] = region;
-    return GrantInfo{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
+    nodes[node].grants[id] = ask.region;
+    GrantInfo g{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
+    g.length = ask.region.empty() ? (16u << 20) : ask.length;
+    g.landing = json{
+        {"ring", ask.region.empty()}, {"streamBytes", ask.length}, {"savedBytes", 0}, {"committed", false}};
+    if (!ask.save.empty()) g.landing["file"] = ask.save;
+    return g;
   }
   Status revoke_grant(const std::string& node, const std::string& id) override {
     if (auto e = reach(node)) return *e;
@@ -209,8 +219,9 @@ class FakeAgents : public AgentApi {
   }
   Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override {
     if (auto e = reach(node)) return *e;
-    if (nodes[node].regions.count(request.source_region) == 0)
-      return make_error(ErrorCode::NotFound, "NotFound");
+    const bool found = request.source_file.empty() ? nodes[node].regions.count(request.source_region) > 0
+                                                   : nodes[node].files.count(request.source_file) > 0;
+    if (!found) return make_error(ErrorCode::NotFound, "NotFound");
     TransferInfo t;
     t.id = "t-" + std::to_string(++starts);
     t.state = "Running";

@@ -85,7 +85,7 @@ TEST_F(ReconcilerTest, ByteCountsStayExactPastFourGiB) {
       << outcome_summary(status("big"));
 }
 
-TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
+TEST_F(ReconcilerTest, HappyPathStreamsTheFileAndTheTargetSavesAsBytesLand) {
   store.put(job("ckpt", {{"targets",
                           {{{"node", "node-b"},
                             {"region", "weights"},
@@ -100,8 +100,14 @@ TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
   EXPECT_EQ(request.length, 64 * MiB);
   EXPECT_TRUE(request.verify);
   EXPECT_EQ(request.targets.at(0).url, "http://node-b:7070");
-  EXPECT_EQ(request.source_region, temporary_region_name(store.job("ckpt")));
-  EXPECT_EQ(status("ckpt").value("startTime", ""), format_rfc3339(clock.now()));
+  // The file is read as it goes out (no region loaded first); the target verifies and saves as it lands.
+  EXPECT_EQ(request.source_region, "");
+  EXPECT_EQ(request.source_file, "weights.bin");
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U);
+  EXPECT_EQ(request.targets.at(0).grant_id, "g-1");
+  EXPECT_TRUE(request.targets.at(0).save);
+  EXPECT_EQ(request.targets.at(0).ring_bytes, 0U);
+  EXPECT_EQ(status("ckpt").value("startTime", ""), format_rfc3339(clock.now(), TimePrecision::Millis));
   EXPECT_EQ(condition("ckpt", "Running")["reason"], "TransferStarted");
 
   clock.advance(1s);
@@ -121,10 +127,12 @@ TEST_F(ReconcilerTest, HappyPathLoadsTransfersSavesAndCleansUp) {
   EXPECT_EQ(condition("ckpt", "Running")["status"], "False");
   EXPECT_EQ(status("ckpt")["progress"], "100%");
   EXPECT_EQ(status("ckpt")["targets"][0]["verified"], true);
-  EXPECT_EQ(status("ckpt")["completionTime"], format_rfc3339(clock.now()));
+  EXPECT_EQ(status("ckpt")["completionTime"], format_rfc3339(clock.now(), TimePrecision::Millis));
+  // The whole job's rate: 64 MiB over the 2 s from startTime, not the wire's 2.5 GB/s.
+  EXPECT_EQ(status("ckpt")["throughputBytesPerSecond"], 64.0 * MiB / 2);
   EXPECT_EQ(agents.live_grants(), 0U);
-  EXPECT_EQ(agents.saved, std::vector<std::string>{"node-b:weights->restored.bin"});
-  // The loaded copy of the file is gone; the target region stays (it is what the job was for).
+  EXPECT_EQ(agents.saved, std::vector<std::string>{})
+      << "saved by the target as bytes landed, not afterwards";
   EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U);
   EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 1U);
   EXPECT_FALSE(RunState::from_job(store.job("ckpt")).transfer);
@@ -157,13 +165,67 @@ TEST_F(ReconcilerTest, FailedAttemptRetriesWithBackoffAndAFreshGrant) {
   EXPECT_EQ(agents.starts, 2);
   EXPECT_EQ(agents.nodes["node-b"].grants.count("g-2"), 1U);
   EXPECT_EQ(agents.requests.at("t-2").targets.at(0).key["grant"], "g-2");
-  // The loaded source is reused, the created target adopted: no reload, no RegionAlreadyExists.
-  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 1U);
+  // The file is read again (nothing was loaded), the created target adopted: no RegionAlreadyExists.
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U);
+  EXPECT_EQ(agents.requests.at("t-2").source_file, "weights.bin");
 
   agents.finish("Succeeded");
   reconcile("ckpt");
   EXPECT_EQ(phase("ckpt"), "Succeeded");
   EXPECT_EQ(status("ckpt")["retries"], 1);
+}
+
+// A CUDA target is written through the staging path from host memory, so the file is loaded into a region
+// first and the target saved after the transfer, as before pipelines.
+TEST_F(ReconcilerTest, AFileForACudaTargetIsLoadedFirstAndSavedAfterwards) {
+  store.put(job("gpu", {{"targets",
+                         {{{"node", "node-b"},
+                           {"region", "weights"},
+                           {"create", {{"bytes", 64 * MiB}, {"memory", "cuda:0"}}},
+                           {"file", "restored.bin"}}}}}));
+  start("gpu");
+  const auto& request = agents.requests.at("t-1");
+  EXPECT_EQ(request.source_region, temporary_region_name(store.job("gpu")));
+  EXPECT_EQ(request.source_file, "");
+  EXPECT_FALSE(request.targets.at(0).save);
+  agents.finish("Succeeded");
+  reconcile("gpu");
+  EXPECT_EQ(phase("gpu"), "Succeeded");
+  EXPECT_EQ(agents.saved, std::vector<std::string>{"node-b:weights->restored.bin"});
+  EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U) << "the loaded copy is gone";
+}
+
+// A file target with no region gets a ring grant: the agent keeps a bounded ring, not the whole file.
+TEST_F(ReconcilerTest, AFileTargetWithoutARegionTakesARingGrant) {
+  store.put(job("f2f", {{"targets", {{{"node", "node-b"}, {"file", "copy.bin"}}}}}));
+  start("f2f");
+  const auto& request = agents.requests.at("t-1");
+  EXPECT_EQ(request.source_file, "weights.bin");
+  EXPECT_GT(request.targets.at(0).ring_bytes, 0U);
+  EXPECT_TRUE(request.targets.at(0).save);
+  EXPECT_TRUE(agents.nodes["node-b"].regions.empty());
+  agents.finish("Succeeded");
+  reconcile("f2f");
+  EXPECT_EQ(phase("f2f"), "Succeeded");
+  EXPECT_EQ(status("f2f")["targets"][0]["file"], "copy.bin");
+  EXPECT_EQ(agents.live_grants(), 0U);
+}
+
+// No space left at a target and a source file that changed are not fixed by retrying.
+TEST_F(ReconcilerTest, NoSpaceLeftAndAChangedSourceFailAtOnce) {
+  for (const char* why : {"NoSpaceLeft", "SourceFileChanged"}) {
+    const std::string name = std::string("j-") + (why[0] == 'N' ? "space" : "changed");
+    store.put(job(
+        name, {{"targets", {{{"node", "node-b"}, {"region", name}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+    const int before = agents.starts;
+    for (int i = 0; i < 3 && agents.starts == before; ++i) reconcile(name);
+    ASSERT_EQ(phase(name), "Running") << store.job(name).dump(2);
+    agents.finish("Failed", why, "told by the agent");
+    reconcile(name);
+    EXPECT_EQ(phase(name), "Failed") << why;
+    EXPECT_EQ(condition(name, "Failed")["reason"], why);
+    EXPECT_EQ(status(name).value("retries", 0), 0) << why;
+  }
 }
 
 // A grant whose node does not answer when its attempt ends (a cut link) is not forgotten: it is revoked as

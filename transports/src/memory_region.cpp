@@ -3,9 +3,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <utility>
 
 namespace conduit {
@@ -28,9 +33,36 @@ constexpr std::size_t kHugePage = 2u << 20;
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14
+#endif
+
+// Faults [p, +bytes) in from a thread of its own, a piece at a time so that freeing the memory stops it
+// within one piece. Where the kernel lacks MADV_POPULATE_WRITE the pages fault in as they are first written:
+// touching them from here instead would overwrite bytes that may have landed.
+class BackgroundPopulate {
+ public:
+  BackgroundPopulate(void* p, std::size_t bytes)
+      : thread_([this, p, bytes] {
+          constexpr std::size_t kPiece = std::size_t{64} << 20;
+          auto* at = static_cast<char*>(p);
+          for (std::size_t done = 0; done < bytes && !stop_.load(std::memory_order_relaxed); done += kPiece) {
+            if (madvise(at + done, std::min(kPiece, bytes - done), MADV_POPULATE_WRITE) != 0) return;
+          }
+        }) {}
+  ~BackgroundPopulate() {
+    stop_.store(true);
+    thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
-Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes) {
+Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes, Populate populate) {
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "cannot allocate an empty memory region");
   MemoryRegion region;
   region.kind_ = MemoryKind::Host;
@@ -45,6 +77,19 @@ Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes) {
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE, -1, 0);
     region.huge_pages_ = p != MAP_FAILED;
   }
+  if (p == MAP_FAILED && bytes >= kHugePage) {
+    // Transparent huge pages need a 2 MiB-aligned range: map one huge page more and trim both ends to it
+    // (an unaligned 1 GiB + 1 byte region got none, and faulted in at 1-2 s instead of 0.15 s).
+    void* raw = mmap(nullptr, mapped + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw != MAP_FAILED) {
+      const auto base = reinterpret_cast<std::uintptr_t>(raw);
+      const std::uintptr_t aligned = (base + kHugePage - 1) / kHugePage * kHugePage;
+      if (aligned > base) munmap(raw, aligned - base);
+      const std::uintptr_t tail = base + mapped + kHugePage - (aligned + mapped);
+      if (tail > 0) munmap(reinterpret_cast<void*>(aligned + mapped), tail);
+      p = reinterpret_cast<void*>(aligned);
+    }
+  }
   if (p == MAP_FAILED) {
     mapped = round_up(bytes, static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
     p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -52,12 +97,32 @@ Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes) {
       return make_error(ErrorCode::Unavailable,
                         "mmap of " + std::to_string(bytes) + " bytes failed: " + std::strerror(errno));
     }
+  }
+  if (!region.huge_pages_) {  // reserved huge pages came populated (MAP_POPULATE)
     if (bytes >= kHugePage) madvise(p, mapped, MADV_HUGEPAGE);  // best effort transparent huge pages
+    if (populate == Populate::Background) {
+      region.address_ = p;
+      try {
+        auto populating = std::make_shared<BackgroundPopulate>(p, mapped);
+        // The thread stops (and is joined) before the memory goes.
+        region.release_ = [p, mapped, populating]() mutable {
+          populating.reset();
+          munmap(p, mapped);
+        };
+        return region;
+      } catch (const std::system_error&) {
+        // No thread to be had: fault the pages in here instead.
+      }
+    }
     // Fault every page in now, at creation, rather than inside the first transfer into the region
     // (measured: a first write into a fresh 1 GiB region ran at 0.3 GB/s on tcp, later ones at 4).
-    // After the madvise, so the faults can take transparent huge pages.
-    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    for (std::size_t at = 0; at < mapped; at += page) static_cast<volatile char*>(p)[at] = 0;
+    // After the madvise, so the faults can take transparent huge pages. MADV_POPULATE_WRITE does it in the
+    // kernel (1 GiB: 0.16 s against 1.1 s touching a byte per page, measured on the 2-core dev machine);
+    // touching is the fallback for kernels before 5.14.
+    if (madvise(p, mapped, MADV_POPULATE_WRITE) != 0) {
+      const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+      for (std::size_t at = 0; at < mapped; at += page) static_cast<volatile char*>(p)[at] = 0;
+    }
   }
   region.address_ = p;
   region.release_ = [p, mapped] { munmap(p, mapped); };

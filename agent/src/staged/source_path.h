@@ -36,6 +36,8 @@ class SourcePath {
 
   const Transport* transport() const { return transport_; }
   bool staged() const { return stage_ != nullptr; }
+  // The direct registration of the range (range offsets are its offsets); empty when staged.
+  const Registration& registration() const { return registration_; }
 
   // [begin, end) of the range in order, `segment_bytes` at most each (a staged source: one slot each),
   // calling send() for every segment: directly, or with the slot filled from the device before (writes)

@@ -16,11 +16,17 @@ enum class MemoryKind : std::uint8_t { Host, Cuda, FileMapped };
 
 std::string_view to_string(MemoryKind kind);
 
+// When the pages of new host memory are faulted in. Now: before allocate_host returns (a first transfer into
+// the region then runs at full speed). Background: a thread faults them in with MADV_POPULATE_WRITE, which
+// never changes a byte, so writes may land while it runs and the caller does not wait for gigabytes of page
+// faults before its first byte (a pipelined job's target region).
+enum class Populate : std::uint8_t { Now, Background };
+
 class MemoryRegion {
  public:
   // Page-aligned anonymous host memory. Uses explicit huge pages when the system has them reserved for a
   // region of at least one huge page, then transparent huge pages, then plain pages, all without error.
-  static Result<MemoryRegion> allocate_host(std::size_t bytes);
+  static Result<MemoryRegion> allocate_host(std::size_t bytes, Populate populate = Populate::Now);
 
   // Memory owned elsewhere (an imported buffer); `release` runs when the region is destroyed, may be empty.
   static MemoryRegion borrow(MemoryKind kind, void* address, std::size_t bytes, int device,

@@ -67,6 +67,7 @@ class AgentClient {
   // POST /v1/regions/{name}/save
   Result<SaveResult> save_region(const std::string& name, const SaveRegion& request) const;
   // GET /v1/regions/{name}/checksum
+  Result<FileInfo> stat_file(const std::string& path) const;  // GET /v1/files?path=
   Result<Checksum> checksum(const std::string& region, const ChecksumQuery& query) const;
   // POST /v1/regions/{name}/staging: the agent copies that range of a staged CUDA region from its staging
   // buffer to the device (to_device), or back.
@@ -74,7 +75,10 @@ class AgentClient {
 
   // POST /v1/regions/{name}/grants
   Result<Grant> create_grant(const std::string& region, const GrantRequest& request) const;
-  Status revoke_grant(const std::string& id) const;  // DELETE /v1/grants/{id}
+  Status revoke_grant(const std::string& id) const;                        // DELETE /v1/grants/{id}
+  Result<Grant> create_ring_grant(const RingGrantRequest& request) const;  // POST /v1/grants
+  Result<Landed> landed(const std::string& grant, const LandedReport& report) const;  // .../landed
+  Status commit(const std::string& grant, std::uint64_t bytes) const;                 // .../commit
 
   Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
   Result<TransferStatus> get_transfer(const std::string& id) const;             // GET /v1/transfers/{id}

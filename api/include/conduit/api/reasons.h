@@ -14,10 +14,15 @@ inline constexpr const char* kDeadlineExceeded = "DeadlineExceeded";
 inline constexpr const char* kCancelled = "Cancelled";
 inline constexpr const char* kRegistrationFailed = "RegistrationFailed";
 inline constexpr const char* kTransportError = "TransportError";
+// A target that saves as bytes land found its file system full (or over quota).
+inline constexpr const char* kNoSpaceLeft = "NoSpaceLeft";
+// A file source changed size, was modified, removed or replaced while it was read.
+inline constexpr const char* kSourceFileChanged = "SourceFileChanged";
 
 // Every one of them, as TransferStatus.reason lists them.
 inline constexpr const char* kAll[] = {
-    kAgentShuttingDown, kStalled,   kPeerUnreachable,    kRemoteAccessDenied, kChecksumMismatch,
-    kDeadlineExceeded,  kCancelled, kRegistrationFailed, kTransportError};
+    kAgentShuttingDown, kStalled,          kPeerUnreachable,  kRemoteAccessDenied,
+    kChecksumMismatch,  kDeadlineExceeded, kCancelled,        kRegistrationFailed,
+    kTransportError,    kNoSpaceLeft,      kSourceFileChanged};
 
 }  // namespace conduit::api::reason

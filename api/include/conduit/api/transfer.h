@@ -18,12 +18,16 @@ struct TransferTarget {
   std::uint64_t resume_offset = 0;  // bytes [0, this) are in place from an earlier transfer
   std::uint64_t offset = 0;         // into the granted range
   std::uint64_t region_offset = 0;  // where the granted range starts in the target region
+  std::string grant_id{};           // set: the target takes landing reports (verify, save) at this grant
+  std::uint64_t ring_bytes = 0;     // the grant is a ring of this size in front of a file
+  bool save = false;                // the grant saves a file: the source commits it at the end
 };
 
 struct TransferRequest {
   std::string source_region;
-  std::uint64_t offset = 0;  // into the source region
-  std::uint64_t length = 0;  // 0: to the end of the source region
+  std::string source_file{};  // instead of source_region: a file under the source agent's data directory
+  std::uint64_t offset = 0;   // into the source region
+  std::uint64_t length = 0;   // 0: to the end of the source region
   std::vector<TransferTarget> targets;
   std::string op = "write";  // write: source -> targets; read: the one target -> source
   std::uint64_t chunk_bytes = 1u << 20;
@@ -57,6 +61,14 @@ struct TransferStatus {
   std::vector<Target> targets;
   std::uint32_t slices_resent = 0;  // after a checksum mismatch
   std::vector<std::string> source_nics{};
+  // Seconds each pipeline stage was busy (they overlap): reading the source, the wire, the targets' landing
+  // checks and saves, the final commit.
+  struct Stages {
+    double read = 0;
+    double wire = 0;
+    double land = 0;
+    double commit = 0;
+  } stages{};
   std::string created_at{};  // RFC 3339, as the agent wrote them
   std::optional<std::string> started_at{};
   std::optional<std::string> finished_at{};

@@ -98,10 +98,46 @@ struct GrantRequest {
   std::string access = "write";  // "write" | "read": what peers may do to the range
   std::uint64_t ttl_seconds = 600;
   std::string provider{};  // empty: the agent's primary transport (left out of the body)
+  std::string save{};      // a file the target writes verified bytes to as they land; empty: none
   nlohmann::json to_json() const;
 };
 
-// Grant, as POST /v1/regions/{name}/grants answers it.
+// POST /v1/grants: a grant with no region, whose bytes pass through a ring of the agent's --pipeline-bytes
+// into `save` (a file target). {ttlSeconds, provider, save: {file, bytes}}.
+struct RingGrantRequest {
+  std::string save;         // the file
+  std::uint64_t bytes = 0;  // the size it will have: the whole stream
+  std::uint64_t ttl_seconds = 600;
+  std::string provider{};
+  nlohmann::json to_json() const;
+};
+
+// POST /v1/grants/{id}/landed {offset, length, slice, crc32c}: the writer's report that a segment of the
+// grant's stream has landed, with the CRC32C of each slice as the source read it (empty: not verified).
+struct LandedReport {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::uint64_t slice = 0;
+  std::vector<std::uint32_t> crc32c{};
+  nlohmann::json to_json() const;
+};
+
+// The answer: the slices whose CRC32C differs at the target (indices into the report's), and whether the
+// bytes went to the grant's save file.
+struct Landed {
+  std::vector<std::uint64_t> mismatched;
+  bool saved = false;
+  static Result<Landed> from_json(const nlohmann::json& body);
+};
+
+// GET /v1/files?path=: a file under the agent's data directory.
+struct FileInfo {
+  std::string path;
+  std::uint64_t bytes = 0;
+  static FileInfo from_json(const nlohmann::json& body);
+};
+
+// Grant, as POST /v1/regions/{name}/grants and POST /v1/grants answer it.
 struct Grant {
   std::string id;
   nlohmann::json key;    // the RemoteKey, handed to the source agent as it came
@@ -113,6 +149,12 @@ struct Grant {
   std::string expires_at{};  // RFC 3339
   std::string gpu_path{};    // none, dmabuf, peermem, staged; "" from an agent that does not say
   std::vector<std::string> nics{};
+  // Landing {ring, streamBytes, savedBytes, committed, file?}, as it came; null when the grant takes no
+  // landing reports (a read grant, CUDA memory).
+  nlohmann::json landing{};
+  bool takes_reports() const { return landing.is_object(); }
+  bool ring() const { return takes_reports() && landing.value("ring", false); }
+  std::string save_file() const;  // "" when it saves none
   static Grant from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };

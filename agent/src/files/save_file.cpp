@@ -1,0 +1,120 @@
+#include "files/save_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <system_error>
+#include <utility>
+
+#include "conduit/common/random.h"
+
+namespace conduit::agent {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// write(2) moves at most ~2 GiB per call; 1 GiB pieces keep each call large without hitting that.
+constexpr std::size_t kIoPiece = std::size_t{1} << 30;
+
+std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
+
+Status fsync_dir(const fs::path& dir, const std::string& file) {
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() < 0) return io_error("opening the directory of " + in_quotes(file), errno);
+  if (::fsync(fd.get()) != 0) return io_error("syncing the directory of " + in_quotes(file), errno);
+  return {};
+}
+
+}  // namespace
+
+Error io_error(const std::string& what, int err) {
+  if (err == ENOSPC || err == EDQUOT) {
+    return make_error(ErrorCode::ResourceExhausted, what + ": " + std::strerror(err));
+  }
+  const bool path_shape = err == ENOTDIR || err == EISDIR || err == ELOOP || err == ENAMETOOLONG;
+  return make_error(path_shape ? ErrorCode::InvalidArgument : ErrorCode::Io,
+                    what + ": " + std::strerror(err));
+}
+
+Result<SaveFile> SaveFile::create(const fs::path& path, std::string file) {
+  const fs::path dir = path.parent_path();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return io_error("creating the directory of " + in_quotes(file), ec.value());
+  SaveFile out;
+  out.final_ = path;
+  out.file_ = std::move(file);
+  // Same directory as the final name, so the rename is atomic and never crosses a filesystem.
+  fs::path temp = dir / (path.filename().string() + ".tmp-" + random_hex(12));
+  out.fd_.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!out.fd_) return io_error("creating a temporary file for " + in_quotes(out.file_), errno);
+  out.temp_ = std::move(temp);
+  return out;
+}
+
+SaveFile::SaveFile(SaveFile&& other) noexcept
+    : final_(std::move(other.final_)),
+      temp_(std::exchange(other.temp_, {})),
+      file_(std::move(other.file_)),
+      fd_(std::move(other.fd_)),
+      end_(other.end_),
+      committed_(other.committed_) {}
+
+SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
+  if (this != &other) {
+    discard();
+    final_ = std::move(other.final_);
+    temp_ = std::exchange(other.temp_, {});
+    file_ = std::move(other.file_);
+    fd_ = std::move(other.fd_);
+    end_ = other.end_;
+    committed_ = other.committed_;
+  }
+  return *this;
+}
+
+SaveFile::~SaveFile() { discard(); }
+
+void SaveFile::discard() {
+  fd_.reset();
+  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+  temp_.clear();
+}
+
+Status SaveFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
+  if (committed_ || !fd_)
+    return make_error(ErrorCode::Conflict, "file " + in_quotes(file_) + " is already saved");
+  for (std::size_t done = 0; done < bytes.size();) {
+    const std::size_t n = std::min(kIoPiece, bytes.size() - done);
+    const ssize_t put = ::pwrite(fd_.get(), bytes.data() + done, n, static_cast<off_t>(offset + done));
+    if (put < 0) {
+      if (errno == EINTR) continue;
+      return io_error("writing " + in_quotes(file_), errno);
+    }
+    done += static_cast<std::size_t>(put);
+  }
+  end_ = std::max(end_, offset + bytes.size());
+  return {};
+}
+
+Status SaveFile::append(std::span<const std::byte> bytes) { return write_at(end_, bytes); }
+
+Status SaveFile::commit(std::uint64_t bytes) {
+  if (committed_) return {};
+  if (!fd_) return make_error(ErrorCode::Conflict, "file " + in_quotes(file_) + " was not opened");
+  if (::ftruncate(fd_.get(), static_cast<off_t>(bytes)) != 0)
+    return io_error("sizing " + in_quotes(file_), errno);
+  if (::fsync(fd_.get()) != 0) return io_error("syncing " + in_quotes(file_), errno);
+  if (const int err = fd_.close(); err != 0) return io_error("closing " + in_quotes(file_), err);
+  if (::rename(temp_.c_str(), final_.c_str()) != 0)
+    return io_error("renaming into " + in_quotes(file_), errno);
+  committed_ = true;
+  // Without this the rename itself may be lost on a crash, leaving the old file (or none).
+  return fsync_dir(final_.parent_path(), file_);
+}
+
+}  // namespace conduit::agent

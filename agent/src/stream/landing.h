@@ -1,0 +1,55 @@
+// The target end of a pipelined job. One-sided RMA tells the target agent nothing as bytes land, so the
+// writer reports each segment once its batch finished (POST /v1/grants/{id}/landed, with the CRC32C of
+// each slice as it read them); this agent then, per segment and while the next is on the wire: computes
+// the CRC32C of what landed and names the slices that differ; writes verified bytes to the grant's save
+// file; and, for a ring grant (a file target with no region), frees their place in the ring for bytes
+// further on. POST /v1/grants/{id}/commit ends the save (fsync, rename). docs/pipelines.md.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "conduit/common/result.h"
+#include "files/save_file.h"
+
+namespace conduit::agent {
+
+class Landing {
+ public:
+  // `memory`: the granted range. `stream_bytes`: how many bytes the writer sends in all (the granted
+  // length, or for a ring the whole file); ring: range offset X lands at X % memory.size().
+  Landing(std::span<std::byte> memory, std::uint64_t stream_bytes, bool ring, std::optional<SaveFile> save);
+
+  struct Report {
+    std::vector<std::uint64_t> mismatched;  // indices of the slices whose CRC32C differs
+    bool saved = false;                     // the bytes went to the save file
+  };
+  // [offset, +length) of the stream has landed. crc32c: one per `slice` bytes, empty to skip the check.
+  // Saving is in order: bytes past what was saved so far are a Conflict.
+  Result<Report> landed(std::uint64_t offset, std::uint64_t length, std::uint64_t slice,
+                        const std::vector<std::uint32_t>& crc32c);
+  // Every byte of the stream saved: the file goes in place. Conflict when some are missing; again after a
+  // success: nothing to do.
+  Status commit(std::uint64_t bytes);
+
+  bool ring() const { return ring_; }
+  bool saves() const { return save_.has_value(); }
+  std::uint64_t stream_bytes() const { return stream_bytes_; }
+  // {ring, streamBytes, file?, savedBytes, committed}
+  nlohmann::json to_json() const;
+
+ private:
+  std::span<std::byte> memory_;
+  std::uint64_t stream_bytes_;
+  bool ring_;
+  mutable std::mutex mu_;  // one segment at a time: saves are in order
+  std::optional<SaveFile> save_;
+  std::uint64_t saved_end_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace conduit::agent

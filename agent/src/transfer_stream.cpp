@@ -1,0 +1,353 @@
+// The pipelined run of one target (transfer_run.h, docs/pipelines.md): three stages over segments, each on
+// its own thread, so a target costs about its slowest stage rather than their sum:
+//   read     SegmentFeed's producer: a file read into a free slot, CRC32C of each slice as it passes;
+//   wire     this thread: the segment as one batch;
+//   land     a landing report to the target agent (its CRC32C check, its save), in flight while the next
+//            segment is on the wire. A segment counts as landed (committedBytes) once its report came
+//            back clean; its slot is then free for a segment further on.
+// The save is committed (fsync, rename) only after every report came back and the source file was found
+// unchanged, so a target file never holds bytes that were not verified, nor a mix of two source files.
+#include <algorithm>
+#include <deque>
+#include <future>
+#include <thread>
+
+#include "conduit/common/log.h"
+#include "metrics/agent_metrics.h"
+#include "stream/segment_feed.h"
+#include "transfer_run.h"
+
+namespace conduit::agent {
+
+using run::Failure;
+using run::SteadyClock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int kFeedSlots = 4;
+// Segments on the wire at once: the next is in flight while one completes, so the window never drains
+// between segments (measured: 1 GiB over tcp in 16 MiB segments, one at a time, spent about a third of its
+// wire time in those gaps).
+constexpr std::size_t kWireDepth = 2;
+// A report per segment overlaps the next segment on the wire; 16 MiB keeps each report's work (a CRC32C and
+// a write of 16 MiB) short against the wire's time for the next, and the first byte soon.
+constexpr std::uint64_t kMaxStreamSegment = 16u << 20;
+constexpr std::uint64_t kWindowsPerSegment = 256;
+constexpr int kVerifyRounds = 2;
+
+const char* landing_reason(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::ResourceExhausted:
+      return reason::kNoSpaceLeft;  // the only thing a landing runs out of is its file system's space
+    case ErrorCode::PeerUnreachable:
+      return reason::kPeerUnreachable;
+    case ErrorCode::NotFound:
+      return reason::kRemoteAccessDenied;  // the grant was revoked or expired
+    default:
+      return reason::kTransportError;
+  }
+}
+
+Failure landing_failure(const Error& e, const char* what) {
+  return Failure{TransferState::Failed, landing_reason(e), std::string(what) + ": " + e.message};
+}
+
+}  // namespace
+
+bool TransferRun::streams(std::size_t target) const {
+  if (file) return true;
+  const TransferTarget& t = request.targets[target];
+  if (request.op != OpKind::Write || t.grant_id.empty() || t.grant.staged) return false;
+  if (source->memory().kind() != MemoryKind::Host) return false;
+  return request.verify == Verify::Crc32c || t.save || t.ring_bytes > 0;
+}
+
+void TransferRun::add_stage(double StageSeconds::*stage, double seconds) {
+  std::lock_guard lock(mu);
+  status.stages.*stage += seconds;
+}
+
+std::uint64_t TransferRun::stream_segment(const run::Context& c, std::size_t target) const {
+  const TransferTarget& t = request.targets[target];
+  const std::uint64_t chunk = request.chunk_bytes;
+  std::uint64_t segment =
+      std::min({c.options.segment_bytes, chunk * request.window * kWindowsPerSegment, kMaxStreamSegment});
+  // Under a bandwidth cap, about ten segments a second keep the pace even rather than bursty.
+  if (request.max_bytes_per_second > 0) segment = std::min(segment, request.max_bytes_per_second / 10);
+  if (file) segment = std::min(segment, c.options.pipeline_bytes / kFeedSlots);
+  segment = std::max(segment, chunk);
+  if (t.ring_bytes > 0) {
+    // Equal segments that tile the ring, at least four: one being checked and saved by the target, two on
+    // the wire, and the next one's place free.
+    std::uint64_t parts = 4;
+    while (t.ring_bytes / parts > segment && t.ring_bytes / (parts * 2) >= run::kMinRingSegment &&
+           t.ring_bytes % (parts * 2) == 0)
+      parts *= 2;
+    segment = t.ring_bytes / parts;
+  }
+  return segment;
+}
+
+std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t target) {
+  const TransferTarget& t = request.targets[target];
+  Transport& transport = *transports[target];
+  const bool verify = request.verify == Verify::Crc32c;
+  const bool reports = !t.grant_id.empty() && (verify || t.save || t.ring_bytes > 0);
+  // Bytes an earlier transfer left in place: with verify they are read, checksummed and reported but not
+  // sent (the target names any slice that differs, which is then sent); without, the caller vouches.
+  const std::uint64_t resume = t.resume_offset;
+  const bool check_prefix = verify && reports && resume > 0;
+  const std::uint64_t segment = stream_segment(c, target);
+  const SegmentFeed::Shape shape{.begin = check_prefix ? 0 : resume,
+                                 .end = length,
+                                 .segment = segment,
+                                 .slice = verify ? request.chunk_bytes : 0,
+                                 .slots = kFeedSlots};
+  if (shape.begin >= shape.end) return std::nullopt;  // everything was in place already
+
+  auto opened = file ? SegmentFeed::over_file(file->fd.get(), request.offset, transport, {}, shape)
+                     : SegmentFeed::over_memory(source->memory().bytes().subspan(request.offset, length),
+                                                source_path(&transport).registration(), shape);
+  if (!opened) return Failure{TransferState::Failed, reason::kRegistrationFailed, opened.error().message};
+  SegmentFeed& feed = **opened;
+  const auto began = SteadyClock::now();
+
+  auto target_offset = [&](std::uint64_t range_offset) {
+    return t.offset + (t.ring_bytes > 0 ? range_offset % t.ring_bytes : range_offset);
+  };
+  auto ops_for = [&](const SegmentFeed::Segment& s, std::uint64_t at, std::uint64_t n) {
+    return std::vector<Op>{
+        Op{OpKind::Write, s.local, s.local_offset + at, t.grant, target_offset(s.offset + at), n}};
+  };
+  auto progress_of = [&](const SegmentFeed::Segment& s, std::uint64_t at) {
+    return [&, at](std::uint64_t done) { set_target_bytes(target, std::max(resume, s.offset + at + done)); };
+  };
+  // [at, +n) of segment s on the wire as one batch, waiting for it, retried as any segment is.
+  auto put = [&](const SegmentFeed::Segment& s, std::uint64_t at, std::uint64_t n) {
+    const auto sent = SteadyClock::now();
+    auto f = send_segment(c, transport, ops_for(s, at, n), progress_of(s, at));
+    add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - sent));
+    return f;
+  };
+
+  // The segments on the wire, oldest first. A batch whose submit failed has no id and is sent again,
+  // synchronously, when its turn comes; one with nothing to send (a prefix already in place) has n == 0.
+  struct Flight {
+    const SegmentFeed::Segment* segment = nullptr;
+    std::uint64_t at = 0;
+    std::uint64_t n = 0;
+    std::optional<BatchId> id;
+  };
+  std::deque<Flight> wire;
+  const BatchOptions batch_options{request.chunk_bytes, request.window};
+  auto wire_since = SteadyClock::now();  // the wire stage's time: while something is on it
+  auto launch = [&](const SegmentFeed::Segment& s) {
+    const std::uint64_t skip = s.offset < resume ? std::min(s.length, resume - s.offset) : 0;
+    Flight f{&s, skip, s.length - skip, std::nullopt};
+    if (wire.empty()) wire_since = SteadyClock::now();
+    if (f.n > 0) {
+      auto id = transport.submit(ops_for(s, f.at, f.n), batch_options);
+      if (id) f.id = *id;
+    }
+    wire.push_back(f);
+  };
+  auto abandon_wire = [&] {
+    for (const Flight& f : wire) {
+      if (f.id) cancel_batch(c, transport, *f.id);
+    }
+    wire.clear();
+  };
+  // The oldest segment on the wire, once it is all at the target. A stop, or a re-send that gave up, sets
+  // `failure`; a batch error that cannot be retried comes back as the error.
+  std::optional<Failure> failure;
+  auto complete_oldest = [&]() -> Result<const SegmentFeed::Segment*> {
+    const Flight f = wire.front();
+    bool again = f.n > 0 && !f.id;
+    if (f.id) {
+      std::optional<Error> error;
+      if (auto stop = watch(c, transport, *f.id, progress_of(*f.segment, f.at), error)) {
+        wire.pop_front();
+        abandon_wire();
+        failure = std::move(stop);
+        return make_error(ErrorCode::Cancelled, failure->message);
+      }
+      if (error) {
+        // As send_segment: a malformed op fails the same way again, and a timed-out batch already spent
+        // the whole stall timeout without a byte.
+        if (error->code == ErrorCode::InvalidArgument || error->code == ErrorCode::TimedOut) {
+          wire.pop_front();
+          abandon_wire();
+          return *error;
+        }
+        again = true;
+      }
+    }
+    if (again) {
+      {
+        std::lock_guard lock(mu);
+        ++status.retries;
+      }
+      if (c.metrics != nullptr) c.metrics->slice_retried();
+      if (auto fl =
+              send_segment(c, transport, ops_for(*f.segment, f.at, f.n), progress_of(*f.segment, f.at))) {
+        wire.pop_front();
+        abandon_wire();
+        failure = std::move(fl);
+        return make_error(ErrorCode::Cancelled, failure->message);
+      }
+    }
+    wire.pop_front();
+    const auto now = SteadyClock::now();
+    add_stage(&StageSeconds::wire, run::seconds(now - wire_since));
+    wire_since = now;
+    return f.segment;
+  };
+
+  // The report's answer and when it came: the land stage's own time is the report's round trip, not the
+  // time this thread got round to reading the answer (it sends the next segment meanwhile).
+  struct Answer {
+    Result<api::Landed> landed;
+    SteadyClock::time_point at;
+  };
+  struct Pending {
+    const SegmentFeed::Segment* segment = nullptr;
+    std::future<Answer> answer;
+    SteadyClock::time_point sent;
+  };
+  auto report = [&](const SegmentFeed::Segment& s) -> Result<Pending> {
+    api::LandedReport body{.offset = s.offset, .length = s.length, .slice = shape.slice, .crc32c = s.crc32c};
+    try {
+      return Pending{&s,
+                     std::async(std::launch::async,
+                                [&c, &t, body = std::move(body)] {
+                                  auto landed = api::AgentClient(t.url, c.peers).landed(t.grant_id, body);
+                                  return Answer{std::move(landed), SteadyClock::now()};
+                                }),
+                     SteadyClock::now()};
+    } catch (const std::system_error& e) {
+      return make_error(ErrorCode::ResourceExhausted,
+                        std::string("cannot start a landing report: ") + e.what());
+    }
+  };
+  // The segment's bytes are where they belong (verified, saved): record it and free its slot.
+  auto landed = [&](const SegmentFeed::Segment& s) -> std::optional<Failure> {
+    {
+      std::lock_guard lock(mu);
+      status.targets[target].committed_bytes = s.offset + s.length;
+    }
+    feed.give_back();
+    if (request.max_bytes_per_second > 0) {
+      const auto due =
+          began + std::chrono::duration_cast<SteadyClock::duration>(
+                      std::chrono::duration<double>(static_cast<double>(s.offset + s.length - shape.begin) /
+                                                    static_cast<double>(request.max_bytes_per_second)));
+      return pause(due - SteadyClock::now());
+    }
+    return std::nullopt;
+  };
+  auto settle = [&](Pending& p) -> std::optional<Failure> {
+    const SegmentFeed::Segment& s = *p.segment;
+    for (int round = 0;; ++round) {
+      // The report's own timeout bounds this; a stop waits it out, since it reads the slot's bytes' CRCs.
+      auto [answer, at] = p.answer.get();
+      add_stage(&StageSeconds::land, run::seconds(at - p.sent));
+      if (!answer) return landing_failure(answer.error(), "reporting landed bytes to the target agent");
+      if (answer->mismatched.empty()) break;
+      const std::uint64_t slices = (s.length - 1) / shape.slice + 1;
+      if (round == kVerifyRounds) {
+        return Failure{TransferState::Failed, reason::kChecksumMismatch,
+                       std::to_string(answer->mismatched.size()) + " of " + std::to_string(slices) +
+                           " slices of the segment at byte offset " + std::to_string(s.offset) +
+                           " differ at the target after " + std::to_string(kVerifyRounds) + " re-sends"};
+      }
+      {
+        std::lock_guard lock(mu);
+        status.slices_resent += static_cast<std::uint32_t>(answer->mismatched.size());
+      }
+      log::warn("re-sending mismatching slices", {{"transfer", status.id},
+                                                  {"target", std::to_string(target)},
+                                                  {"offset", std::to_string(s.offset)},
+                                                  {"slices", std::to_string(answer->mismatched.size())}});
+      for (const std::uint64_t i : answer->mismatched) {
+        if (i >= slices) {
+          return Failure{TransferState::Failed, reason::kTransportError,
+                         "the target agent named slice " + std::to_string(i) + " of a " +
+                             std::to_string(slices) + "-slice segment"};
+        }
+        const std::uint64_t at = i * shape.slice;
+        if (auto f = put(s, at, std::min(shape.slice, s.length - at))) return f;
+      }
+      auto again = report(s);
+      if (!again) return landing_failure(again.error(), "reporting re-sent bytes");
+      p = std::move(*again);
+    }
+    return landed(s);
+  };
+
+  std::optional<Pending> pending;
+  // Every early return leaves nothing on the wire and no report running against a slot the feed may free.
+  auto drain = [&](std::optional<Failure> f) {
+    abandon_wire();
+    if (pending && pending->answer.valid()) pending->answer.wait();
+    add_stage(&StageSeconds::read, feed.busy_seconds());
+    return f;
+  };
+  for (;;) {
+    if (auto f = stopped()) return drain(f);
+    while (wire.size() < kWireDepth) {
+      auto next = feed.next(wire.empty() ? 20ms : 0ms);
+      if (!next) {
+        const char* why =
+            next.error().code == ErrorCode::Conflict ? reason::kSourceFileChanged : reason::kTransportError;
+        return drain(Failure{TransferState::Failed, why, next.error().message});
+      }
+      if (*next == nullptr) break;
+      launch(**next);
+    }
+    if (wire.empty()) {
+      if (feed.done()) break;
+      continue;
+    }
+    failure.reset();
+    auto done = complete_oldest();
+    if (!done) {
+      // A stop or a retry that gave up said why in `failure`; a batch error says it here.
+      return drain(
+          failure ? failure
+                  : Failure{TransferState::Failed, run::reason_for(done.error().code), done.error().message});
+    }
+    const SegmentFeed::Segment& s = **done;
+    if (pending) {
+      auto f = settle(*pending);
+      pending.reset();
+      if (f) return drain(f);
+    }
+    if (!reports) {
+      if (auto f = landed(s)) return drain(f);
+      continue;
+    }
+    auto sent = report(s);
+    if (!sent) return drain(landing_failure(sent.error(), "reporting landed bytes to the target agent"));
+    pending = std::move(*sent);
+  }
+  if (pending) {
+    auto f = settle(*pending);
+    pending.reset();
+    if (f) return drain(f);
+  }
+  add_stage(&StageSeconds::read, feed.busy_seconds());
+  if (file) {
+    if (auto same = file->unchanged(); !same)
+      return Failure{TransferState::Failed, reason::kSourceFileChanged, same.error().message};
+  }
+  if (t.save) {
+    const auto committing = SteadyClock::now();
+    auto committed = api::AgentClient(t.url, c.peers).commit(t.grant_id, length);
+    add_stage(&StageSeconds::commit, run::seconds(SteadyClock::now() - committing));
+    if (!committed) return landing_failure(committed.error(), "committing the target's file");
+  }
+  return std::nullopt;
+}
+
+}  // namespace conduit::agent

@@ -1,0 +1,206 @@
+// Pipelined transfers through real conduit-agent processes on loopback, driven over HTTP as the controller
+// drives them (docs/pipelines.md): a file read as it goes out, segments reported landed, verified and saved
+// at the target as they land, a file target through a bounded ring, and the errors a user can act on.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "agent_process.h"
+#include "conduit/crc32c.h"
+#include "conduit/pattern.h"
+
+namespace conduit {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::AgentOptions;
+using testing::AgentProcess;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t MiB = 1 << 20;
+
+AgentOptions options(std::vector<std::string> extra = {}) {
+  AgentOptions o;
+  o.binary = CONDUIT_AGENT_BIN;
+  o.provider = "tcp";
+  o.extra_args = std::move(extra);
+  return o;
+}
+
+std::vector<std::byte> write_file(const fs::path& path, std::uint64_t bytes, std::uint64_t seed) {
+  std::vector<std::byte> data(bytes);
+  fill_pattern(data, seed);
+  fs::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  return data;
+}
+
+std::vector<std::byte> read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::byte> out(bytes.size());
+  std::memcpy(out.data(), bytes.data(), bytes.size());
+  return out;
+}
+
+// Files in DIR whose name has ".tmp-": a save that did not clean up.
+std::vector<std::string> temporaries(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
+  }
+  return out;
+}
+
+json target_of(const json& grant, const AgentProcess& b, bool save) {
+  json t{{"grant", grant["key"]}, {"url", b.url()}, {"grantId", grant["id"]}};
+  if (grant.contains("landing") && grant["landing"].value("ring", false)) t["ringBytes"] = grant["length"];
+  if (save) t["save"] = true;
+  return t;
+}
+
+class Stream : public ::testing::Test {
+ protected:
+  Stream() : a(options()), b(options({"--pipeline-bytes", "4MiB"})) {}
+  AgentProcess a;
+  AgentProcess b;
+};
+
+// 40 MiB + 1 byte (not a multiple of the chunk) from a file on node-a to a file on node-b that has no
+// region: the target holds a 4 MiB ring, the bytes are verified as they land and the file appears whole.
+TEST_F(Stream, FileToFileThroughARingArrivesIntactAndVerified) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 40 * MiB + 1;
+  const auto source = write_file(a.data_dir() / "ckpt/model.bin", size, 21);
+  auto g = b.post("/v1/grants", {{"ttlSeconds", 60}, {"save", {{"file", "in/model.bin"}, {"bytes", size}}}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  EXPECT_EQ(g.body["length"], 4 * MiB) << "the ring is --pipeline-bytes, not the file's size";
+  EXPECT_EQ(g.body["landing"]["ring"], true);
+
+  auto started = a.post("/v1/transfers", {{"source", {{"file", "ckpt/model.bin"}}},
+                                          {"targets", {target_of(g.body, b, true)}},
+                                          {"verify", "crc32c"}});
+  ASSERT_EQ(started.status, 202) << started.body.dump();
+  const json done = a.wait_transfer(started.body["id"]);
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_EQ(done["bytesDone"], size);
+  EXPECT_EQ(done["verified"], true);
+  EXPECT_GT(done["stages"]["readSeconds"].get<double>(), 0);
+  EXPECT_GT(done["stages"]["landSeconds"].get<double>(), 0);
+  EXPECT_TRUE(read_file(b.data_dir() / "in/model.bin") == source) << "the saved file differs from the source";
+  EXPECT_EQ(temporaries(b.data_dir()), std::vector<std::string>{});
+  auto after = b.get("/v1/grants/" + g.body["id"].get<std::string>());
+  EXPECT_EQ(after.body["landing"]["committed"], true) << after.body.dump();
+  EXPECT_EQ(after.body["landing"]["savedBytes"], size);
+  ASSERT_EQ(b.del("/v1/grants/" + g.body["id"].get<std::string>()).status, 204);
+  EXPECT_TRUE(fs::exists(b.data_dir() / "in/model.bin")) << "revoking a committed grant removed its file";
+}
+
+// A file into a region that is saved as it lands: the region and the file both hold the source's bytes.
+TEST_F(Stream, FileToRegionSavedAsItLands) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 24 * MiB + 4097;
+  const auto source = write_file(a.data_dir() / "w.bin", size, 5);
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "w"}, {"bytes", size}}).status, 201);
+  auto g = b.post("/v1/regions/w/grants", {{"access", "write"}, {"save", {{"file", "w-copy.bin"}}}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  json target = target_of(g.body, b, true);
+  target["region"] = "w";
+  auto started = a.post("/v1/transfers", {{"source", {{"file", "w.bin"}}},
+                                          {"targets", {target}},
+                                          {"chunkBytes", 256 * 1024},
+                                          {"verify", "crc32c"}});
+  ASSERT_EQ(started.status, 202) << started.body.dump();
+  const json done = a.wait_transfer(started.body["id"]);
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_TRUE(read_file(b.data_dir() / "w-copy.bin") == source);
+  // What the region holds, as its agent checksums it, is the source file too.
+  auto sums = b.get("/v1/regions/w/checksum?slice=" + std::to_string(size));
+  ASSERT_EQ(sums.status, 200) << sums.body.dump();
+  EXPECT_EQ(sums.body["crc32c"][0].get<std::uint32_t>(), crc32c(source));
+}
+
+// A file source that shrinks while it is read fails the transfer with SourceFileChanged, and the target's
+// file never appears under its final name.
+TEST_F(Stream, ASourceFileThatShrinksFailsWithSourceFileChanged) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 64 * MiB;
+  write_file(a.data_dir() / "grow.bin", size, 9);
+  auto g = b.post("/v1/grants", {{"save", {{"file", "grow-copy.bin"}, {"bytes", size}}}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  auto started = a.post("/v1/transfers", {{"source", {{"file", "grow.bin"}}},
+                                          {"targets", {target_of(g.body, b, true)}},
+                                          {"maxBytesPerSecond", 16 * MiB}});  // about 4 s
+  ASSERT_EQ(started.status, 202) << started.body.dump();
+  std::this_thread::sleep_for(500ms);
+  fs::resize_file(a.data_dir() / "grow.bin", 8 * MiB);
+  const json done = a.wait_transfer(started.body["id"], 30s);
+  EXPECT_EQ(done["state"], "Failed") << done.dump();
+  EXPECT_EQ(done["reason"], "SourceFileChanged") << done.dump();
+  EXPECT_FALSE(fs::exists(b.data_dir() / "grow-copy.bin"));
+  ASSERT_EQ(b.del("/v1/grants/" + g.body["id"].get<std::string>()).status, 204);
+  EXPECT_EQ(temporaries(b.data_dir()), std::vector<std::string>{}) << "revoking left the temporary file";
+}
+
+// The landing routes say why they refuse.
+TEST_F(Stream, LandingReportsAndCommitsRefuseWhatCannotBeTrue) {
+  ASSERT_TRUE(a.started() && b.started());
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "r"}, {"bytes", 8 * MiB}}).status, 201);
+  auto g = b.post("/v1/regions/r/grants", {{"access", "write"}, {"save", {{"file", "r.bin"}}}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  const std::string landed = "/v1/grants/" + g.body["id"].get<std::string>() + "/landed";
+  const std::string commit = "/v1/grants/" + g.body["id"].get<std::string>() + "/commit";
+
+  // Saves are in order: bytes past a gap are refused.
+  auto gap = b.post(landed, {{"offset", 4 * MiB}, {"length", MiB}});
+  EXPECT_EQ(gap.status, 409) << gap.body.dump();
+  EXPECT_NE(gap.body["error"]["message"].get<std::string>().find("in order"), std::string::npos);
+  // One CRC per slice.
+  auto count = b.post(landed, {{"offset", 0}, {"length", MiB}, {"slice", 4096}, {"crc32c", {1, 2}}});
+  EXPECT_EQ(count.status, 400) << count.body.dump();
+  // A wrong CRC names the slice and saves nothing.
+  auto wrong = b.post(landed, {{"offset", 0}, {"length", MiB}, {"slice", MiB}, {"crc32c", {12345}}});
+  ASSERT_EQ(wrong.status, 200) << wrong.body.dump();
+  EXPECT_EQ(wrong.body["mismatched"], json::array({0}));
+  EXPECT_EQ(wrong.body["saved"], false);
+  // Past the grant.
+  auto past = b.post(landed, {{"offset", 8 * MiB}, {"length", 1}});
+  EXPECT_EQ(past.status, 400) << past.body.dump();
+  // Commit before every byte landed.
+  auto early = b.post(commit, {{"bytes", 8 * MiB}});
+  EXPECT_EQ(early.status, 409) << early.body.dump();
+  EXPECT_NE(early.body["error"]["message"].get<std::string>().find("0 of the grant's"), std::string::npos)
+      << early.body.dump();
+  EXPECT_FALSE(fs::exists(b.data_dir() / "r.bin"));
+  // A read grant takes no reports; a save needs a write grant.
+  auto read = b.post("/v1/regions/r/grants", {{"access", "read"}});
+  ASSERT_EQ(read.status, 201);
+  EXPECT_EQ(
+      b.post("/v1/grants/" + read.body["id"].get<std::string>() + "/landed", {{"offset", 0}, {"length", 1}})
+          .status,
+      409);
+  EXPECT_EQ(b.post("/v1/regions/r/grants", {{"access", "read"}, {"save", {{"file", "x.bin"}}}}).status, 400);
+  // A ring grant over the memory cap is refused with the cap in the message.
+  AgentOptions tiny = options();
+  tiny.memory_cap = "2MiB";
+  AgentProcess small(tiny);
+  ASSERT_TRUE(small.started());
+  auto big = small.post("/v1/grants", {{"save", {{"file", "f.bin"}, {"bytes", 64 * MiB}}}});
+  EXPECT_EQ(big.status, 422) << big.body.dump();
+  EXPECT_NE(big.body["error"]["message"].get<std::string>().find("memory cap"), std::string::npos);
+  // A missing source file is a 404 naming it.
+  auto missing = a.post("/v1/transfers",
+                        {{"source", {{"file", "nope.bin"}}}, {"targets", {target_of(g.body, b, false)}}});
+  EXPECT_EQ(missing.status, 404) << missing.body.dump();
+  EXPECT_NE(missing.body["error"]["message"].get<std::string>().find("nope.bin"), std::string::npos);
+  auto stat = a.get("/v1/files?path=nope.bin");
+  EXPECT_EQ(stat.status, 404);
+}
+
+}  // namespace
+}  // namespace conduit
