@@ -1,0 +1,250 @@
+#!/usr/bin/env python3
+"""TransferJobs against the stages they are made of, measured in one run on this machine (docs/pipelines.md).
+
+Stages alone, each the way a job uses it:
+  read    the source file read in 16 MiB pieces (page cache warm, as a job after the file was written)
+  write   a file written in 16 MiB pieces, then fsync (what a file target does)
+  wire    conduit-bench --self over tcp at the job's chunk and window, into prefaulted memory
+Jobs (local mode: two conduit-agents on loopback, conduit-controller --once-job), each verify none and crc32c:
+  region -> region, file -> region, file -> region + save, file -> file
+Each job's wall time is its status.startTime -> completionTime (what the user waits for after apply), its
+end-to-end GB/s, the slowest stage alone and the ratio job / slowest stage (the target: at most 1.3 without
+verify, 1.5 with crc32c). A file -> file job of --big bytes reports both agents' peak RSS (VmHWM) against the
+pipeline bound. Interleaved rounds; medians with [min, max].
+
+Usage: bench/job_bench.py [--build build] [--size 1GiB] [--big 4GiB] [--rounds 3]
+Standard library only; prints figures, asserts none.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MiB = 1 << 20
+PIECE = 16 * MiB
+
+
+def size_arg(text):
+    m = re.fullmatch(r"(\d+)(KiB|MiB|GiB)?", text)
+    if not m:
+        raise argparse.ArgumentTypeError(f"{text}: a size such as 512MiB or 1GiB")
+    return int(m.group(1)) * {None: 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m.group(2)]
+
+
+def parse_time(text):
+    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
+def median_range(values):
+    return f"{statistics.median(values):.3f} [{min(values):.3f}, {max(values):.3f}]"
+
+
+def random_file(path, size):
+    """SIZE bytes of AES-CTR keystream: random enough, ~1 GB/s."""
+    with open("/dev/zero", "rb") as zeros, open(path, "wb") as out:
+        p = subprocess.Popen(["openssl", "enc", "-aes-128-ctr", "-nosalt", "-pass", "pass:bench", "-pbkdf2",
+                              "-iter", "1"], stdin=zeros, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        left = size
+        while left > 0:
+            chunk = p.stdout.read(min(left, PIECE))
+            out.write(chunk)
+            left -= len(chunk)
+        p.kill()
+        p.wait()
+
+
+def stage_read(path):
+    buf = bytearray(PIECE)
+    view = memoryview(buf)
+    start = time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(view):
+            pass
+    return time.perf_counter() - start
+
+
+def stage_write(path, size):
+    block = os.urandom(PIECE)
+    start = time.perf_counter()
+    with open(path, "wb", buffering=0) as f:
+        left = size
+        while left > 0:
+            left -= f.write(block[: min(left, PIECE)])
+        os.fsync(f.fileno())
+    took = time.perf_counter() - start
+    os.unlink(path)
+    return took
+
+
+def stage_wire(build, size, chunk, window):
+    out = subprocess.run([os.path.join(build, "bin", "conduit-bench"), "--self", "--provider", "tcp", "--size",
+                          str(size), "--chunk", str(chunk), "--window", str(window), "--iterations", "3",
+                          "--json"], capture_output=True, text=True, check=True)
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    return size / (figures["gbps_median"] * 1e9)
+
+
+class Agents:
+    def __init__(self, build, work, pipeline):
+        self.build, self.work = build, work
+        self.token = os.path.join(work, "token")
+        with open(self.token, "w") as f:
+            f.write(os.urandom(32).hex())
+        self.procs, self.urls = {}, {}
+        for node in ("node-a", "node-b"):
+            data = os.path.join(work, node)
+            os.makedirs(data)
+            out = open(os.path.join(work, node + ".out"), "w")
+            p = subprocess.Popen([os.path.join(build, "bin", "conduit-agent"), "--listen", "127.0.0.1:0",
+                                  "--providers", "tcp", "--bind-address", "127.0.0.1", "--token-file", self.token,
+                                  "--data-dir", data, "--memory-cap", "12GiB", "--pipeline-bytes", pipeline,
+                                  "--log-level", "warn", "--import-socket", os.path.join(work, node + ".sock")],
+                                 stdout=out, stderr=open(os.path.join(work, node + ".log"), "w"),
+                                 env=dict(os.environ, NODE_NAME=node))
+            self.procs[node] = p
+            for _ in range(100):
+                text = open(os.path.join(work, node + ".out")).read()
+                m = re.search(r"^listening (\S+)", text, re.M)
+                if m:
+                    self.urls[node] = "http://" + m.group(1)
+                    break
+                time.sleep(0.1)
+            else:
+                sys.exit(f"agent {node} did not start")
+
+    def peak_rss_mib(self, node):
+        text = open(f"/proc/{self.procs[node].pid}/status").read()
+        return int(re.search(r"VmHWM:\s+(\d+) kB", text).group(1)) / 1024
+
+    def call(self, node, method, path, body=None):
+        args = ["curl", "-s", "-X", method, "-H", "Authorization: Bearer " + open(self.token).read()]
+        if body is not None:
+            args += ["-H", "Content-Type: application/json", "-d", json.dumps(body)]
+        return subprocess.run(args + [self.urls[node] + path], capture_output=True, text=True).stdout
+
+    def stop(self):
+        for p in self.procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in self.procs.values():
+            p.wait(timeout=30)
+
+
+def run_job(build, work, agents, name, source, target, verify, chunk, window):
+    jobs = os.path.join(work, "jobs")
+    os.makedirs(jobs, exist_ok=True)
+    spec = {"source": {"node": "node-a", **source}, "targets": [{"node": "node-b", **target}],
+            "transport": {"type": "tcp"}, "verify": verify, "chunkBytes": chunk, "window": window,
+            "backoffLimit": 0}
+    path = os.path.join(jobs, name + ".yaml")
+    with open(path, "w") as f:
+        json.dump({"apiVersion": "conduit.dev/v1alpha1", "kind": "TransferJob", "metadata": {"name": name},
+                   "spec": spec}, f)
+    flag = ",".join(f"{n}={u}" for n, u in agents.urls.items())
+    r = subprocess.run([os.path.join(build, "bin", "conduit-controller"), "--local-dir", jobs, "--agents", flag,
+                        "--agent-token-file", agents.token, "--once-job", name, "--log-level", "warn"],
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode != 0:
+        sys.exit(f"job {name} failed: {r.stdout.strip()} {r.stderr.strip()[-400:]}")
+    # The controller writes status back into the job's file as YAML; the three scalars needed are read
+    # with a pattern (standard library only).
+    text = open(path).read()
+    status = {}
+    for key in ("startTime", "completionTime", "slowestStage"):
+        m = re.search(rf"^  {key}: \"?([^\"\n]+)\"?$", text, re.M)
+        if m:
+            status[key] = m.group(1)
+    os.unlink(path)
+    return parse_time(status["completionTime"]) - parse_time(status["startTime"]), status
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--size", type=size_arg, default=1 << 30)
+    ap.add_argument("--big", type=size_arg, default=4 << 30, help="file -> file size for the memory check (0: skip)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--chunk", type=size_arg, default=MiB)
+    ap.add_argument("--window", type=int, default=16)
+    ap.add_argument("--pipeline", default="64MiB")
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="conduit-job-bench.")
+    agents = None
+    try:
+        agents = Agents(args.build, work, args.pipeline)
+        src = os.path.join(work, "node-a", "src.bin")
+        random_file(src, args.size)
+        agents.call("node-a", "POST", "/v1/regions", {"name": "src", "file": "src.bin", "mode": "load"})
+        shapes = {
+            "region->region": ({"region": "src"}, lambda n: {"region": n, "create": {"bytes": args.size}}),
+            "file->region": ({"file": "src.bin"}, lambda n: {"region": n, "create": {"bytes": args.size}}),
+            "file->region+save": ({"file": "src.bin"},
+                                  lambda n: {"region": n, "create": {"bytes": args.size}, "file": n + ".bin"}),
+            "file->file": ({"file": "src.bin"}, lambda n: {"file": n + ".bin"}),
+        }
+        stages = {"read": [], "write": [], "wire": []}
+        jobs = {(shape, verify): [] for shape in shapes for verify in ("none", "crc32c")}
+        for rnd in range(args.rounds):
+            stages["read"].append(stage_read(src))
+            stages["write"].append(stage_write(os.path.join(work, "node-b", "stage.bin"), args.size))
+            stages["wire"].append(stage_wire(args.build, args.size, args.chunk, args.window))
+            for (shape, verify), times in jobs.items():
+                source, target = shapes[shape]
+                name = f"j{rnd}-{shape.replace('->', '-').replace('+', '-')}-{verify}"
+                took, _ = run_job(args.build, work, agents, name, source, target(name), verify, args.chunk,
+                                  args.window)
+                times.append(took)
+                agents.call("node-b", "DELETE", f"/v1/regions/{name}")
+                for leftover in (os.path.join(work, "node-b", name + ".bin"),):
+                    if os.path.exists(leftover):
+                        os.unlink(leftover)
+        gb = args.size / 1e9
+        print(f"conduit job bench: {args.size} bytes, chunk {args.chunk}, window {args.window}, tcp loopback, "
+              f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs; seconds as median [min, max]")
+        for name, values in stages.items():
+            print(f"  stage {name:<6} {median_range(values)} s  {gb / statistics.median(values):.2f} GB/s")
+        needs = {"region->region": ["wire"], "file->region": ["read", "wire"],
+                 "file->region+save": ["read", "wire", "write"], "file->file": ["read", "wire", "write"]}
+        for (shape, verify), values in jobs.items():
+            slowest = max(needs[shape], key=lambda s: statistics.median(stages[s]))
+            alone = statistics.median(stages[slowest])
+            job = statistics.median(values)
+            print(f"  job {shape:<18} verify {verify:<6} {median_range(values)} s  {gb / job:.2f} GB/s  "
+                  f"slowest stage {slowest} {alone:.3f} s  ratio {job / alone:.2f}")
+        if args.big > 0:
+            for node in ("node-a", "node-b"):
+                agents.procs[node].send_signal(signal.SIGTERM)
+                agents.procs[node].wait(timeout=30)
+            shutil.rmtree(work)
+            os.makedirs(work)
+            agents = Agents(args.build, work, args.pipeline)
+            big = os.path.join(work, "node-a", "big.bin")
+            random_file(big, args.big)
+            rss0 = {n: agents.peak_rss_mib(n) for n in agents.procs}
+            took, status = run_job(args.build, work, agents, "big", {"file": "big.bin"}, {"file": "big-copy.bin"},
+                                   "crc32c", args.chunk, args.window)
+            same = subprocess.run(["cmp", big, os.path.join(work, "node-b", "big-copy.bin")]).returncode == 0
+            rss = {n: agents.peak_rss_mib(n) for n in agents.procs}
+            print(f"  file->file {args.big} bytes crc32c: {took:.2f} s, {args.big / 1e9 / took:.2f} GB/s, "
+                  f"slowest {status.get('slowestStage')}, cmp {'equal' if same else 'DIFFERENT'}; peak RSS "
+                  + ", ".join(f"{n} {rss[n]:.0f} MiB (at start {rss0[n]:.0f})" for n in rss)
+                  + f"; pipeline bound {args.pipeline} per side")
+    finally:
+        if agents:
+            try:
+                agents.stop()
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                pass
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
