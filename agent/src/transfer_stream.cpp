@@ -215,13 +215,20 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     std::future<Answer> answer;
     SteadyClock::time_point sent;
   };
+  // A report waits no longer than a batch may go without bytes: a target cut off is then noticed as soon
+  // as the wire would notice it (a stop waits for the report in flight).
+  api::ClientOptions report_options = c.peers;
+  report_options.connect_timeout = std::min(report_options.connect_timeout, c.options.stall_timeout);
+  report_options.read_timeout = std::min(report_options.read_timeout, c.options.stall_timeout);
+  report_options.write_timeout = std::min(report_options.write_timeout, c.options.stall_timeout);
   auto report = [&](const SegmentFeed::Segment& s) -> Result<Pending> {
     api::LandedReport body{.offset = s.offset, .length = s.length, .slice = shape.slice, .crc32c = s.crc32c};
     try {
       return Pending{&s,
                      std::async(std::launch::async,
-                                [&c, &t, body = std::move(body)] {
-                                  auto landed = api::AgentClient(t.url, c.peers).landed(t.grant_id, body);
+                                [&report_options, &t, body = std::move(body)] {
+                                  auto landed =
+                                      api::AgentClient(t.url, report_options).landed(t.grant_id, body);
                                   return Answer{std::move(landed), SteadyClock::now()};
                                 }),
                      SteadyClock::now()};

@@ -4,9 +4,11 @@ restored.
 node-a and node-b are network namespaces on a bridge; the agents run with --stall-timeout-ms 3000. A
 TransferJob moves a 256 MiB file on node-a into a new region on node-b at 64 MiB/s, verified crc32c,
 backoffLimit 6. At 25% node-b's link goes down; it comes back once the source agent has failed the transfer
-with Stalled (and no sooner than 6 s). Expected: the source transfer Failed with reason Stalled, the controller
-retried (Retrying event naming Stalled), the job Succeeded verified, node-b's region equals the file, and no
-grant is left on node-b afterwards.
+(and no sooner than 6 s). The source learns of the cut from whichever notices first: the wire (Stalled, no
+bytes for the stall timeout) or the landing report of a segment it sent just before (PeerUnreachable, the
+target agent did not answer). Expected: the source transfer Failed with one of those reasons, the controller
+retried (Retrying event naming it), the job Succeeded verified, node-b's region equals the file, and no grant
+is left on node-b afterwards.
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ def test_link_cut_past_stall_timeout_job_retries_and_succeeds(
              "the source agent failing the transfer while the link is down")
     t_stalled = now()
     first = a.transfer(first_id)
-    assert first.get("reason") == "Stalled", \
-        f"the cut transfer ended {({k: first.get(k) for k in ('state', 'reason', 'message')})}, not Stalled"
+    why = str(first.get("reason"))
+    assert why in ("Stalled", "PeerUnreachable"), \
+        (f"the cut transfer ended {({k: first.get(k) for k in ('state', 'reason', 'message')})}, not Stalled or "
+         "PeerUnreachable")
     while now() - t_cut < 6:
         time.sleep(0.1)
     net.link_up("node-b")
@@ -56,7 +60,7 @@ def test_link_cut_past_stall_timeout_job_retries_and_succeeds(
     t_done = now()
     assert_succeeded(ctl, "weights", "job")
     assert_verified(ctl, "weights")
-    assert_retried(ctl, "weights", "Stalled")
+    assert_retried(ctl, "weights", why)
     n = retries(ctl, "weights")
     b.save_and_compare("weights", work / "node-a" / "weights.bin")
     left = [{"id": g.get("id"), "region": g.get("region"), "expiresAt": g.get("expiresAt")} for g in b.grants()]
