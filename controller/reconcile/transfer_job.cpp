@@ -222,7 +222,8 @@ void check_cross_field(Checker& c, const TransferJobSpec& s) {
     if (!t.region.empty() && !seen.insert({t.node, t.region}).second)
       c.fail("spec", "targets must be unique by node and region");
     if (!t.file.empty() && !files.insert({t.node, t.file}).second)
-      c.fail("spec", "two targets on node \"" + t.node + "\" write the same file \"" + t.file + "\"");
+      c.fail("spec", "two targets on one node may not write the same file (\"" + t.file + "\" on \"" +
+                         t.node + "\")");
     if (!t.file.empty() && t.node == s.source.node && t.file == s.source.file)
       c.fail("spec", "a target may not write the source file itself (same node and same file)");
     if (s.transport == TransportType::Shm && t.node != s.source.node) {
