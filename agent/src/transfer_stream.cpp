@@ -239,16 +239,18 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   };
   // The segment's bytes are where they belong (verified, saved): record it and free its slot.
   auto landed = [&](const SegmentFeed::Segment& s) -> std::optional<Failure> {
+    // Read before the slot is given back: the producer refills it at once.
+    const std::uint64_t end = s.offset + s.length;
     {
       std::lock_guard lock(mu);
-      status.targets[target].committed_bytes = s.offset + s.length;
+      status.targets[target].committed_bytes = end;
     }
     feed.give_back();
     if (request.max_bytes_per_second > 0) {
       const auto due =
-          began + std::chrono::duration_cast<SteadyClock::duration>(
-                      std::chrono::duration<double>(static_cast<double>(s.offset + s.length - shape.begin) /
-                                                    static_cast<double>(request.max_bytes_per_second)));
+          began +
+          std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
+              static_cast<double>(end - shape.begin) / static_cast<double>(request.max_bytes_per_second)));
       return pause(due - SteadyClock::now());
     }
     return std::nullopt;
