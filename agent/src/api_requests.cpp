@@ -177,6 +177,13 @@ Result<LandedRequest> parse_landed(const nlohmann::json& body) {
   return request;
 }
 
+Result<std::string> parse_stat_file(const nlohmann::json& body) {
+  Fields f(body, {"path"});
+  auto path = f.text("path", Need::Required, 1024);
+  if (!f.ok()) return f.status().error();
+  return std::move(*path);
+}
+
 Result<std::uint64_t> parse_commit(const nlohmann::json& body) {
   Fields f(body, {"bytes"});
   auto bytes = f.u64("bytes", Need::Required, 1, std::uint64_t{1} << 44);

@@ -52,6 +52,9 @@ struct LandedRequest {
 };
 Result<LandedRequest> parse_landed(const nlohmann::json& body);
 
+// POST /v1/files/stat: {path}.
+Result<std::string> parse_stat_file(const nlohmann::json& body);
+
 // POST /v1/grants/{id}/commit: {bytes}.
 Result<std::uint64_t> parse_commit(const nlohmann::json& body);
 

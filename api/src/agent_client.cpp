@@ -181,8 +181,8 @@ Status AgentClient::revoke_grant(const std::string& id) const {
 }
 
 Result<FileInfo> AgentClient::stat_file(const std::string& path) const {
-  const std::string route = httplib::append_query_params("/v1/files", {{"path", path}});
-  return decoded<FileInfo>(call(Method::Get, route, nullptr, options_.read_timeout));
+  const json body{{"path", path}};
+  return decoded<FileInfo>(call(Method::Post, "/v1/files/stat", &body, options_.read_timeout));
 }
 
 Result<Grant> AgentClient::create_ring_grant(const RingGrantRequest& request) const {

@@ -198,7 +198,7 @@ TEST_F(Stream, LandingReportsAndCommitsRefuseWhatCannotBeTrue) {
                         {{"source", {{"file", "nope.bin"}}}, {"targets", {target_of(g.body, b, false)}}});
   EXPECT_EQ(missing.status, 404) << missing.body.dump();
   EXPECT_NE(missing.body["error"]["message"].get<std::string>().find("nope.bin"), std::string::npos);
-  auto stat = a.get("/v1/files?path=nope.bin");
+  auto stat = a.post("/v1/files/stat", {{"path", "nope.bin"}});
   EXPECT_EQ(stat.status, 404);
 }
 

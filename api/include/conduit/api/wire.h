@@ -130,7 +130,7 @@ struct Landed {
   static Result<Landed> from_json(const nlohmann::json& body);
 };
 
-// GET /v1/files?path=: a file under the agent's data directory.
+// POST /v1/files/stat {path}: a file under the agent's data directory.
 struct FileInfo {
   std::string path;
   std::uint64_t bytes = 0;
