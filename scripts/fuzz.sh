@@ -20,10 +20,14 @@ else
   for f in fuzz/*_fuzz.cpp; do targets+=("$(basename "$f" _fuzz.cpp)"); done
 fi
 
-# Debug keeps assertions (nlohmann's among them) on; -O1 keeps the fuzzers fast enough.
-cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Debug \
-  -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" \
-  -DCONDUIT_SANITIZE=ON -DCONDUIT_FUZZ=ON -DBUILD_TESTING=OFF -DCONDUIT_CUDA=OFF > /dev/null
+# A tree already configured with -DCONDUIT_FUZZ=ON is used as it is: scripts/test.sh's ASan tree builds the
+# fuzzers with its tests (same flags as below, plus the tests and CUDA), so they are not built a second time.
+if ! grep -qx 'CONDUIT_FUZZ:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  # Debug keeps assertions (nlohmann's among them) on; -O1 keeps the fuzzers fast enough.
+  cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" \
+    -DCONDUIT_SANITIZE=ON -DCONDUIT_FUZZ=ON -DBUILD_TESTING=OFF -DCONDUIT_CUDA=OFF > /dev/null
+fi
 ninja -C "$build" conduit-fuzz-all
 
 dict_for() {

@@ -19,6 +19,7 @@ packages=(
   procps iproute2 openssl etcd-server
   prometheus jq
   clang-14 libclang-rt-14-dev
+  lld  # the linker cmake/build_speed.cmake uses where present
   python3 python3-yaml python3-venv
 )
 

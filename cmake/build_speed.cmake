@@ -1,0 +1,67 @@
+# Build-time measures that change nothing a test sees (scripts/test.sh builds four trees on 2 cores):
+#  - lld as the linker (included before any target is made, so add_link_options reaches them all);
+#  - conduit_test_targets_finish(), called once after add_subdirectory(tests): per-tree compile options for
+#    the targets under tests/ (CONDUIT_TEST_COMPILE_OPTIONS) and, with clang, a precompiled header of
+#    gtest + nlohmann/json shared by the test executables.
+
+# GNU ld spends seconds on every one of the ~25 executables (large debug info, sanitizer runtimes); lld links
+# the same objects several times faster. scripts/install-deps.sh installs it; without it nothing changes.
+option(CONDUIT_LLD "Link with lld where the compiler accepts -fuse-ld=lld" ON)
+if(CONDUIT_LLD)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX "-fuse-ld=lld" CONDUIT_HAVE_LLD)
+  if(CONDUIT_HAVE_LLD)
+    add_link_options(-fuse-ld=lld)
+  endif()
+endif()
+
+# Extra compile options for every target under tests/ (a list). scripts/test.sh's ASan tree is also the
+# fuzz tree: its libraries are built -O1 with libFuzzer's coverage (the fuzzers link them), while the tests'
+# own code, the largest translation units, needs neither: "-O0;-fno-sanitize=fuzzer-no-link" there.
+set(CONDUIT_TEST_COMPILE_OPTIONS "" CACHE STRING "Extra compile options for the targets under tests/ (a list)")
+
+# Precompiled test headers: clang only. With gcc 12 any PCH at -O2 (even one of <string> alone) makes
+# libstdc++'s inlined code raise -Warray-bounds false positives that -Werror turns into errors (the release
+# and TSan trees are gcc -O2), and at -O2 the test files' time goes to code generation, not parsing. With
+# clang a test file compiles in about two thirds of the time with the PCH.
+option(CONDUIT_PCH "Precompile gtest and nlohmann/json for the test executables (clang)" ON)
+
+function(_conduit_targets_under dir out)
+  get_property(targets DIRECTORY ${dir} PROPERTY BUILDSYSTEM_TARGETS)
+  get_property(subdirs DIRECTORY ${dir} PROPERTY SUBDIRECTORIES)
+  foreach(sub IN LISTS subdirs)
+    _conduit_targets_under(${sub} sub_targets)
+    list(APPEND targets ${sub_targets})
+  endforeach()
+  set(${out} ${targets} PARENT_SCOPE)
+endfunction()
+
+function(conduit_test_targets_finish)
+  _conduit_targets_under(${PROJECT_SOURCE_DIR}/tests targets)
+  set(use_pch OFF)
+  if(CONDUIT_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    set(use_pch ON)
+    # The PCH is built once, by this target, and reused by every gtest executable. Clang rejects a PCH
+    # built with a -D the using file lacks (extra ones are fine), so this target has only what every user
+    # has: GTest's GTEST_HAS_PTHREAD; the options and sanitizer flags are the tree's, as the users' are.
+    set(stub ${CMAKE_BINARY_DIR}/conduit_test_pch.cpp)
+    file(CONFIGURE OUTPUT ${stub} CONTENT "// The translation unit that builds the tests' precompiled header.\n")
+    add_library(conduit_test_pch OBJECT ${stub})
+    target_link_libraries(conduit_test_pch PRIVATE GTest::gtest nlohmann_json::nlohmann_json)
+    target_compile_options(conduit_test_pch PRIVATE ${CONDUIT_TEST_COMPILE_OPTIONS})
+    target_precompile_headers(conduit_test_pch PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)
+  endif()
+  foreach(t IN LISTS targets)
+    get_target_property(type ${t} TYPE)
+    if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$")
+      continue()
+    endif()
+    if(CONDUIT_TEST_COMPILE_OPTIONS)
+      target_compile_options(${t} PRIVATE ${CONDUIT_TEST_COMPILE_OPTIONS})
+    endif()
+    get_target_property(libs ${t} LINK_LIBRARIES)
+    if(use_pch AND libs MATCHES "GTest::|conduit_test_support")
+      target_precompile_headers(${t} REUSE_FROM conduit_test_pch)
+    endif()
+  endforeach()
+endfunction()
