@@ -164,6 +164,16 @@ bool Reconciler::streams_source(const Pass& p) {
 
 std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
   const auto& src = p.spec().source;
+  // The agent could not read the source file: SourceFileNotFound when it is not there, else the agent's
+  // error while `doing` ("looking up", "loading").
+  auto source_file_error = [&](const conduit::Error& e, const std::string& doing) -> AttemptError {
+    if (e.code == ErrorCode::NotFound) {
+      return {reason::kSourceFileNotFound, "source file \"" + src.file +
+                                               "\" was not found under the data directory of the agent" +
+                                               on(src.node) + ": " + e.message};
+    }
+    return {reason_for(e), doing + " \"" + src.file + "\"" + on(src.node) + " failed: " + e.message};
+  };
   if (src.region.empty() && streams_source(p)) {
     if (p.run.source && p.run.source_temporary) {
       // Loaded by an attempt of an older controller: no longer needed.
@@ -172,16 +182,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
       p.run.source_temporary = false;
     }
     auto size = agents_.file_size(src.node, src.file);
-    if (!size) {
-      if (size.error().code == ErrorCode::NotFound) {
-        return AttemptError{reason::kSourceFileNotFound,
-                            "source file \"" + src.file +
-                                "\" was not found under the data directory of the agent" + on(src.node) +
-                                ": " + size.error().message};
-      }
-      return AttemptError{reason_for(size.error()),
-                          "looking up \"" + src.file + "\"" + on(src.node) + ": " + size.error().message};
-    }
+    if (!size) return source_file_error(size.error(), "looking up");
     p.run.length = *size;
     if (p.run.length == 0) return AttemptError{reason::kSizeMismatch, "the source is empty (0 bytes)"};
     return std::nullopt;
@@ -221,16 +222,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
     if (!region) {
       auto r = agents_.load_file(src.node, name, src.file);
       if (!r && r.error().code == ErrorCode::AlreadyExists) r = agents_.get_region(src.node, name);
-      if (!r) {
-        if (r.error().code == ErrorCode::NotFound) {
-          return AttemptError{reason::kSourceFileNotFound,
-                              "source file \"" + src.file +
-                                  "\" was not found under the data directory of the agent" + on(src.node) +
-                                  ": " + r.error().message};
-        }
-        return AttemptError{reason_for(r.error()),
-                            "loading \"" + src.file + "\"" + on(src.node) + " failed: " + r.error().message};
-      }
+      if (!r) return source_file_error(r.error(), "loading");
       region = *r;
       log::info("source file loaded", {{"job", p.job_name()},
                                        {"file", src.file},
