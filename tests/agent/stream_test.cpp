@@ -190,9 +190,10 @@ TEST_F(Stream, LandingReportsAndCommitsRefuseWhatCannotBeTrue) {
   tiny.memory_cap = "2MiB";
   AgentProcess small(tiny);
   ASSERT_TRUE(small.started());
-  auto big = small.post("/v1/grants", {{"save", {{"file", "f.bin"}, {"bytes", 64 * MiB}}}});
+  auto big = small.post("/v1/grants", {{"save", {{"file", "deep/dir/f.bin"}, {"bytes", 64 * MiB}}}});
   EXPECT_EQ(big.status, 422) << big.body.dump();
   EXPECT_NE(big.body["error"]["message"].get<std::string>().find("memory cap"), std::string::npos);
+  EXPECT_FALSE(fs::exists(small.data_dir() / "deep")) << "a refused grant left the directories it made";
   // A missing source file is a 404 naming it.
   auto missing = a.post("/v1/transfers",
                         {{"source", {{"file", "nope.bin"}}}, {"targets", {target_of(g.body, b, false)}}});

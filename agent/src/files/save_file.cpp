@@ -42,10 +42,15 @@ Error io_error(const std::string& what, int err) {
 
 Result<SaveFile> SaveFile::create(const fs::path& path, std::string file) {
   const fs::path dir = path.parent_path();
+  SaveFile out;
   std::error_code ec;
+  for (fs::path missing = dir; !missing.empty() && !fs::exists(missing, ec);
+       missing = missing.parent_path()) {
+    out.created_dirs_.push_back(missing);
+    if (missing == missing.parent_path()) break;
+  }
   fs::create_directories(dir, ec);
   if (ec) return io_error("creating the directory of " + in_quotes(file), ec.value());
-  SaveFile out;
   out.final_ = path;
   out.file_ = std::move(file);
   // Same directory as the final name, so the rename is atomic and never crosses a filesystem.
@@ -59,6 +64,7 @@ Result<SaveFile> SaveFile::create(const fs::path& path, std::string file) {
 SaveFile::SaveFile(SaveFile&& other) noexcept
     : final_(std::move(other.final_)),
       temp_(std::exchange(other.temp_, {})),
+      created_dirs_(std::exchange(other.created_dirs_, {})),
       file_(std::move(other.file_)),
       fd_(std::move(other.fd_)),
       end_(other.end_),
@@ -69,6 +75,7 @@ SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
     discard();
     final_ = std::move(other.final_);
     temp_ = std::exchange(other.temp_, {});
+    created_dirs_ = std::exchange(other.created_dirs_, {});
     file_ = std::move(other.file_);
     fd_ = std::move(other.fd_);
     end_ = other.end_;
@@ -83,6 +90,13 @@ void SaveFile::discard() {
   fd_.reset();
   if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
   temp_.clear();
+  if (!committed_) {
+    // Deepest first; a directory something else has put a file into since stays.
+    for (const fs::path& d : created_dirs_) {
+      if (::rmdir(d.c_str()) != 0) break;
+    }
+  }
+  created_dirs_.clear();
 }
 
 Status SaveFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {

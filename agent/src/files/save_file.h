@@ -2,13 +2,15 @@
 // the final name, then fsync, rename, fsync of the directory. Until commit() the final name is untouched
 // (an old file stays whole, or there is none); a SaveFile destroyed uncommitted removes its temporary file.
 // Used by POST /v1/regions/{name}/save (the whole region at once) and by a grant that saves bytes as they
-// land (stream/landing.h).
+// land (stream/landing.h). Directories it had to create are removed again (when empty) if it is never
+// committed, so a refused request leaves the data directory as it was.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "conduit/common/result.h"
 #include "conduit/common/unique_fd.h"
@@ -46,6 +48,7 @@ class SaveFile {
 
   std::filesystem::path final_;
   std::filesystem::path temp_;
+  std::vector<std::filesystem::path> created_dirs_;  // deepest first
   std::string file_;
   UniqueFd fd_;
   std::uint64_t end_ = 0;
