@@ -328,6 +328,10 @@ Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::spa
 
 Result<RegionPtr> RegionStore::scratch(std::uint64_t bytes, const std::string& what) {
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, what + ": at least 1 byte is needed");
+  // As for named regions: over the cap fails before any memory is touched, and is checked again below.
+  if (auto room = reserve("", bytes); !room) {
+    return make_error(ErrorCode::ResourceExhausted, what + ": " + room.error().message);
+  }
   auto allocated = MemoryRegion::allocate_host(bytes);
   if (!allocated) return allocated.error();
   std::lock_guard lock(mu_);

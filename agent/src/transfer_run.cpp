@@ -20,10 +20,7 @@ namespace {
 // The transport progresses batches on its own threads; this only watches. Short enough that a segment's
 // end costs little idle wire time, and that cancel, deadline and shutdown are seen at once.
 constexpr auto kPollInterval = 200us;
-// A segment spans at most this many full windows: a retry re-sends the whole segment, and with a tiny
-// window and slice a 64 MiB segment would take seconds.
-constexpr std::uint64_t kWindowsPerSegment = 256;
-constexpr int kVerifyRounds = 2;
+using run::kVerifyRounds;
 
 // A staging step that failed: the target agent's answer, or a copy between device and bounce slots.
 Failure staging_failure(const Error& e) {
@@ -235,13 +232,18 @@ std::optional<Failure> TransferRun::send_range(
   return std::nullopt;
 }
 
+std::uint64_t TransferRun::segment_bytes(const run::Context& c, std::uint64_t most) const {
+  std::uint64_t segment = std::min(
+      {c.options.segment_bytes, request.chunk_bytes * request.window * run::kWindowsPerSegment, most});
+  // Under a bandwidth cap, about ten segments a second keep the pace even rather than bursty.
+  if (request.max_bytes_per_second > 0) segment = std::min(segment, request.max_bytes_per_second / 10);
+  return std::max(segment, request.chunk_bytes);
+}
+
 std::optional<Failure> TransferRun::send(const run::Context& c, std::size_t target) {
   const TransferTarget& t = request.targets[target];
-  const std::uint64_t by_window = request.chunk_bytes * request.window * kWindowsPerSegment;
-  std::uint64_t segment = std::max(request.chunk_bytes, std::min(c.options.segment_bytes, by_window));
+  const std::uint64_t segment = segment_bytes(c, UINT64_MAX);
   const std::uint64_t rate = request.max_bytes_per_second;
-  // Under a bandwidth cap, about ten segments a second keep the pace even rather than bursty.
-  if (rate > 0) segment = std::max(request.chunk_bytes, std::min(segment, rate / 10));
   const auto began = SteadyClock::now();
   const std::uint64_t first = t.resume_offset;
   return send_range(

@@ -27,6 +27,11 @@ enum StopCause : int { kRun = 0, kCancel = 1, kShutdown = 2 };
 
 // A ring target's segments are at least this big (and a ring holds at least two of them).
 inline constexpr std::uint64_t kMinRingSegment = 4u << 10;
+// A segment spans at most this many full windows: a retry re-sends the whole segment, and with a tiny
+// window and slice a 64 MiB segment would take seconds.
+inline constexpr std::uint64_t kWindowsPerSegment = 256;
+// Re-sends of the slices that differ before a transfer fails with ChecksumMismatch.
+inline constexpr int kVerifyRounds = 2;
 
 // How a transfer ended when it did not succeed.
 struct Failure {
@@ -80,6 +85,9 @@ class TransferRun {
  private:
   std::optional<run::Failure> open_source(const run::Context& c, Transport& transport);
   const SourcePath& source_path(const Transport* transport) const;
+  // Bytes per segment: the agent's --segment-bytes, at most kWindowsPerSegment windows and `most`, about a
+  // tenth of a second under a bandwidth cap, and never below one slice.
+  std::uint64_t segment_bytes(const run::Context& c, std::uint64_t most) const;
   std::optional<run::Failure> send(const run::Context& c, std::size_t target);
   // [begin, end) of the range against the target region's checksums, after the bytes were sent.
   std::optional<run::Failure> verify(const run::Context& c, std::size_t target, std::uint64_t begin,

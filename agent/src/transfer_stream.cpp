@@ -33,8 +33,7 @@ constexpr std::size_t kWireDepth = 2;
 // A report per segment overlaps the next segment on the wire; 16 MiB keeps each report's work (a CRC32C and
 // a write of 16 MiB) short against the wire's time for the next, and the first byte soon.
 constexpr std::uint64_t kMaxStreamSegment = 16u << 20;
-constexpr std::uint64_t kWindowsPerSegment = 256;
-constexpr int kVerifyRounds = 2;
+using run::kVerifyRounds;
 
 const char* landing_reason(const Error& e) {
   switch (e.code) {
@@ -70,13 +69,9 @@ void TransferRun::add_stage(double StageSeconds::*stage, double seconds) {
 
 std::uint64_t TransferRun::stream_segment(const run::Context& c, std::size_t target) const {
   const TransferTarget& t = request.targets[target];
-  const std::uint64_t chunk = request.chunk_bytes;
-  std::uint64_t segment =
-      std::min({c.options.segment_bytes, chunk * request.window * kWindowsPerSegment, kMaxStreamSegment});
-  // Under a bandwidth cap, about ten segments a second keep the pace even rather than bursty.
-  if (request.max_bytes_per_second > 0) segment = std::min(segment, request.max_bytes_per_second / 10);
-  if (file) segment = std::min(segment, c.options.pipeline_bytes / kFeedSlots);
-  segment = std::max(segment, chunk);
+  // A file's read-ahead: kFeedSlots segments within --pipeline-bytes.
+  std::uint64_t segment = segment_bytes(
+      c, file ? std::min(kMaxStreamSegment, c.options.pipeline_bytes / kFeedSlots) : kMaxStreamSegment);
   if (t.ring_bytes > 0) {
     // Equal segments that tile the ring, at least four: one being checked and saved by the target, two on
     // the wire, and the next one's place free.
