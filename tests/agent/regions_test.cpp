@@ -22,6 +22,7 @@
 #include "conduit/crc32c.h"
 #include "conduit/cuda_device.h"
 #include "conduit/pattern.h"
+#include "file_bytes.h"
 #include "import_socket.h"
 #include "temp_dir.h"
 
@@ -42,18 +43,8 @@ std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
   return out;
 }
 
-void write_file(const fs::path& p, const std::vector<std::byte>& data) {
-  fs::create_directories(p.parent_path());
-  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(data.data()), std::ssize(data));
-}
-
-std::vector<std::byte> read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::vector<char> chars((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(chars.size());
-  std::memcpy(out.data(), chars.data(), chars.size());
-  return out;
-}
+using testing::read_file;
+using testing::write_file;
 
 std::vector<std::byte> bytes_of(const RegionPtr& r) {
   const auto s = r->memory().bytes();

@@ -11,6 +11,7 @@
 #include "agent_process.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
+#include "file_bytes.h"
 
 namespace conduit {
 namespace {
@@ -31,21 +32,14 @@ AgentOptions options(std::vector<std::string> extra = {}) {
   return o;
 }
 
+using testing::read_file;
+
+// `bytes` of the seeded pattern written to `path`; returns them.
 std::vector<std::byte> write_file(const fs::path& path, std::uint64_t bytes, std::uint64_t seed) {
   std::vector<std::byte> data(bytes);
   fill_pattern(data, seed);
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  testing::write_file(path, data);
   return data;
-}
-
-std::vector<std::byte> read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(bytes.size());
-  std::memcpy(out.data(), bytes.data(), bytes.size());
-  return out;
 }
 
 // Files in DIR whose name has ".tmp-": a save that did not clean up.
