@@ -101,10 +101,14 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
                                  .slots = kFeedSlots};
   if (shape.begin >= shape.end) return std::nullopt;  // everything was in place already
 
+  const auto registering = SteadyClock::now();
   auto opened = file ? SegmentFeed::over_file(file->fd.get(), request.offset, transport, {}, shape)
                      : SegmentFeed::over_memory(source->memory().bytes().subspan(request.offset, length),
                                                 source_path(&transport).registration(), shape);
   if (!opened) return Failure{TransferState::Failed, reason::kRegistrationFailed, opened.error().message};
+  // A file's slots are registered here (a region source was registered when its path opened).
+  if (file && c.metrics != nullptr)
+    c.metrics->observe_registration(run::seconds(SteadyClock::now() - registering));
   SegmentFeed& feed = **opened;
   const auto began = SteadyClock::now();
 
@@ -133,13 +137,14 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     std::uint64_t at = 0;
     std::uint64_t n = 0;
     std::optional<BatchId> id;
+    SteadyClock::time_point submitted;
   };
   std::deque<Flight> wire;
   const BatchOptions batch_options{request.chunk_bytes, request.window};
   auto wire_since = SteadyClock::now();  // the wire stage's time: while something is on it
   auto launch = [&](const SegmentFeed::Segment& s) {
     const std::uint64_t skip = s.offset < resume ? std::min(s.length, resume - s.offset) : 0;
-    Flight f{&s, skip, s.length - skip, std::nullopt};
+    Flight f{&s, skip, s.length - skip, std::nullopt, SteadyClock::now()};
     if (wire.empty()) wire_since = SteadyClock::now();
     if (f.n > 0) {
       auto id = transport.submit(ops_for(s, f.at, f.n), batch_options);
@@ -178,6 +183,8 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
         again = true;
       }
     }
+    if (f.id && !again && c.metrics != nullptr)
+      c.metrics->observe_segment(run::seconds(SteadyClock::now() - f.submitted));
     if (again) {
       {
         std::lock_guard lock(mu);
