@@ -1,6 +1,7 @@
 #include "transfer_run.h"
 
 #include <algorithm>
+#include <system_error>
 #include <thread>
 
 #include "conduit/common/log.h"
@@ -389,34 +390,76 @@ std::optional<Failure> TransferRun::execute(const run::Context& c) {
     if (auto f = open_source(c, *transport)) return f;
   }
 
-  for (std::size_t i = 0; i < request.targets.size(); ++i) {
-    {
-      std::lock_guard lock(mu);
-      status.targets[i].state = TransferState::Running;
+  // Every target at once (a Fanout), each on its own thread with its own segments, retries and state: a
+  // dead or slow target neither stops nor holds back the others. The transfer fails when any target did,
+  // with the first failure as its reason; each target's own state says which ones have every byte. A
+  // staged (CUDA) source has one set of bounce slots per transport, which one walk at a time may use, so
+  // its targets go one after another.
+  const std::size_t n = request.targets.size();
+  std::vector<std::optional<Failure>> failures(n);
+  const bool staged =
+      std::any_of(paths_.begin(), paths_.end(), [](const SourcePath& p) { return p.staged(); });
+  if (n == 1 || staged) {
+    for (std::size_t i = 0; i < n; ++i) failures[i] = run_target(c, i);
+  } else {
+    std::vector<std::thread> threads;
+    threads.reserve(n);
+    try {
+      for (std::size_t i = 0; i < n; ++i)
+        threads.emplace_back([this, &c, &failures, i] { failures[i] = run_target(c, i); });
+    } catch (const std::system_error& e) {
+      // No thread for the rest: stop the ones started, and let them end before anything is released.
+      stop.store(run::kCancel);
+      for (auto& t : threads) t.join();
+      return Failure{TransferState::Failed, reason::kTransportError,
+                     std::string("cannot start a thread per target: ") + e.what()};
     }
-    std::optional<Failure> failure;
-    if (streams(i)) {
-      failure = stream(c, i);
-    } else {
-      const auto began = SteadyClock::now();
-      failure = send(c, i);
-      add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - began));
-      if (!failure && request.verify == Verify::Crc32c) {
-        const auto verifying = SteadyClock::now();
-        failure = verify(c, i, 0, length);
-        add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
-      }
+    for (auto& t : threads) t.join();
+  }
+  std::size_t failed = 0;
+  std::optional<Failure> first;
+  for (auto& f : failures) {
+    if (!f) continue;
+    ++failed;
+    if (!first) first = std::move(f);
+  }
+  if (first) {
+    if (n > 1) {
+      first->message =
+          std::to_string(failed) + " of " + std::to_string(n) + " targets failed; first: " + first->message;
     }
-    std::lock_guard lock(mu);
-    if (failure) {
-      status.targets[i].state = failure->state;
-      status.targets[i].last_error = failure->message;
-      return failure;
-    }
-    status.targets[i].state = TransferState::Succeeded;
+    return first;
   }
   std::lock_guard lock(mu);
   status.verified = request.verify == Verify::Crc32c;
+  return std::nullopt;
+}
+
+std::optional<Failure> TransferRun::run_target(const run::Context& c, std::size_t i) {
+  {
+    std::lock_guard lock(mu);
+    status.targets[i].state = TransferState::Running;
+  }
+  std::optional<Failure> failure;
+  if (streams(i)) {
+    failure = stream(c, i);
+  } else {
+    const auto began = SteadyClock::now();
+    failure = send(c, i);
+    add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - began));
+    if (!failure && request.verify == Verify::Crc32c) {
+      const auto verifying = SteadyClock::now();
+      failure = verify(c, i, 0, length);
+      add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
+    }
+  }
+  std::lock_guard lock(mu);
+  if (failure) {
+    status.targets[i].state = failure->state;
+    status.targets[i].last_error = failure->message;
+    return failure;
+  }
+  status.targets[i].state = TransferState::Succeeded;
   return std::nullopt;
 }
 

@@ -84,6 +84,8 @@ class TransferRun {
 
  private:
   std::optional<run::Failure> open_source(const run::Context& c, Transport& transport);
+  // One target's whole range (streamed, or sent then verified); sets its state. Runs beside the others.
+  std::optional<run::Failure> run_target(const run::Context& c, std::size_t target);
   const SourcePath& source_path(const Transport* transport) const;
   // Bytes per segment: the agent's --segment-bytes, at most kWindowsPerSegment windows and `most`, about a
   // tenth of a second under a bandwidth cap, and never below one slice.

@@ -2,7 +2,10 @@
 // and start one agent transfer on the source. Each thing the job comes to hold is recorded in the run
 // annotation as soon as it exists (regions before they are created), so a restart can find and release it.
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "conduit/common/log.h"
 #include "job_status.h"
@@ -31,6 +34,27 @@ std::string reason_for(const Error& e) {
 }
 
 std::string on(const std::string& node) { return " on node \"" + node + "\""; }
+
+// fn(0), ..., fn(n - 1) at once, a thread each but the first (n is a job's targets: at most 16), answers in
+// index order. Each call waits on an agent, not a CPU. A thread that cannot start runs its call here.
+template <typename T, typename F>
+std::vector<T> in_parallel(std::size_t n, const F& fn) {
+  std::vector<std::optional<T>> answers(n);
+  std::vector<std::thread> threads;
+  for (std::size_t i = 1; i < n; ++i) {
+    try {
+      threads.emplace_back([&answers, &fn, i] { answers[i].emplace(fn(i)); });
+    } catch (const std::system_error&) {
+      answers[i].emplace(fn(i));
+    }
+  }
+  if (n > 0) answers[0].emplace(fn(0));
+  for (auto& t : threads) t.join();
+  std::vector<T> out;
+  out.reserve(n);
+  for (auto& a : answers) out.push_back(std::move(*a));
+  return out;
+}
 
 }  // namespace
 
@@ -62,9 +86,14 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   set_condition(p.status, "Accepted", true, "Accepted", "the spec is valid and every node has an agent",
                 p.now, p.generation);
   json targets = json::array();
-  for (const auto& t : spec.targets) {
+  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+    const auto& t = spec.targets[i];
     json entry{{"node", t.node}, {"region", t.region}, {"state", "Preparing"}};
     if (!t.file.empty()) entry["file"] = t.file;
+    if (p.run.target_landed(i)) {
+      entry["state"] = "Succeeded";  // in an earlier attempt: not sent again
+      entry["bytes"] = p.run.length;
+    }
     targets.push_back(std::move(entry));
   }
   p.status["targets"] = std::move(targets);
@@ -72,7 +101,13 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   // Each step records what it is about to hold first; when that record could not be written (p.store_error)
   // it returns no error but must not be followed: a transfer started on grants we could not record could
   // neither be found again after a restart nor be told apart from another replica's.
+  const std::uint64_t earlier_length = p.run.length;
   if (auto e = prepare_source(p); e || p.store_error) return e;
+  if (earlier_length != 0 && p.run.length != earlier_length) {
+    // Another source than the earlier attempts moved: nothing they left in place counts.
+    p.run.landed.clear();
+    p.run.resume.clear();
+  }
   if (auto e = prepare_targets(p); e || p.store_error) return e;
   if (auto e = take_grants(p); e || p.store_error) return e;
 
@@ -102,9 +137,11 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
                                   [&](std::uint64_t r) { return r <= p.run.length; });
   if (!resume) p.run.resume.clear();
   std::uint64_t resumed = 0;
-  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+  const std::vector<std::uint32_t> sending = targets_to_send(p);
+  for (std::size_t j = 0; j < sending.size(); ++j) {
+    const std::size_t i = sending[j];
     // The grant key is what the source writes with; the URL lets the source compare CRC32C slices.
-    const GrantInfo& g = p.grants_taken.at(i);
+    const GrantInfo& g = p.grants_taken.at(j);
     const bool restarts = !g.save_file().empty();
     TransferTarget target{g.key, agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region,
                           resume && !restarts ? p.run.resume[i] : 0};
@@ -115,6 +152,8 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     request.targets.push_back(std::move(target));
     resumed += request.targets.back().resume_offset;
   }
+  // Recorded with the transfer's id (below): the agent's targets are these, in this order.
+  p.run.sent = sending.size() == spec.targets.size() ? std::vector<std::uint32_t>{} : sending;
   auto started = agents_.start_transfer(spec.source.node, request);
   if (!started) {
     const auto& e = started.error();
@@ -127,13 +166,15 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     (void)agents_.cancel_transfer(spec.source.node, started->id);
     return std::nullopt;
   }
-  const std::string message = "attempt " + std::to_string(p.run.attempt) + ": transfer " + started->id +
-                              on(spec.source.node) + " moving " + std::to_string(p.run.length) +
-                              " bytes to " + std::to_string(spec.targets.size()) + " target" +
-                              (spec.targets.size() == 1 ? "" : "s") +
-                              (resumed > 0 ? ", resuming after " + std::to_string(resumed) +
-                                                 " bytes earlier attempts left in place (verified again)"
-                                           : "");
+  const std::size_t done = spec.targets.size() - sending.size();
+  const std::string message =
+      "attempt " + std::to_string(p.run.attempt) + ": transfer " + started->id + on(spec.source.node) +
+      " moving " + std::to_string(p.run.length) + " bytes to " + std::to_string(sending.size()) + " target" +
+      (sending.size() == 1 ? "" : "s") +
+      (done > 0 ? " (" + std::to_string(done) + " landed in an earlier attempt)" : "") +
+      (resumed > 0 ? ", resuming after " + std::to_string(resumed) +
+                         " bytes earlier attempts left in place (verified again)"
+                   : "");
   set_condition(p.status, "Running", true, "TransferStarted", message, p.now, p.generation);
   track(p, *started);
   store_.record_event(p.key, "Normal", "Started", message);
@@ -143,6 +184,14 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
                                  {"attempt", std::to_string(p.run.attempt)},
                                  {"bytes", std::to_string(p.run.length)}});
   return std::nullopt;
+}
+
+std::vector<std::uint32_t> Reconciler::targets_to_send(const Pass& p) {
+  std::vector<std::uint32_t> out;
+  for (std::uint32_t i = 0; i < p.spec().targets.size(); ++i) {
+    if (!p.run.target_landed(i)) out.push_back(i);
+  }
+  return out;
 }
 
 // A file source is read as it goes out (the pipeline of docs/pipelines.md) unless a target is CUDA memory,
@@ -237,79 +286,114 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
 
 std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
   const std::uint64_t length = p.run.length;
-  for (const auto& t : p.spec().targets) {
+  const auto& targets = p.spec().targets;
+  auto what = [&](const TargetSpec& t) { return "target region \"" + t.region + "\"" + on(t.node); };
+  auto check_size = [&](const TargetSpec& t, const RegionInfo& r) -> std::optional<AttemptError> {
+    if (r.bytes >= length) return std::nullopt;
+    return AttemptError{reason::kSizeMismatch, what(t) + " has " + std::to_string(r.bytes) +
+                                                   " bytes, fewer than the source's " +
+                                                   std::to_string(length)};
+  };
+  // First what exists and what to create; the regions to create are recorded before any is created.
+  struct ToCreate {
+    std::size_t target;
+    bool ours;  // recorded by an earlier pass: an AlreadyExists is ours
+  };
+  std::vector<ToCreate> to_create;
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
     if (t.region.empty()) continue;  // a file target: its grant brings a ring
-    const std::string what = "target region \"" + t.region + "\"" + on(t.node);
-    auto check_size = [&](const RegionInfo& r) -> std::optional<AttemptError> {
-      if (r.bytes >= length) return std::nullopt;
-      return AttemptError{reason::kSizeMismatch, what + " has " + std::to_string(r.bytes) +
-                                                     " bytes, fewer than the source's " +
-                                                     std::to_string(length)};
-    };
     if (!t.create) {
       auto r = agents_.get_region(t.node, t.region);
       if (!r && r.error().code == ErrorCode::NotFound) {
         return AttemptError{reason::kRegionNotFound,
-                            what + " does not exist; add create: {bytes: N} to allocate it"};
+                            what(t) + " does not exist; add create: {bytes: N} to allocate it"};
       }
-      if (!r) return AttemptError{reason_for(r.error()), "looking up " + what + ": " + r.error().message};
-      if (auto e = check_size(*r)) return e;
+      if (!r) return AttemptError{reason_for(r.error()), "looking up " + what(t) + ": " + r.error().message};
+      if (auto e = check_size(t, *r)) return e;
       continue;
     }
     if (t.create->bytes < length) {
-      return AttemptError{reason::kSizeMismatch, what + ": create.bytes " + std::to_string(t.create->bytes) +
-                                                     " is smaller than the source's " +
-                                                     std::to_string(length) + " bytes"};
+      return AttemptError{reason::kSizeMismatch,
+                          what(t) + ": create.bytes " + std::to_string(t.create->bytes) +
+                              " is smaller than the source's " + std::to_string(length) + " bytes"};
     }
     const bool ours = p.run.created_region(t.node, t.region);
     if (ours) {
       auto r = agents_.get_region(t.node, t.region);
       if (r) {
-        if (auto e = check_size(*r)) return e;
+        if (auto e = check_size(t, *r)) return e;
         continue;
       }
       if (r.error().code != ErrorCode::NotFound) {
-        return AttemptError{reason_for(r.error()), "looking up " + what + ": " + r.error().message};
+        return AttemptError{reason_for(r.error()), "looking up " + what(t) + ": " + r.error().message};
       }
     } else {
       p.run.created.push_back({t.node, t.region});
-      if (!save_run(p)) return std::nullopt;
     }
-    auto r = agents_.create_region(t.node, t.region, t.create->bytes, t.create->memory);
-    if (!r && r.error().code == ErrorCode::AlreadyExists) {
-      if (ours) continue;  // created by us a moment ago, by a racing pass
+    // A region created now holds none of the bytes an earlier attempt landed (its agent restarted).
+    if (p.run.target_landed(i)) p.run.landed[i] = false;
+    to_create.push_back({i, ours});
+  }
+  if (to_create.empty() || !save_run(p)) return std::nullopt;
+
+  // Then every region at once: an agent answers as soon as the region exists (its pages fault in behind),
+  // so N targets cost one round trip, not N.
+  auto created = in_parallel<Result<RegionInfo>>(to_create.size(), [&](std::size_t j) {
+    const auto& t = targets[to_create[j].target];
+    return agents_.create_region(t.node, t.region, t.create->bytes, t.create->memory);
+  });
+  std::optional<AttemptError> error;
+  for (std::size_t j = 0; j < to_create.size(); ++j) {
+    const auto& t = targets[to_create[j].target];
+    auto& r = created[j];
+    if (r || (r.error().code == ErrorCode::AlreadyExists && to_create[j].ours))
+      continue;  // ours, by a racing pass
+    if (r.error().code == ErrorCode::AlreadyExists) {
+      // Someone else's: never ours to delete.
       std::erase(p.run.created, NodeRef{t.node, t.region});
-      if (!save_run(p)) return std::nullopt;
-      return AttemptError{reason::kRegionAlreadyExists,
-                          what + " already exists; delete it, or leave out create to write into it"};
+      if (!error) {
+        error = AttemptError{reason::kRegionAlreadyExists,
+                             what(t) + " already exists; delete it, or leave out create to write into it"};
+      }
+      continue;
     }
-    if (!r && r.error().code == ErrorCode::ResourceExhausted) {
+    if (error) continue;
+    if (r.error().code == ErrorCode::ResourceExhausted) {
       // Over what is free now may fit after a retry; over the agent's whole cap never will.
       const auto info = agents_.node_info(t.node);
       const json memory = info && info->is_object() ? info->value("memory", json::object()) : json::object();
       const std::uint64_t cap = memory.is_object() ? memory.value("cap", std::uint64_t{0}) : 0;
       if (cap > 0 && t.create->bytes > cap) {
-        return AttemptError{
-            reason::kInsufficientMemory,
-            what + ": create.bytes " + std::to_string(t.create->bytes) +
-                " is more than the agent's whole memory cap of " + std::to_string(cap) +
-                " bytes, so retrying cannot help; raise its --memory-cap or choose another node",
-            /*permanent=*/true};
+        error =
+            AttemptError{reason::kInsufficientMemory,
+                         what(t) + ": create.bytes " + std::to_string(t.create->bytes) +
+                             " is more than the agent's whole memory cap of " + std::to_string(cap) +
+                             " bytes, so retrying cannot help; raise its --memory-cap or choose another node",
+                         /*permanent=*/true};
+        continue;
       }
     }
-    if (!r) return AttemptError{reason_for(r.error()), "creating " + what + " failed: " + r.error().message};
+    error = AttemptError{reason_for(r.error()), "creating " + what(t) + " failed: " + r.error().message};
   }
-  return std::nullopt;
+  if (!save_run(p)) return std::nullopt;
+  return error;
 }
 
 std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
   const auto& spec = p.spec();
   const std::string wanted =
       spec.transport == TransportType::Auto ? "" : std::string(to_string(spec.transport));
-  p.run.transports.assign(spec.targets.size(), "");
-  p.run.saved_as_landed.assign(spec.targets.size(), false);
+  // A target that landed in an earlier attempt keeps what that attempt recorded of it.
+  p.run.transports.resize(spec.targets.size(), "");
+  p.run.saved_as_landed.resize(spec.targets.size(), false);
   p.grants_taken.clear();
-  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+
+  // What to ask each target's agent for, decided here; the asks then go to every target at once (a
+  // registration may take a while on a real NIC, and a Fanout should not wait for them one by one).
+  const std::vector<std::uint32_t> sending = targets_to_send(p);
+  std::vector<GrantAsk> asks;
+  for (const std::uint32_t i : sending) {
     const auto& t = spec.targets[i];
     GrantAsk ask{.region = t.region,
                  .length = p.run.length,
@@ -334,41 +418,66 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
                             /*permanent=*/true};
       }
     }
-    auto take = [&](const std::string& provider) {
+    asks.push_back(std::move(ask));
+  }
+
+  struct Taken {
+    Result<GrantInfo> grant;
+    bool no_transport = false;  // the wanted transport is not there (and no fallback took its place)
+  };
+  auto take = [&](std::size_t j) {
+    const auto& t = spec.targets[sending[j]];
+    GrantAsk ask = asks[j];
+    auto with = [&](const std::string& provider) {
       ask.provider = provider;
       return agents_.grant(t.node, ask);
     };
-    auto g = take(wanted);
-    const bool no_transport =
-        !g && (g.error().code == ErrorCode::Unavailable || g.error().code == ErrorCode::Unsupported ||
-               g.error().code == ErrorCode::InvalidArgument);
-    if (no_transport && spec.allow_fallback && !wanted.empty()) {
+    Taken out{with(wanted)};
+    out.no_transport = !out.grant && (out.grant.error().code == ErrorCode::Unavailable ||
+                                      out.grant.error().code == ErrorCode::Unsupported ||
+                                      out.grant.error().code == ErrorCode::InvalidArgument);
+    if (out.no_transport && spec.allow_fallback && !wanted.empty()) {
       // allowFallback: the agent's primary transport, then tcp, which every agent has.
-      log::warn("transport unavailable, falling back",
-                {{"job", p.job_name()}, {"node", t.node}, {"wanted", wanted}, {"error", g.error().message}});
-      g = take("");
-      if (!g) g = take("tcp");
+      log::warn("transport unavailable, falling back", {{"job", p.job_name()},
+                                                        {"node", t.node},
+                                                        {"wanted", wanted},
+                                                        {"error", out.grant.error().message}});
+      out.grant = with("");
+      if (!out.grant) out.grant = with("tcp");
     }
-    if (!g) {
-      if (no_transport && !wanted.empty()) {
-        return AttemptError{
-            reason::kTransportUnavailable,
-            "node \"" + t.node + "\" cannot use transport " + wanted + ": " + g.error().message +
-                (spec.allow_fallback ? "" : "; set transport.allowFallback: true to fall back")};
-      }
-      const std::string what =
-          t.region.empty() ? "a ring for file \"" + t.file + "\"" : "target region \"" + t.region + "\"";
-      return AttemptError{
-          g.error().code == ErrorCode::NotFound ? reason::kRegionNotFound : reason_for(g.error()),
-          "granting access to " + what + on(t.node) + " failed: " + g.error().message};
+    return out;
+  };
+  std::vector<Taken> taken = in_parallel<Taken>(sending.size(), take);
+
+  // Every grant an agent handed out is recorded (and so revoked by the next release), whatever failed.
+  std::optional<AttemptError> error;
+  for (std::size_t j = 0; j < sending.size(); ++j) {
+    const std::size_t i = sending[j];
+    const auto& t = spec.targets[i];
+    auto& g = taken[j].grant;
+    if (g) {
+      p.run.grants.push_back({t.node, g->id});
+      p.run.transports[i] = transport_name(g->provider);
+      p.run.saved_as_landed[i] = !g->save_file().empty();
+      p.grants_taken.push_back(*g);
+      continue;
     }
-    p.run.grants.push_back({t.node, g->id});
-    p.run.transports[i] = transport_name(g->provider);
-    p.run.saved_as_landed[i] = !g->save_file().empty();
-    p.grants_taken.push_back(*g);
-    if (!save_run(p)) return std::nullopt;
+    if (error) continue;
+    if (taken[j].no_transport && !wanted.empty()) {
+      error =
+          AttemptError{reason::kTransportUnavailable,
+                       "node \"" + t.node + "\" cannot use transport " + wanted + ": " + g.error().message +
+                           (spec.allow_fallback ? "" : "; set transport.allowFallback: true to fall back")};
+      continue;
+    }
+    const std::string what =
+        t.region.empty() ? "a ring for file \"" + t.file + "\"" : "target region \"" + t.region + "\"";
+    error =
+        AttemptError{g.error().code == ErrorCode::NotFound ? reason::kRegionNotFound : reason_for(g.error()),
+                     "granting access to " + what + on(t.node) + " failed: " + g.error().message};
   }
-  return std::nullopt;
+  if (!save_run(p)) return std::nullopt;
+  return error;
 }
 
 std::optional<Reconciler::AttemptError> Reconciler::save_files(Pass& p) {

@@ -129,7 +129,32 @@ void Reconciler::complete(Pass& p, const TransferInfo& t) {
   log::info("job succeeded", {{"job", p.job_name()}, {"detail", condition_message}});
 }
 
-void Reconciler::fail(Pass& p, const std::string& r, const std::string& message) {
+void Reconciler::note_landed(Pass& p) {
+  if (p.seen.kind != Observation::Kind::Answered) return;
+  const auto& targets = p.seen.transfer.targets;  // widened: in spec order
+  p.run.landed.resize(p.spec().targets.size(), false);
+  for (std::size_t i = 0; i < targets.size() && i < p.run.landed.size(); ++i) {
+    if (targets[i].state == "Succeeded") p.run.landed[i] = true;
+  }
+}
+
+void Reconciler::fail(Pass& p, const std::string& r, const std::string& message_in) {
+  std::string message = message_in;
+  if (p.view.spec) {
+    if (p.seen.kind == Observation::Kind::Answered) track(p, p.seen.transfer);
+    note_landed(p);
+    // A Fanout that reached some targets says which: their bytes (and the regions the job created for
+    // them) stay.
+    const auto& targets = p.spec().targets;
+    std::string landed, failed;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      std::string& list = p.run.target_landed(i) ? landed : failed;
+      list += (list.empty() ? "" : ", ") + targets[i].node + "/" +
+              (targets[i].region.empty() ? targets[i].file : targets[i].region);
+    }
+    if (targets.size() > 1 && !landed.empty())
+      message += "; targets with every byte: " + landed + "; failed: " + failed;
+  }
   release(p, /*drop_source=*/true);
   drop_created_targets(p);
   p.status["phase"] = phase::kFailed;
@@ -142,8 +167,13 @@ void Reconciler::fail(Pass& p, const std::string& r, const std::string& message)
     set_condition(p.status, "Running", false, r, "the job failed", p.now, p.generation);
   }
   if (p.status.contains("targets") && p.status["targets"].is_array()) {
-    for (auto& entry : p.status["targets"]) {
-      if (entry.value("state", "") == "Succeeded") continue;
+    for (std::size_t i = 0; i < p.status["targets"].size(); ++i) {
+      auto& entry = p.status["targets"][i];
+      if (entry.value("state", "") == "Succeeded" || p.run.target_landed(i)) {
+        entry["state"] = "Succeeded";
+        entry.erase("lastError");
+        continue;
+      }
       entry["state"] = "Failed";
       entry["lastError"] = (r + ": " + message).substr(0, 4096);
     }
@@ -162,6 +192,7 @@ void Reconciler::retry(Pass& p, const Step& step) {
       p.run.resume[i] = std::max(p.run.resume[i], std::min(p.memory.committed[i], p.run.length));
     }
   }
+  note_landed(p);
   release(p, /*drop_source=*/false);
   const std::uint32_t retries = p.view.retries + 1;
   const auto delay = step.wait.value_or(backoff_delay(p.view.retries));
@@ -174,8 +205,10 @@ void Reconciler::retry(Pass& p, const Step& step) {
                               std::to_string(p.spec().backoff_limit) + " in " + seconds_text(delay);
   set_condition(p.status, "Running", true, "Retrying", message, p.now, p.generation);
   if (p.status.contains("targets") && p.status["targets"].is_array()) {
-    for (auto& entry : p.status["targets"])
-      entry["lastError"] = (step.reason + ": " + step.message).substr(0, 4096);
+    for (std::size_t i = 0; i < p.status["targets"].size(); ++i) {
+      if (p.run.target_landed(i)) continue;  // has every byte: the failure was another target's
+      p.status["targets"][i]["lastError"] = (step.reason + ": " + step.message).substr(0, 4096);
+    }
   }
   store_.record_event(p.key, "Warning", "Retrying", message);
   log::warn("attempt failed, retrying", {{"job", p.job_name()},
@@ -222,10 +255,24 @@ void Reconciler::release(Pass& p, bool drop_source) {
 
 void Reconciler::drop_created_targets(Pass& p) {
   // Only what this job created: a region that existed before the job is the user's, whatever happened.
-  for (const auto& region : p.run.created) delete_region_when_free(p, region);
-  if (!p.run.created.empty()) {
+  // A target that got every byte keeps its region.
+  auto landed = [&](const NodeRef& region) {
+    if (!p.view.spec) return false;
+    const auto& targets = p.spec().targets;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i].node == region.node && targets[i].region == region.name) return p.run.target_landed(i);
+    }
+    return false;
+  };
+  std::size_t dropped = 0;
+  for (const auto& region : p.run.created) {
+    if (landed(region)) continue;
+    delete_region_when_free(p, region);
+    ++dropped;
+  }
+  if (dropped > 0) {
     log::info("deleted the target regions the job created",
-              {{"job", p.job_name()}, {"regions", std::to_string(p.run.created.size())}});
+              {{"job", p.job_name()}, {"regions", std::to_string(dropped)}});
   }
   p.run.created.clear();
 }

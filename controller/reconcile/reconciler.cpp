@@ -39,6 +39,28 @@ bool has_finalizer(const json& job) {
   return false;
 }
 
+// The agent's transfer names only the targets this attempt sent to (run.sent, in its order); the job speaks
+// of every target, and one that landed in an earlier attempt has every byte.
+void widen(TransferInfo& t, const RunState& run, std::size_t targets) {
+  if (run.sent.empty() && run.landed.empty()) return;
+  std::vector<TransferInfo::Target> all(targets);
+  for (std::size_t j = 0; j < t.targets.size(); ++j) {
+    const std::size_t i = run.sent.empty() ? j : j < run.sent.size() ? run.sent[j] : targets;
+    if (i < targets) all[i] = std::move(t.targets[j]);
+  }
+  for (std::size_t i = 0; i < targets; ++i) {
+    if (!run.target_landed(i)) continue;
+    all[i] = TransferInfo::Target{.state = "Succeeded",
+                                  .bytes_done = run.length,
+                                  .last_error = "",
+                                  .committed_bytes = run.length,
+                                  .staged = false};
+    t.bytes_done += run.length;
+    t.bytes_total += run.length;
+  }
+  t.targets = std::move(all);
+}
+
 std::optional<TimePoint> time_field(const json& status, const char* key) {
   if (!status.contains(key) || !status[key].is_string()) return std::nullopt;
   return parse_rfc3339(status[key].get<std::string>());
@@ -123,6 +145,7 @@ Observation Reconciler::observe(Pass& p) {
     p.memory.unreachable_since.reset();
     o.kind = Observation::Kind::Answered;
     o.transfer = std::move(*r);
+    widen(o.transfer, p.run, p.spec().targets.size());
     return o;
   }
   if (r.error().code == ErrorCode::NotFound && agents_.url(t.node)) {

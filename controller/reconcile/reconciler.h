@@ -63,6 +63,10 @@ class Reconciler {
   std::optional<AttemptError> prepare_source(Pass& p);
   std::optional<AttemptError> prepare_targets(Pass& p);
   std::optional<AttemptError> take_grants(Pass& p);
+  // The targets this attempt sends to: all but those that landed in an earlier one.
+  static std::vector<std::uint32_t> targets_to_send(const Pass& p);
+  // Targets the agent said Succeeded in the attempt that just ended count as landed (run.landed).
+  void note_landed(Pass& p);
   std::optional<AttemptError> save_files(Pass& p);
   void track(Pass& p, const TransferInfo& t);
   void complete(Pass& p, const TransferInfo& t);

@@ -56,6 +56,15 @@ RunState RunState::from_job(const json& job) {
     for (const auto& r : j["resume"])
       run.resume.push_back(r.is_number_unsigned() ? r.get<std::uint64_t>() : 0);
   }
+  if (j.contains("landed") && j["landed"].is_array()) {
+    for (const auto& t : j["landed"]) run.landed.push_back(t.is_boolean() && t.get<bool>());
+  }
+  if (j.contains("sent") && j["sent"].is_array()) {
+    for (const auto& t : j["sent"]) {
+      if (t.is_number_unsigned() && t.get<std::uint64_t>() <= UINT32_MAX)
+        run.sent.push_back(t.get<std::uint32_t>());
+    }
+  }
   if (j.contains("notBefore") && j["notBefore"].is_string())
     run.not_before = parse_rfc3339(j["notBefore"].get<std::string>());
   return run;
@@ -83,6 +92,8 @@ json RunState::to_json() const {
   if (std::find(saved_as_landed.begin(), saved_as_landed.end(), true) != saved_as_landed.end())
     j["savedAsLanded"] = saved_as_landed;
   if (!resume.empty()) j["resume"] = resume;
+  if (std::find(landed.begin(), landed.end(), true) != landed.end()) j["landed"] = landed;
+  if (!sent.empty()) j["sent"] = sent;
   if (not_before) j["notBefore"] = format_rfc3339(*not_before, TimePrecision::Millis);
   return j;
 }

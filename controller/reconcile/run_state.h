@@ -40,6 +40,11 @@ struct RunState {
   // Per target, the bytes earlier attempts left in place (their committedBytes): where the next attempt
   // resumes. Only used with verify: crc32c, which checks the whole range whatever the claim.
   std::vector<std::uint64_t> resume;
+  // Per target: every byte landed in an earlier attempt (its agent said the target Succeeded), so later
+  // attempts leave it out and a failed job keeps its region (a Fanout's living targets stay done).
+  std::vector<bool> landed;
+  // The targets (spec indices) of the current attempt's transfer, in its order; empty means all of them.
+  std::vector<std::uint32_t> sent;
   // Grants of earlier attempts whose revoke failed (their node did not answer): revoked again by every
   // later release and before the next attempt, so a key does not outlive its transfer by the grant TTL.
   std::vector<NodeRef> unrevoked;
@@ -50,6 +55,7 @@ struct RunState {
   bool operator==(const RunState&) const = default;
 
   bool created_region(const std::string& node, const std::string& region) const;
+  bool target_landed(std::size_t target) const { return target < landed.size() && landed[target]; }
 };
 
 }  // namespace conduit::controller

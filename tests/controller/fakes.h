@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -159,6 +160,7 @@ class FakeAgents : public AgentApi {
   }
   Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
                                    const std::string& memory) override {
+    std::lock_guard lock(mu_);  // the reconciler creates a job's target regions at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
@@ -197,6 +199,7 @@ class FakeAgents : public AgentApi {
     return file_bytes;
   }
   Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override {
+    std::lock_guard lock(mu_);  // ... and takes their grants at once
     if (auto e = reach(node)) return *e;
     if (!ask.region.empty() && nodes[node].regions.count(ask.region) == 0)
       return make_error(ErrorCode::NotFound, "NotFound: region");
@@ -264,6 +267,7 @@ class FakeAgents : public AgentApi {
       return make_error(ErrorCode::PeerUnreachable, "agent on " + node + " did not answer");
     return std::nullopt;
   }
+  std::mutex mu_;
 };
 
 }  // namespace conduit::controller::testing

@@ -314,9 +314,88 @@ TEST_F(ReconcilerTest, ARetryResumesWhereTheFailedAttemptLeftOff) {
   reconcile("ckpt");
   ASSERT_EQ(agents.starts, 2);
   const auto& again = agents.requests.at("t-2").targets;
-  EXPECT_EQ(again.at(0).resume_offset, 64 * MiB) << "node-b is only verified again";
-  EXPECT_EQ(again.at(1).resume_offset, 24 * MiB) << "node-c resumes at what had landed, not at bytesDone";
-  EXPECT_NE(condition("ckpt", "Running")["message"].get<std::string>().find("resuming"), std::string::npos);
+  ASSERT_EQ(again.size(), 1U) << "node-b has every byte: the retry leaves it out";
+  EXPECT_EQ(again.at(0).url, "http://node-c:7070");
+  EXPECT_EQ(again.at(0).resume_offset, 24 * MiB) << "node-c resumes at what had landed, not at bytesDone";
+  EXPECT_EQ(agents.live_grants(), 1U) << "a grant for node-c only";
+  const std::string running = condition("ckpt", "Running")["message"];
+  EXPECT_NE(running.find("resuming"), std::string::npos) << running;
+  EXPECT_NE(running.find("1 landed in an earlier attempt"), std::string::npos) << running;
+  // The status speaks of both targets, in the spec's order, while the agent's transfer has only node-c.
+  clock.advance(1s);
+  agents.progress(40 * MiB);
+  reconcile("ckpt");
+  EXPECT_EQ(status("ckpt")["targets"][0]["state"], "Succeeded");
+  EXPECT_EQ(status("ckpt")["targets"][0]["bytes"], 64 * MiB);
+  EXPECT_EQ(status("ckpt")["targets"][1]["state"], "Running");
+  EXPECT_EQ(status("ckpt")["targets"][1]["node"], "node-c");
+  agents.finish("Succeeded");
+  reconcile("ckpt");
+  EXPECT_EQ(phase("ckpt"), "Succeeded");
+  EXPECT_EQ(status("ckpt")["bytesTransferred"], 128 * MiB);
+}
+
+TEST_F(ReconcilerTest, AFanoutThatGivesUpSaysWhichTargetsHaveEveryByteAndKeepsTheirRegions) {
+  store.put(
+      job("ckpt", {{"strategy", "Fanout"},
+                   {"backoffLimit", 0},
+                   {"targets",
+                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
+                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("ckpt");
+  agents.last().targets[0] = {"Failed", 8 * MiB, "peer gone", 8 * MiB};
+  agents.last().targets[1] = {"Succeeded", 64 * MiB, "", 64 * MiB};
+  agents.finish("Failed", "PeerUnreachable", "1 of 2 targets failed; first: node-b went away");
+  agents.last().targets[0].state = "Failed";
+  agents.last().targets[1].state = "Succeeded";
+  reconcile("ckpt");
+  ASSERT_EQ(phase("ckpt"), "Failed");
+  const std::string message = condition("ckpt", "Failed")["message"];
+  EXPECT_NE(message.find("targets with every byte: node-c/weights; failed: node-b/weights"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(status("ckpt")["targets"][0]["state"], "Failed");
+  EXPECT_EQ(status("ckpt")["targets"][1]["state"], "Succeeded");
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 0U) << "partial bytes are not left behind";
+  EXPECT_EQ(agents.nodes["node-c"].regions.count("weights"), 1U) << "a target with every byte keeps them";
+  EXPECT_EQ(agents.live_grants(), 0U);
+}
+
+TEST_F(ReconcilerTest, ALandedTargetWhoseRegionIsGoneIsSentAgain) {
+  store.put(
+      job("ckpt", {{"strategy", "Fanout"},
+                   {"targets",
+                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
+                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("ckpt");
+  agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
+  agents.finish("Failed", "PeerUnreachable", "node-c went away");
+  agents.last().targets[0].state = "Succeeded";
+  reconcile("ckpt");
+  agents.nodes["node-b"].regions.erase("weights");  // node-b's agent restarted: its region is gone
+  clock.advance(1100ms);
+  reconcile("ckpt");
+  ASSERT_EQ(agents.starts, 2);
+  EXPECT_EQ(agents.requests.at("t-2").targets.size(), 2U) << "node-b's new region holds none of the bytes";
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("weights"), 1U);
+}
+
+TEST_F(ReconcilerTest, ANewSourceLengthForgetsWhatEarlierAttemptsLanded) {
+  store.put(
+      job("ckpt", {{"strategy", "Fanout"},
+                   {"targets",
+                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
+                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("ckpt");
+  agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
+  agents.finish("Failed", "PeerUnreachable", "node-c went away");
+  agents.last().targets[0].state = "Succeeded";
+  reconcile("ckpt");
+  agents.file_bytes = 32 * MiB;  // the source file was replaced by a shorter one
+  clock.advance(1100ms);
+  reconcile("ckpt");
+  ASSERT_EQ(agents.starts, 2);
+  EXPECT_EQ(agents.requests.at("t-2").targets.size(), 2U) << "node-b's bytes were another source's";
 }
 
 TEST_F(ReconcilerTest, WithoutVerifyARetryStartsFromZero) {

@@ -109,3 +109,55 @@ def test_a_source_file_that_shrinks_fails_the_job(pipeline: tuple[Agent, Agent, 
     failed = ctl.condition("shrink", "Failed") or {}
     assert failed.get("reason") == "SourceFileChanged", failed
     assert not (work / "node-b" / "copy.bin").exists()
+
+
+def test_fanout_every_target_in_flight_at_once_arrives_byte_identical(
+        agents: Any, local_controller: Callable[..., LocalController], work: Path,
+        report: Callable[[str], None]) -> None:
+    """Fanout to 2, 3 and 4 targets, verify none and crc32c, regions and file targets (rings) mixed, from a file
+    and from a region: every target compared with cmp. One 4-target job at 16 MiB/s per target is watched on
+    the source agent until every target is part-way at the same moment: the targets are in flight at once,
+    not one after another."""
+    nodes = ["node-b", "node-c", "node-d", "node-e"]
+    a = agents.start("node-a", "--memory-cap", "512MiB")
+    targets = {n: agents.start(n, "--memory-cap", "512MiB", "--pipeline-bytes", "8MiB") for n in nodes}
+    src = random_file(work / "node-a" / "src.bin", size=SIZE)
+    a.post("/v1/regions", {"name": "src", "file": "src.bin", "mode": "load"})
+    ctl = local_controller()
+
+    def fanout(name: str, n: int, verify: str, source: dict[str, Any], **spec: Any) -> None:
+        # Even targets into new regions, odd ones straight into files.
+        ts = [{"node": node, "region": name, "create": {"bytes": SIZE}} if i % 2 == 0 else
+              {"node": node, "file": f"out/{name}.bin"} for i, node in enumerate(nodes[:n])]
+        ctl.apply(transfer_job(name, {"source": {"node": "node-a", **source}, "targets": ts, "strategy": "Fanout",
+                                      "transport": {"type": "tcp"}, "verify": verify, "backoffLimit": 1, **spec}))
+
+    fanout("watched", 4, "crc32c", {"region": "src"}, maxBytesPerSecond=16 * MiB)
+
+    def all_part_way() -> list[int] | None:
+        t = a.newest_transfer()
+        done = [int(x.get("bytesDone") or 0) for x in t.get("targets") or []]
+        return done if len(done) == 4 and all(0 < d < SIZE for d in done) else None
+
+    seen = wait_for(all_part_way, 30, "all 4 targets part-way at the same moment",
+                    interval=0.05, detail=lambda: a.newest_transfer().get("targets"))
+    jobs = ["watched"]
+    for n in (2, 3, 4):
+        for verify in ("none", "crc32c"):
+            name = f"fan{n}-{verify.replace('32', '')}"
+            fanout(name, n, verify, {"file": "src.bin"} if n != 3 else {"region": "src"})
+            jobs.append(name)
+    for j in jobs:
+        wait_for(lambda j=j: ctl.finished(j), 120, f"job {j} finishing")
+        assert_succeeded(ctl, j, "job")
+        states = [t.get("state") for t in ctl.status(j).get("targets") or []]
+        assert set(states) == {"Succeeded"}, f"{j}: target states {states}"
+    for j in jobs:
+        n = len(ctl.status(j).get("targets") or [])
+        for i, node in enumerate(nodes[:n]):
+            if i % 2 == 0:
+                targets[node].save_and_compare(j, src)
+            else:
+                cmp(src, work / node / "out" / f"{j}.bin")
+    report(f"the 4 targets of 'watched' at once, bytes done: {seen}")
+    report(f"{len(jobs)} Fanout jobs (2, 3, 4 targets; none and crc32c; file and region sources) byte-identical")
