@@ -85,14 +85,16 @@ class LeaderOnlyStore : public ObjectStore {
 // replica may have moved the jobs on.
 class Acting {
  public:
-  Acting(ObjectStore& store, AgentApi& agents, ControlLoopOptions options)
-      : store_(store), agents_(agents), options_(std::move(options)) {}
+  Acting(ObjectStore& store, AgentApi& agents, ControlLoopOptions options, std::function<bool()> leading)
+      : store_(store), agents_(agents), options_(std::move(options)), leading_(std::move(leading)) {}
   ~Acting() { stop(); }
 
   void start() {
     std::lock_guard lock(mu_);
     if (controller_) return;
-    reconciler_ = std::make_unique<Reconciler>(store_, agents_);
+    ReconcilerOptions reconciler_options;
+    reconciler_options.may_act = leading_;
+    reconciler_ = std::make_unique<Reconciler>(store_, agents_, system_clock(), reconciler_options);
     controller_ = std::make_unique<ControlLoop>(store_, *reconciler_, options_);
     controller_->start();
     active_ = true;
@@ -118,6 +120,7 @@ class Acting {
   ObjectStore& store_;
   AgentApi& agents_;
   ControlLoopOptions options_;
+  std::function<bool()> leading_;
   std::mutex mu_;
   std::unique_ptr<Reconciler> reconciler_;
   std::unique_ptr<ControlLoop> controller_;
@@ -203,10 +206,11 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   HttpAgentApi agents(directory, agent_options);
   // Set once leader election has started; until then, and without --leader-elect, we may always act.
   std::atomic<kube::LeaderElector*> leader{nullptr};
-  LeaderOnlyStore acting_store(store, [&leader] {
+  const auto leading = [&leader] {
     const kube::LeaderElector* elector = leader.load();
     return elector == nullptr || elector->is_leader();
-  });
+  };
+  LeaderOnlyStore acting_store(store, leading);
   // Reconciles report into the metrics through this pointer; the one path out after the controller starts
   // stops it explicitly before the metrics go away.
   std::atomic<bool> ready{false};
@@ -215,7 +219,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   controller_options.on_reconciled = [&metrics_sink](double seconds, const char* error) {
     if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
   };
-  Acting acting(acting_store, agents, controller_options);
+  Acting acting(acting_store, agents, controller_options, leading);
   MetricsServer metrics(
       ready,
       [&acting, &leader] {

@@ -113,6 +113,10 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key, Error* e
     const bool look = p.run.transfer && !p.view.deleting && !is_terminal_phase(p.view.phase) && p.view.spec &&
                       !p.spec().suspend;
     p.seen = look ? observe(p) : Observation{};
+    if (options_.may_act && !options_.may_act()) {
+      if (error != nullptr) *error = Error::StoreRead;
+      return 1s;
+    }
     const Step step =
         decide(p.view, p.run, p.seen, p.now, {options_.poll_interval, options_.unreachable_grace});
     log::debug("step",

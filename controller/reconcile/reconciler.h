@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,10 @@ struct ReconcilerOptions {
   std::chrono::milliseconds unreachable_grace{std::chrono::seconds(10)};
   // Grants outlive a controller that dies for good by at most this; a transfer longer than it restarts.
   std::uint32_t grant_ttl_seconds = 86400;
+  // Asked before every step; false stops the reconcile there (as a read refused by the store). With leader
+  // election, a reconcile under way when the replica froze must not act on agents after it thaws: its store
+  // writes are refused anyway, but a step may call an agent before it writes.
+  std::function<bool()> may_act;
 };
 
 class Reconciler {
