@@ -45,6 +45,11 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
     : registry_(std::make_shared<prometheus::Registry>()),
       bytes_(counter(*registry_, "conduit_agent_transfer_bytes_total",
                      "Bytes moved by transfers this agent ran, by transport and direction.")),
+      forwarded_(
+          counter(*registry_, "conduit_agent_forwarded_bytes_total",
+                  "Bytes this agent forwarded as a Chain hop: what landed in its region, written on to "
+                  "the next hop.")
+              .Add({})),
       transfers_(counter(*registry_, "conduit_agent_transfers_total", "Transfers finished, by result.")),
       duration_(histogram(*registry_, "conduit_agent_transfer_duration_seconds",
                           "Time from a transfer's start to its end.", exponential_buckets(0.01, 600, 13))),
@@ -85,6 +90,8 @@ void AgentMetrics::add_transport(const std::string& transport) {
 void AgentMetrics::add_bytes(const std::string& transport, const std::string& direction, double bytes) {
   bytes_.Add({{"transport", transport}, {"direction", direction}}).Increment(bytes);
 }
+
+void AgentMetrics::add_forwarded(double bytes) { forwarded_.Increment(bytes); }
 
 void AgentMetrics::transfer_finished(const std::string& result, double seconds) {
   transfers_.Add({{"result", result}}).Increment();

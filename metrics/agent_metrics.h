@@ -22,6 +22,8 @@ class AgentMetrics {
   void add_transport(const std::string& transport);
   // transport: provider name ("tcp;ofi_rxm"); direction: "write" | "read"
   void add_bytes(const std::string& transport, const std::string& direction, double bytes);
+  // Bytes this agent wrote on as a Chain hop, from its own region to the next hop (source.followGrant).
+  void add_forwarded(double bytes);
   // result: "succeeded" | "failed" | "cancelled"
   void transfer_finished(const std::string& result, double seconds);
   // One segment (a batch of slices kept in flight, the unit of retry) reached its target in `seconds`.
@@ -40,6 +42,7 @@ class AgentMetrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& bytes_;
+  prometheus::Counter& forwarded_;
   prometheus::Family<prometheus::Counter>& transfers_;
   prometheus::Histogram& duration_;
   prometheus::Histogram& segment_;

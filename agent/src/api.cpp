@@ -454,6 +454,33 @@ Result<std::shared_ptr<Landing>> grant_landing(const AgentState& state, const st
   return (*grant)->landing;
 }
 
+// What a Chain hop forwards from: its own write grant on the source region, covering the range, whose
+// landing reports say how far the bytes have arrived. The transfer holds the grant's Landing, not the
+// grant, so revoking the grant still deregisters its key at once; the forwarder then sees it gone.
+Result<TransferRequest::Follow> follow_of(const AgentState& state, const TransferRequest& request) {
+  const std::string& id = request.follow_grant;
+  auto grant = state.grants.get(id);
+  if (!grant) return make_error(ErrorCode::NotFound, "source.followGrant: " + grant.error().message);
+  const Grant& g = **grant;
+  if (g.access != Access::RemoteWrite || !g.landing || g.landing->ring()) {
+    return make_error(ErrorCode::InvalidArgument, "source.followGrant: grant " + id +
+                                                      " is not a write grant of host memory that takes "
+                                                      "landing reports into a region");
+  }
+  if (g.region->name() != request.source_region || g.offset != 0 || request.offset != 0) {
+    return make_error(ErrorCode::InvalidArgument, "source.followGrant: grant " + id + " writes region \"" +
+                                                      g.region->name() + "\" from offset " +
+                                                      std::to_string(g.offset) + ", not source region \"" +
+                                                      request.source_region + "\" from offset 0");
+  }
+  if (request.length > g.length) {
+    return make_error(ErrorCode::InvalidArgument, "source.followGrant: grant " + id + " covers " +
+                                                      std::to_string(g.length) + " bytes, fewer than the " +
+                                                      std::to_string(request.length) + " to forward");
+  }
+  return TransferRequest::Follow{g.landing, [&grants = state.grants, id] { return grants.get(id).ok(); }};
+}
+
 // A file's size before a job plans its targets around it. A POST with the path in the body: a path of 1,024
 // bytes does not fit the request line's limit once percent-encoded.
 void install_file_route(Router& r, AgentState& state) {
@@ -579,6 +606,11 @@ void install_transfer_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto request = TransferRequest::from_json(*body);
     if (!request) return send_error(res, request.error());
+    if (!request->follow_grant.empty()) {
+      auto follow = follow_of(state, *request);
+      if (!follow) return send_error(res, follow.error());
+      request->follow = std::move(*follow);
+    }
     auto id = state.transfers.start(std::move(*request));
     if (!id) return send_error(res, id.error());
     res.set_header("Location", "/v1/transfers/" + *id);

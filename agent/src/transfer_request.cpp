@@ -92,14 +92,14 @@ std::string_view to_string(TransferState state) {
 Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (!body.is_object()) return make_error(ErrorCode::InvalidArgument, "the body must be a JSON object");
   JsonFields fields(body, "");
-  fields.only(
-      {"source", "targets", "op", "chunkBytes", "window", "verify", "deadlineSeconds", "maxBytesPerSecond"});
+  fields.only({"source", "targets", "op", "strategy", "chunkBytes", "window", "verify", "deadlineSeconds",
+               "maxBytesPerSecond"});
   TransferRequest r;
 
   const json* source = fields.object("source", Need::Required);
   if (!fields.ok()) return fields.status().error();
   JsonFields src(*source, "source");
-  src.only({"region", "file", "offset", "length"});
+  src.only({"region", "file", "offset", "length", "followGrant"});
   if (src.ok() && src.has("region") == src.has("file"))
     src.fail("region", "give exactly one of region or file");
   r.source_region = region_name(src, "region");
@@ -107,6 +107,9 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (src.ok() && r.source_region.empty() && r.source_file.empty()) src.fail("region", "must not be empty");
   r.offset = src.u64("offset").value_or(r.offset);
   r.length = src.u64("length").value_or(r.length);
+  r.follow_grant = src.string("followGrant").value_or("");
+  if (src.ok() && !r.follow_grant.empty() && (r.source_region.empty() || r.length == 0))
+    src.fail("followGrant", "forwards what lands in a region: give source.region and source.length");
   if (!src.ok()) return src.status().error();
 
   const json* targets = fields.array("targets", Need::Required);
@@ -132,6 +135,26 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   } else if (op != "write") {
     return bad("op", "must be \"write\" or \"read\", got \"" + op + "\"");
   }
+
+  const std::string strategy = fields.string("strategy").value_or("fanout");
+  if (!fields.ok()) return fields.status().error();
+  if (strategy == "chain") {
+    r.chain = true;
+    if (r.op != OpKind::Write) return bad("strategy", "a chain writes: op must be \"write\"");
+    // Each hop forwards from its region what landed there, told so by landing reports to its grant.
+    for (std::size_t i = 0; i < r.targets.size(); ++i) {
+      const auto& t = r.targets[i];
+      const std::string path = "targets[" + std::to_string(i) + "]";
+      if (t.url.empty() || t.grant_id.empty() || t.region.empty())
+        return bad(path, "a chain hop needs url, grantId and region: the next hop is fed from that region");
+      if (t.ring_bytes > 0 || t.offset != 0 || t.region_offset != 0)
+        return bad(path, "a chain hop takes the whole range into its region from offset 0 (no ring)");
+      if (t.grant.staged) return bad(path, "a chain hop's region must be host memory (the grant is staged)");
+    }
+  } else if (strategy != "fanout") {
+    return bad("strategy", "must be \"fanout\" or \"chain\", got \"" + strategy + "\"");
+  }
+  if (!r.follow_grant.empty() && r.op != OpKind::Write) return bad("source.followGrant", "forwarding writes");
 
   r.chunk_bytes = fields.u64("chunkBytes", Need::Optional, kMinChunk, kMaxChunk).value_or(r.chunk_bytes);
   r.window =

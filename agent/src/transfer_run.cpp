@@ -129,6 +129,7 @@ std::optional<Failure> TransferRun::watch(const run::Context& c, Transport& tran
       if (c.metrics != nullptr) {
         c.metrics->add_bytes(transport.capabilities().provider, direction,
                              static_cast<double>(s.bytes_done - done));
+        if (request.follow) c.metrics->add_forwarded(static_cast<double>(s.bytes_done - done));
       }
       done = s.bytes_done;
       last_move = now;
@@ -441,7 +442,9 @@ std::optional<Failure> TransferRun::run_target(const run::Context& c, std::size_
     status.targets[i].state = TransferState::Running;
   }
   std::optional<Failure> failure;
-  if (streams(i)) {
+  if (request.chain && i > 0) {
+    failure = forward(c, i);
+  } else if (streams(i)) {
     failure = stream(c, i);
   } else {
     const auto began = SteadyClock::now();

@@ -99,6 +99,11 @@ class TransferRun {
   // end. For a file source, and for a target that takes landing reports.
   bool streams(std::size_t target) const;
   std::optional<run::Failure> stream(const run::Context& c, std::size_t target);
+  using Follow = TransferRequest::Follow;
+  std::function<Status(std::uint64_t, const std::function<bool()>&)> follow_gate(const run::Context& c) const;
+  // Chain (transfer_chain.cpp): hop `target` (>= 1) fed by the nearest earlier hop that still answers,
+  // through a forwarding transfer started on that hop's agent; by this agent itself when none does.
+  std::optional<run::Failure> forward(const run::Context& c, std::size_t target);
   std::uint64_t stream_segment(const run::Context& c, std::size_t target) const;
   void add_stage(double StageSeconds::*stage, double seconds);
   // [begin, end) of the range to or from target `target`, in segments of at most `segment_bytes`.

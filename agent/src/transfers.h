@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "conduit/api/reasons.h"
 #include "conduit/transport.h"
 #include "regions.h"
+#include "stream/landing.h"
 #include "transport_set.h"
 
 namespace conduit::metrics {
@@ -63,6 +65,18 @@ struct TransferRequest {
   std::chrono::seconds deadline{0};  // 0 = none
   // 0 = unlimited. A cap so copying a checkpoint does not starve the training job's own traffic on the NIC.
   std::uint64_t max_bytes_per_second = 0;
+  // Chain (docs/broadcast.md): the targets are hops in order; this agent writes the first, and each later
+  // hop is fed by the nearest hop before it that still answers, which forwards what lands on it.
+  bool chain = false;
+  // A hop's forwarding transfer: the source region is being written through this grant of this agent, and
+  // each segment is read only once it has landed there (and been verified). Resolved by the API into
+  // `follow` before the transfer starts.
+  std::string follow_grant;
+  struct Follow {
+    std::shared_ptr<const Landing> landing;
+    std::function<bool()> granted;  // the grant still exists (not revoked or expired)
+  };
+  std::optional<Follow> follow;
 
   // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
   static Result<TransferRequest> from_json(const nlohmann::json& body);

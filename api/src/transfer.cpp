@@ -24,14 +24,17 @@ json TransferRequest::to_json() const {
   } else {
     source["file"] = source_file;
   }
-  return {{"source", std::move(source)},
-          {"targets", std::move(out_targets)},
-          {"op", op},
-          {"chunkBytes", chunk_bytes},
-          {"window", window},
-          {"verify", verify ? "crc32c" : "none"},
-          {"deadlineSeconds", deadline_seconds},
-          {"maxBytesPerSecond", max_bytes_per_second}};
+  if (!follow_grant.empty()) source["followGrant"] = follow_grant;
+  json body{{"source", std::move(source)},
+            {"targets", std::move(out_targets)},
+            {"op", op},
+            {"chunkBytes", chunk_bytes},
+            {"window", window},
+            {"verify", verify ? "crc32c" : "none"},
+            {"deadlineSeconds", deadline_seconds},
+            {"maxBytesPerSecond", max_bytes_per_second}};
+  if (chain) body["strategy"] = "chain";
+  return body;
 }
 
 namespace {

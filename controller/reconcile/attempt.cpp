@@ -69,9 +69,17 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
                             "\"; check the node name (FabricNodes list the known ones)"};
   }
   if (spec.strategy == Strategy::Chain) {
-    return AttemptError{
-        reason::kUnsupported,
-        "strategy Chain is not implemented yet; use Fanout to write every target from the source"};
+    // Each hop forwards from its region what landed there: every target needs one, in host memory.
+    for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+      const auto& t = spec.targets[i];
+      if (t.region.empty() || (t.create && t.create->memory != "host")) {
+        return AttemptError{reason::kUnsupported,
+                            "target " + std::to_string(i) + on(t.node) +
+                                ": a Chain hop forwards from its region, which must be host memory; give it "
+                                "a region (create: {bytes: N}) or use Fanout",
+                            /*permanent=*/true};
+      }
+    }
   }
   if (spec.targets.size() > 16) {
     return AttemptError{reason::kUnsupported, "an agent transfer reaches at most 16 targets; split the job"};
@@ -103,6 +111,12 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   // neither be found again after a restart nor be told apart from another replica's.
   const std::uint64_t earlier_length = p.run.length;
   if (auto e = prepare_source(p); e || p.store_error) return e;
+  if (spec.strategy == Strategy::Chain && p.source_memory != "host") {
+    return AttemptError{
+        reason::kUnsupported,
+        "a Chain's source must be host memory or a file (source memory " + p.source_memory + "); use Fanout",
+        /*permanent=*/true};
+  }
   if (earlier_length != 0 && p.run.length != earlier_length) {
     // Another source than the earlier attempts moved: nothing they left in place counts.
     p.run.landed.clear();
@@ -122,6 +136,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   request.window = spec.window;
   request.verify = spec.verify;
   request.max_bytes_per_second = spec.max_bytes_per_second;
+  request.chain = spec.strategy == Strategy::Chain;  // hops in the spec's order
   const auto start_time = parse_rfc3339(p.status.value("startTime", ""));
   if (spec.active_deadline_seconds && start_time) {
     // The agent enforces what is left of the deadline itself, so it holds even while no controller runs.
@@ -146,7 +161,9 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     TransferTarget target{g.key, agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region,
                           resume && !restarts ? p.run.resume[i] : 0};
     // Landing reports: verified where the bytes land, saved as they land.
-    if (g.takes_reports() && (spec.verify || restarts)) target.grant_id = g.id;
+    // A Chain hop is told what landed (the next hop forwards only that), verified or not.
+    if (g.takes_reports() && (spec.verify || restarts || spec.strategy == Strategy::Chain))
+      target.grant_id = g.id;
     if (g.ring()) target.ring_bytes = g.length;
     target.save = restarts;
     request.targets.push_back(std::move(target));

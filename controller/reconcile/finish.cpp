@@ -65,7 +65,29 @@ void Reconciler::track(Pass& p, const TransferInfo& t) {
     store_.record_event(p.key, "Warning", "StagedGpuPath", staged);
     log::warn("GPU memory staged through host memory", {{"job", p.job_name()}, {"detail", staged}});
   }
+  // One event per target of a many-target job as it gets every byte, while the others are still moving:
+  // `kubectl describe` / `get events` then say how far a Chain is, hop by hop. Status changes of targets are
+  // written at once (is_transition), so the stored status tells whether it was said already.
+  if (spec.targets.size() > 1 && !t.finished()) {
+    const json& before = p.stored_status.value("targets", json::array());
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (targets[i].value("state", "") != "Succeeded") continue;
+      if (i < before.size() && before[i].is_object() && before[i].value("state", "") == "Succeeded") continue;
+      const std::string what = spec.strategy == Strategy::Chain ? "hop" : "target";
+      store_.record_event(p.key, "Normal", "TargetSucceeded",
+                          spec.targets[i].node + "/" + spec.targets[i].region + " has every byte (" + what +
+                              " " + std::to_string(i + 1) + " of " + std::to_string(spec.targets.size()) +
+                              ")");
+    }
+  }
   p.status["targets"] = std::move(targets);
+  // How far each target is, in spec order ("100%,64%,31%": for a Chain, hop by hop), for `kubectl get -o
+  // wide`: the apiserver's printer columns show only the first value of a list.
+  std::string each;
+  for (std::size_t i = 0; i < t.targets.size(); ++i) {
+    each += (i > 0 ? "," : "") + format_progress(t.targets[i].bytes_done, p.run.length);
+  }
+  p.status["targetProgress"] = each;
   p.memory.committed.clear();
   for (const auto& target : t.targets) {
     p.memory.committed.push_back(target.state == "Succeeded" ? p.run.length : target.committed_bytes);
@@ -98,7 +120,12 @@ void Reconciler::complete(Pass& p, const TransferInfo& t) {
   release(p, /*drop_source=*/true);
   track(p, t);
   const auto& spec = p.spec();
-  for (auto& entry : p.status["targets"]) entry["state"] = "Succeeded";
+  std::string each;
+  for (auto& entry : p.status["targets"]) {
+    entry["state"] = "Succeeded";
+    each += each.empty() ? "100%" : ",100%";
+  }
+  p.status["targetProgress"] = each;
   p.status["phase"] = phase::kSucceeded;
   p.status["completionTime"] = format_rfc3339(p.now, TimePrecision::Millis);
   p.status["bytesTransferred"] = p.status.value("bytesTotal", std::uint64_t{0});

@@ -69,7 +69,17 @@ bool is_transition(const json& from, const json& to) {
   auto field = [](const json& s, const char* key) {
     return s.is_object() && s.contains(key) ? s[key] : json();
   };
-  return field(from, "phase") != field(to, "phase") || field(from, "conditions") != field(to, "conditions");
+  // A target that changed state (one hop of a Chain with every byte, one of a Fanout failed) is news too.
+  auto states = [&field](const json& s) {
+    std::vector<std::string> out;
+    const json targets = field(s, "targets");
+    if (targets.is_array()) {
+      for (const auto& t : targets) out.push_back(t.is_object() ? t.value("state", "") : "");
+    }
+    return out;
+  };
+  return field(from, "phase") != field(to, "phase") || field(from, "conditions") != field(to, "conditions") ||
+         states(from) != states(to);
 }
 
 void set_gpu_path(nlohmann::json& entry, const TransferInfo& t, std::size_t target) {

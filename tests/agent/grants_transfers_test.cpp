@@ -330,6 +330,16 @@ TEST(TransferRequestJson, ParsesAFullRequestAndAppliesDefaults) {
   EXPECT_EQ(full->verify, Verify::Crc32c);
   EXPECT_EQ(full->targets.at(0).url, "http://127.0.0.1:7070");
   EXPECT_EQ(full->targets.at(0).grant.rails.at(0).key, 7u);
+  EXPECT_FALSE(full->chain);
+
+  json chain = valid_body();
+  chain["strategy"] = "chain";
+  chain["source"]["followGrant"] = "g-fedcba9876543210";
+  chain["targets"][0]["grantId"] = "g-0123456789abcdef";
+  auto hop = TransferRequest::from_json(chain);
+  ASSERT_TRUE(hop) << hop.error().message;
+  EXPECT_TRUE(hop->chain);
+  EXPECT_EQ(hop->follow_grant, "g-fedcba9876543210");
 
   json minimal = {{"source", {{"region", "src"}}},
                   {"targets", json::array({{{"grant", valid_body()["targets"][0]["grant"]}}})}};
@@ -392,6 +402,36 @@ TEST(TransferRequestJson, RejectsEachBadFieldByName) {
        "targets[0].region: is required"},
       {"deadline too long", [](json& j) { j["deadlineSeconds"] = 604801; },
        "deadlineSeconds: must be between"},
+      {"unknown strategy", [](json& j) { j["strategy"] = "tree"; },
+       "strategy: must be \"fanout\" or \"chain\""},
+      {"chain hop without grantId", [](json& j) { j["strategy"] = "chain"; },
+       "targets[0]: a chain hop needs url, grantId and region"},
+      {"chain hop into a ring",
+       [](json& j) {
+         j["strategy"] = "chain";
+         j["targets"][0]["grantId"] = "g-0123456789abcdef";
+         j["targets"][0]["ringBytes"] = 65536;
+       },
+       "a chain hop takes the whole range"},
+      {"chain that reads",
+       [](json& j) {
+         j["strategy"] = "chain";
+         j["op"] = "read";
+       },
+       "a chain writes"},
+      {"followGrant without length",
+       [](json& j) {
+         j["source"].erase("length");
+         j["source"]["followGrant"] = "g-0123456789abcdef";
+       },
+       "source.followGrant: forwards what lands in a region"},
+      {"followGrant from a file",
+       [](json& j) {
+         j["source"].erase("region");
+         j["source"]["file"] = "a.bin";
+         j["source"]["followGrant"] = "g-0123456789abcdef";
+       },
+       "source.followGrant"},
   };
   for (const Case& c : cases) {
     json body = valid_body();
@@ -712,7 +752,8 @@ TEST_F(TransferTcp, BandwidthCapIsHonoured) {
 }
 
 TEST_F(TransferTcp, DeadlineFailsASlowTransfer) {
-  const std::string id = start_slow(256 * MiB, 1s);
+  // 256 MiB take ~4 s at its 64 MiB/s; 2 s leave a slow start (TSan, a loaded machine) time to move bytes.
+  const std::string id = start_slow(256 * MiB, 2s);
   const TransferStatus s = wait_done(*manager_, id, 20s);
   ASSERT_EQ(s.state, TransferState::Failed);
   EXPECT_EQ(s.reason, reason::kDeadlineExceeded);

@@ -202,6 +202,8 @@ TEST(WireSpec, RequestBodiesValidate) {
   request.verify = true;
   request.deadline_seconds = 60;
   request.max_bytes_per_second = 1 << 30;
+  request.chain = true;  // a full body for the schema check; no agent would take a Chain with a ring target
+  request.follow_grant = "g-fedcba9876543210";
   const json body = request.to_json();
   EXPECT_EQ(errors_of(body, "TransferRequest"), std::vector<std::string>{}) << body.dump();
   // Every field the spec names is one we send: a field renamed in the spec shows up here.
@@ -212,6 +214,8 @@ TEST(WireSpec, RequestBodiesValidate) {
     EXPECT_TRUE(body["targets"][0].contains(field)) << field;
   }
   EXPECT_EQ(body["verify"], "crc32c");
+  EXPECT_EQ(body["strategy"], "chain");
+  EXPECT_EQ(body["source"]["followGrant"], "g-fedcba9876543210");
   EXPECT_EQ(body["targets"][0]["resumeOffset"], 8192);
   EXPECT_EQ(body["targets"][1]["regionOffset"], 1 << 20);
 }

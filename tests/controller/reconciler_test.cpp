@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "fakes.h"
@@ -329,10 +330,54 @@ TEST_F(ReconcilerTest, ARetryResumesWhereTheFailedAttemptLeftOff) {
   EXPECT_EQ(status("ckpt")["targets"][0]["bytes"], 64 * MiB);
   EXPECT_EQ(status("ckpt")["targets"][1]["state"], "Running");
   EXPECT_EQ(status("ckpt")["targets"][1]["node"], "node-c");
+  EXPECT_EQ(status("ckpt")["targetProgress"], "100%,62.5%") << "each target's share, in spec order (-o wide)";
   agents.finish("Succeeded");
   reconcile("ckpt");
   EXPECT_EQ(phase("ckpt"), "Succeeded");
   EXPECT_EQ(status("ckpt")["bytesTransferred"], 128 * MiB);
+  EXPECT_EQ(status("ckpt")["targetProgress"], "100%,100%");
+}
+
+TEST_F(ReconcilerTest, AChainIsOneTransferWhoseTargetsAreTheHopsInOrderEachReportingWhatLanded) {
+  agents.add_node("node-d");
+  store.put(job("chain", {{"strategy", "Chain"},
+                          {"verify", "none"},
+                          {"targets",
+                           {{{"node", "node-d"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}},
+                            {{"node", "node-b"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}},
+                            {{"node", "node-c"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("chain");
+  const auto& request = agents.requests.at("t-1");
+  EXPECT_TRUE(request.chain);
+  ASSERT_EQ(request.targets.size(), 3U);
+  std::vector<std::string> urls;
+  for (const auto& t : request.targets) {
+    urls.push_back(t.url);
+    EXPECT_FALSE(t.grant_id.empty()) << "a hop reports what landed even without verify";
+    EXPECT_EQ(t.region, "w");
+  }
+  EXPECT_EQ(urls,
+            (std::vector<std::string>{"http://node-d:7070", "http://node-b:7070", "http://node-c:7070"}))
+      << "the listed order is the forwarding order";
+  // The first hop has every byte, the others are behind: -o wide and an event say so.
+  clock.advance(1s);
+  agents.progress(96 * MiB);
+  agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
+  agents.last().targets[1].bytes_done = 24 * MiB;
+  agents.last().targets[2].bytes_done = 8 * MiB;
+  reconcile("chain");
+  EXPECT_EQ(status("chain")["targetProgress"], "100%,37.5%,12.5%");
+  const auto said = [&] {
+    return std::count(store.events.begin(), store.events.end(), "Normal/TargetSucceeded");
+  };
+  EXPECT_EQ(said(), 1);
+  clock.advance(1s);
+  reconcile("chain");
+  EXPECT_EQ(said(), 1) << "once per hop";
+  agents.finish("Succeeded");
+  reconcile("chain");
+  EXPECT_EQ(phase("chain"), "Succeeded");
+  EXPECT_EQ(said(), 1) << "the job's own Succeeded event covers the hops that finish with it";
 }
 
 TEST_F(ReconcilerTest, AFanoutThatGivesUpSaysWhichTargetsHaveEveryByteAndKeepsTheirRegions) {
@@ -626,13 +671,13 @@ TEST_F(ReconcilerTest, ErrorsRetryingCannotFixFailAtOnceWithTheirReason) {
        "RegionAlreadyExists",
        "already exists"},
       {"bad-spec", {{"chunkBytes", 1024}}, "InvalidSpec", "spec.chunkBytes"},
-      {"chain",
+      {"chain-file-hop",
        {{"strategy", "Chain"},
         {"targets",
-         {{{"node", "node-b"}, {"region", "c1"}, {"create", {{"bytes", 64 * MiB}}}},
+         {{{"node", "node-b"}, {"file", "c1.bin"}},
           {{"node", "node-c"}, {"region", "c2"}, {"create", {{"bytes", 64 * MiB}}}}}}},
        "Unsupported",
-       "Chain"},
+       "a Chain hop forwards from its region"},
       {"efa", {{"transport", {{"type", "efa"}}}}, "TransportUnavailable", "allowFallback"},
   };
   for (const auto& c : cases) {

@@ -55,6 +55,10 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
       if (mine[i] != crc32c[i]) report.mismatched.push_back(i);
     }
   }
+  if (report.mismatched.empty() && !ring_ && offset <= confirmed_ && offset + length > confirmed_) {
+    confirmed_ = offset + length;
+    confirmed_cv_.notify_all();
+  }
   if (!save_ || !report.mismatched.empty()) return report;
   if (committed_) return make_error(ErrorCode::Conflict, "the save of this grant is already committed");
   if (offset > saved_end_) {
@@ -80,6 +84,17 @@ Status Landing::commit(std::uint64_t bytes) {
   if (auto s = save_->commit(bytes); !s) return s;
   committed_ = true;
   return {};
+}
+
+std::uint64_t Landing::confirmed() const {
+  std::lock_guard lock(mu_);
+  return confirmed_;
+}
+
+std::uint64_t Landing::wait_confirmed(std::uint64_t end, std::chrono::milliseconds wait) const {
+  std::unique_lock lock(mu_);
+  confirmed_cv_.wait_for(lock, wait, [&] { return confirmed_ >= end; });
+  return confirmed_;
 }
 
 nlohmann::json Landing::to_json() const {

@@ -6,6 +6,8 @@
 // further on. POST /v1/grants/{id}/commit ends the save (fsync, rename). docs/pipelines.md.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -36,6 +38,12 @@ class Landing {
   // success: nothing to do.
   Status commit(std::uint64_t bytes);
 
+  // [0, this) of the stream was reported landed and found clean (in order, a re-report below it changing
+  // nothing): the bytes a Chain hop may forward on. Never counts a ring's bytes (they are overwritten).
+  std::uint64_t confirmed() const;
+  // Waits at most `wait` for confirmed() to reach `end`; answers confirmed().
+  std::uint64_t wait_confirmed(std::uint64_t end, std::chrono::milliseconds wait) const;
+
   bool ring() const { return ring_; }
   bool saves() const { return save_.has_value(); }
   std::uint64_t stream_bytes() const { return stream_bytes_; }
@@ -47,8 +55,10 @@ class Landing {
   std::uint64_t stream_bytes_;
   bool ring_;
   mutable std::mutex mu_;  // one segment at a time: saves are in order
+  mutable std::condition_variable confirmed_cv_;
   std::optional<SaveFile> save_;
   std::uint64_t saved_end_ = 0;
+  std::uint64_t confirmed_ = 0;
   bool committed_ = false;
 };
 

@@ -119,6 +119,18 @@ void SegmentFeed::produce() {
       s.local = local_;
       s.local_offset = s.offset;
     }
+    if (shape_.gate) {
+      Status ready = shape_.gate(s.offset + s.length, [this] {
+        std::lock_guard lock(mu_);
+        return stop_;
+      });
+      if (!ready) {
+        std::lock_guard lock(mu_);
+        error_ = ready.error();
+        cv_.notify_all();
+        return;
+      }
+    }
     const auto began = std::chrono::steady_clock::now();
     Status filled = fill(s);
     std::lock_guard lock(mu_);

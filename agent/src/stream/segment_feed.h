@@ -10,6 +10,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,10 @@ class SegmentFeed {
     std::uint64_t segment = 0;  // bytes per segment (the last may be shorter)
     std::uint64_t slice = 0;    // CRC32C per this many bytes; 0: no checksums
     int slots = 4;              // segments produced ahead and held at most
+    // Set: range bytes are there only as they arrive (a Chain hop forwarding what lands on it). Called
+    // before each segment with its end; returns once [0, end) may be read, or the error that ends the
+    // feed. It must return soon after `stopping()` turns true (the feed is being destroyed).
+    std::function<Status(std::uint64_t end, const std::function<bool()>& stopping)> gate{};
   };
 
   // Host memory already registered: `range` is the whole range, `local` registers it (range offsets are

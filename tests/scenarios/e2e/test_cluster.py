@@ -3,7 +3,7 @@
 A real kube-apiserver, four conduit-agents each in its own network namespace (node-a..node-d, veth addresses
 on a private bridge), the agent Service's EndpointSlice listing them as a kubelet-backed cluster would, and
 the conduit-controller in Kubernetes mode discovering them from it. Then, with real kubectl, the shipped
-examples run as a user runs them: point-to-point, fanout 1->3 and file load, all at once; the bytes each
+examples run as a user runs them: point-to-point, fanout 1->3, file load and chain 1->3, all at once; the bytes each
 target ends up with are saved by its agent and compared with the source files byte for byte. Last, a node's
 link is cut and restored and its FabricNode follows, and the controller stops cleanly on SIGTERM.
 
@@ -52,7 +52,7 @@ def test_four_node_cluster(kube, network, agents, build, work, processes, repo_r
     agents.network = net
     for n in NODES:
         (work / n / "checkpoints").mkdir(parents=True)
-        agents.start(n, "--memory-cap", "1GiB", "--log-level", "warn", port=PORT)
+        agents.start(n, "--memory-cap", "2GiB", "--log-level", "warn", port=PORT)
     ok(f"4 agents in network namespaces at {' '.join(net.addr(n) for n in NODES)}")
 
     # ---- the agent Service and its EndpointSlice: what the endpointslice controller writes for a DaemonSet
@@ -94,7 +94,7 @@ def test_four_node_cluster(kube, network, agents, build, work, processes, repo_r
     ok("source regions kv-cache and weights (256 MiB of random bytes each) loaded on node-a")
 
     # ---- the three examples, applied together as shipped
-    jobs = ["point-to-point", "fanout", "file-load"]
+    jobs = ["point-to-point", "fanout", "file-load", "chain"]
     t0 = time.monotonic()
     r = kc("apply", *(a for j in jobs for a in ("-f", repo_root / "crds/examples" / f"{j}.yaml")))
     assert r.returncode == 0, f"kubectl apply of the examples: {(r.stderr or r.stdout).strip()}"
@@ -114,8 +114,13 @@ def test_four_node_cluster(kube, network, agents, build, work, processes, repo_r
     done = kc("get", "transferjobs").stdout
     print(done)
     succeeded = [ln for ln in done.splitlines() if "Succeeded" in ln and "100%" in ln.split("Succeeded", 1)[1]]
-    assert len(succeeded) == 3, f"kubectl get transferjobs does not show 3 jobs Succeeded at 100%:\n{done}"
-    ok(f"point-to-point, fanout 1->3 and file-load Complete in {elapsed:.1f} s; get shows Succeeded 100%")
+    assert len(succeeded) == 4, f"kubectl get transferjobs does not show 4 jobs Succeeded at 100%:\n{done}"
+    ok(f"point-to-point, fanout 1->3, file-load and chain 1->3 Complete in {elapsed:.1f} s; get shows Succeeded "
+       "100%")
+    wide = kc("get", "transferjob", "chain", "-o", "wide").stdout
+    print(wide)
+    assert "Chain" in wide and "100%,100%,100%" in wide, f"-o wide does not show each hop at 100%:\n{wide}"
+    ok("kubectl get transferjob chain -o wide: Targets 100%,100%,100% (hop by hop)")
 
     for job in jobs:
         verified = kc("get", "transferjob", job, "-o",
@@ -137,7 +142,15 @@ def test_four_node_cluster(kube, network, agents, build, work, processes, repo_r
         assert why is None, f"fanout: {n}'s bytes differ: {why}"
     why = same_bytes(a_dir / "checkpoints" / "step-1000.bin", save("node-b", "step-1000"), 200 * MiB)
     assert why is None, f"file-load: node-b's bytes differ from the file: {why}"
-    ok("target bytes identical to the sources (cmp): node-b kv-cache, weights on node-b/c/d, step-1000 on node-b")
+    for n in ("node-d", "node-c", "node-b"):
+        why = same_bytes(a_dir / "weights.bin", save(n, "weights-chain"))
+        assert why is None, f"chain: {n}'s bytes differ: {why}"
+    ok("target bytes identical to the sources (cmp): node-b kv-cache, weights on node-b/c/d, step-1000 on node-b, "
+       "weights-chain on node-d/c/b")
+    forwarded = {n: agents[n].metric("conduit_agent_forwarded_bytes_total") for n in ("node-d", "node-c", "node-b")}
+    assert forwarded["node-d"] >= 256 * MiB and forwarded["node-c"] >= 256 * MiB and forwarded["node-b"] == 0, \
+        f"conduit_agent_forwarded_bytes_total per hop: {forwarded} (want node-d and node-c >= 256 MiB, node-b 0)"
+    ok(f"bytes forwarded per hop (conduit_agent_forwarded_bytes_total): {forwarded}")
 
     for n in ("node-b", "node-c", "node-d"):
         grants = agents[n].get("/v1/grants").get("items")

@@ -18,11 +18,14 @@ inline constexpr const char* kTransportError = "TransportError";
 inline constexpr const char* kNoSpaceLeft = "NoSpaceLeft";
 // A file source changed size, was modified, removed or replaced while it was read.
 inline constexpr const char* kSourceFileChanged = "SourceFileChanged";
+// A Chain hop's forwarding transfer lost what fed it: the grant it forwards from is gone (revoked, expired),
+// or nothing landed on it for three stall timeouts.
+inline constexpr const char* kUpstreamLost = "UpstreamLost";
 
 // Every one of them, as TransferStatus.reason lists them.
 inline constexpr const char* kAll[] = {
-    kAgentShuttingDown, kStalled,          kPeerUnreachable,  kRemoteAccessDenied,
-    kChecksumMismatch,  kDeadlineExceeded, kCancelled,        kRegistrationFailed,
-    kTransportError,    kNoSpaceLeft,      kSourceFileChanged};
+    kAgentShuttingDown, kStalled,          kPeerUnreachable,   kRemoteAccessDenied,
+    kChecksumMismatch,  kDeadlineExceeded, kCancelled,         kRegistrationFailed,
+    kTransportError,    kNoSpaceLeft,      kSourceFileChanged, kUpstreamLost};
 
 }  // namespace conduit::api::reason

@@ -35,6 +35,8 @@ struct TransferRequest {
   bool verify = false;                     // crc32c
   std::uint64_t deadline_seconds = 0;      // 0: none
   std::uint64_t max_bytes_per_second = 0;  // per target; 0: unlimited
+  bool chain = false;                      // strategy chain: the targets are hops in order
+  std::string follow_grant{};              // a hop forwarding what lands in source_region through this grant
   nlohmann::json to_json() const;
 };
 
