@@ -35,6 +35,10 @@ constexpr std::uint64_t kMaxChecksumSlices = 1u << 20;
 constexpr const char* kRegion = "/v1/regions/{name}";
 constexpr const char* kRegionSave = "/v1/regions/{name}/save";
 constexpr const char* kRegionChecksum = "/v1/regions/{name}/checksum";
+constexpr const char* kRegionVersion = "/v1/regions/{name}/version";
+// Long-polls of region versions hold a worker thread each: at most this many at once (a quarter of the
+// server's threads), so waiters never starve the API.
+constexpr int kMaxVersionWaiters = 16;
 constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
 constexpr const char* kRegionStaging = "/v1/regions/{name}/staging";
 constexpr const char* kGrant = "/v1/grants/{id}";
@@ -372,6 +376,28 @@ void install_region_routes(Router& r, AgentState& state) {
     send_json(res, 200, {{"region", *name}, {"file", *file}, {"bytes", (*region)->bytes()}});
   });
 
+  r.get(kRegionVersion, [&state](const Request& req, Response& res) {
+    const auto name = region_name(req, res);
+    if (!name) return;
+    auto query = parse_version_query(req.params);
+    if (!query) return send_error(res, query.error());
+    auto region = state.regions.get(*name);
+    if (!region) return send_error(res, region.error());
+    Region::Update update = (*region)->update();
+    if (update.version <= query->after && query->timeout.count() > 0) {
+      if (state.version_waiters.fetch_add(1) >= kMaxVersionWaiters) {
+        state.version_waiters.fetch_sub(1);
+        res.set_header("Retry-After", "1");
+        return send_error(res, 429, api::wire_code(ErrorCode::ResourceExhausted),
+                          "already " + std::to_string(kMaxVersionWaiters) +
+                              " waiters on region versions; retry, or poll without timeoutSeconds");
+      }
+      update = (*region)->wait_newer(query->after, query->timeout, [&state] { return !state.ready.load(); });
+      state.version_waiters.fetch_sub(1);
+    }
+    send_json(res, 200, update.to_json(*name));
+  });
+
   r.get(kRegionChecksum, [&state](const Request& req, Response& res) {
     const auto name = region_name(req, res);
     if (!name) return;
@@ -516,10 +542,10 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (request->save) {
       auto save = open_save(state, *request->save);
       if (!save) return send_error(res, save.error());
-      landing = LandingSpec{.save = std::move(*save)};
+      landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
     }
     auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
-                                     request->provider, std::move(landing));
+                                     request->provider, std::move(landing), request->writer);
     if (!grant) return send_error(res, grant.error());
     if ((*grant)->staging) state.metrics.staged_fallback();  // the target end of a staged GPU transfer
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
@@ -541,7 +567,8 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!memory) return send_error(res, memory.error());
     auto grant = state.grants.create(
         *memory, 0, ring, Access::RemoteWrite, request->ttl, request->provider,
-        LandingSpec{.ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save)});
+        LandingSpec{
+            .ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save), .writer = ""});
     if (!grant) return send_error(res, grant.error());
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
     send_json(res, 201, (*grant)->to_json());
@@ -572,10 +599,19 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto bytes = parse_commit(*body);
     if (!bytes) return send_error(res, bytes.error());
+    auto grant = state.grants.get(*id);
+    if (!grant) return send_error(res, grant.error());
     auto landing = grant_landing(state, *id);
     if (!landing) return send_error(res, landing.error());
-    if (auto committed = (*landing)->commit(*bytes); !committed) return send_error(res, committed.error());
-    send_json(res, 200, {{"id", *id}, {"landing", (*landing)->to_json()}});
+    auto committed = (*landing)->commit(*bytes);
+    if (!committed) return send_error(res, committed.error());
+    json answer{{"id", *id}, {"landing", (*landing)->to_json()}};
+    // Every byte of a write into a region landed: the region has a new version (waiters wake).
+    if (const RegionPtr& region = (*grant)->region.get(); region && !(*landing)->ring()) {
+      answer["region"] = *committed ? region->bump((*landing)->writer()).to_json(region->name())
+                                    : region->update().to_json(region->name());
+    }
+    send_json(res, 200, answer);
   });
 
   r.get("/v1/grants", [&state](const Request&, Response& res) {

@@ -27,8 +27,9 @@ struct AgentState {
   GrantTable& grants;
   TransferManager& transfers;
   metrics::AgentMetrics& metrics;
-  const TokenFile* token;          // null only with --insecure-no-auth; re-read when its file changes
-  std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
+  const TokenFile* token;               // null only with --insecure-no-auth; re-read when its file changes
+  std::atomic<bool> ready{false};       // /readyz: 200 once started, 503 while shutting down
+  std::atomic<int> version_waiters{0};  // long-polls of GET /v1/regions/{name}/version under way
 };
 
 // Registers every route on `server`.

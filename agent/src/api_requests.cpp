@@ -98,8 +98,12 @@ Result<std::string> parse_save_region(const nlohmann::json& body) {
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
-  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save"});
+  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save", "writer"});
   CreateGrantRequest request;
+  if (auto writer = f.string("writer")) {
+    if (writer->size() > 253) f.fail("writer", "must be at most 253 characters");
+    request.writer = std::move(*writer);
+  }
   request.offset = f.u64("offset").value_or(0);
   if (auto length = f.u64("length")) {
     if (*length == 0) f.fail("length", "must be positive (leave it out for the rest of the region)");
@@ -228,6 +232,26 @@ Result<ChecksumQuery> parse_checksum_query(const httplib::Params& params) {
     *field = *parsed;
   }
   if (query.slice == 0) return invalid("query parameter \"slice\" must be positive");
+  return query;
+}
+
+Result<VersionQuery> parse_version_query(const httplib::Params& params) {
+  VersionQuery query;
+  for (const auto& [key, value] : params) {
+    if (key != "after" && key != "timeoutSeconds") return invalid("unknown query parameter " + quote(key));
+    if (params.count(key) > 1) return invalid("query parameter " + quote(key) + " given more than once");
+    const auto parsed = parse_decimal(value);
+    if (!parsed)
+      return invalid("query parameter " + quote(key) + " must be a non-negative integer, not " +
+                     quote(value));
+    if (key == "after") {
+      query.after = *parsed;
+    } else if (*parsed > 60) {
+      return invalid("query parameter \"timeoutSeconds\" must be at most 60, not " + value);
+    } else {
+      query.timeout = std::chrono::seconds(*parsed);
+    }
+  }
   return query;
 }
 

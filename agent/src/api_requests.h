@@ -29,7 +29,7 @@ Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body);
 // POST /v1/regions/{name}/save: {file}.
 Result<std::string> parse_save_region(const nlohmann::json& body);
 
-// POST /v1/regions/{name}/grants: {offset?, length?, access, ttlSeconds?, provider?, save?: {file}}.
+// POST /v1/regions/{name}/grants: {offset?, length?, access, ttlSeconds?, provider?, save?: {file}, writer?}.
 // POST /v1/grants (a ring in front of a file, no region): {ttlSeconds?, provider?, save: {file, bytes}}.
 struct CreateGrantRequest {
   std::uint64_t offset = 0;
@@ -39,6 +39,7 @@ struct CreateGrantRequest {
   std::string provider;             // "" = the agent's primary transport
   std::optional<std::string> save;  // the file verified bytes are written to as they land
   std::uint64_t save_bytes = 0;     // ring grants: the size the file will have
+  std::string writer;               // who writes through it: the region's updatedBy once a write commits
 };
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body);
@@ -73,6 +74,14 @@ struct ChecksumQuery {
   std::uint64_t slice = 1u << 20;
 };
 Result<ChecksumQuery> parse_checksum_query(const httplib::Params& params);
+
+// GET /v1/regions/{name}/version?after=&timeoutSeconds=: answers once the version is past `after`, or after
+// `timeout` (at most 60 s) with the version as it is.
+struct VersionQuery {
+  std::uint64_t after = 0;
+  std::chrono::seconds timeout{0};
+};
+Result<VersionQuery> parse_version_query(const httplib::Params& params);
 
 // Grant and transfer ids in paths: short, printable, no separators.
 Status validate_id(const std::string& id);

@@ -49,7 +49,8 @@ nlohmann::json Grant::to_json() const {
 Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::uint64_t offset,
                                                         std::uint64_t length, Access access,
                                                         std::chrono::seconds ttl, const std::string& provider,
-                                                        std::optional<LandingSpec> landing) {
+                                                        std::optional<LandingSpec> landing,
+                                                        const std::string& writer) {
   if (!region) return make_error(ErrorCode::InvalidArgument, "grant needs a region");
   if (access != Access::RemoteWrite && access != Access::RemoteRead) {
     return make_error(ErrorCode::InvalidArgument, "access must be write or read");
@@ -78,8 +79,8 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   }
 
   // Every write grant of host memory takes landing reports, so a writer can verify as bytes land.
-  if (!landing && access == Access::RemoteWrite && region->memory().kind() == MemoryKind::Host) {
-    landing = LandingSpec{};
+  if (access == Access::RemoteWrite && region->memory().kind() == MemoryKind::Host) {
+    if (!landing) landing = LandingSpec{.save = std::nullopt, .writer = writer};
   }
   if (landing) {
     if (access != Access::RemoteWrite) {
@@ -131,7 +132,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   if (landing) {
     grant->landing =
         std::make_shared<Landing>(region->memory().bytes().subspan(offset, length), landing->stream_bytes,
-                                  landing->ring, std::move(landing->save));
+                                  landing->ring, std::move(landing->save), std::move(landing->writer));
   }
   grant->region = RegionUse(std::move(region));
 

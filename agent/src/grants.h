@@ -51,6 +51,7 @@ struct LandingSpec {
   bool ring = false;               // the granted range is a ring the stream passes through
   std::uint64_t stream_bytes = 0;  // ring: the bytes of the whole stream; otherwise the granted length
   std::optional<SaveFile> save;    // where verified bytes go
+  std::string writer;              // who writes (CreateGrant's writer): the region's updatedBy on commit
 };
 
 class GrantTable {
@@ -63,7 +64,8 @@ class GrantTable {
   Result<std::shared_ptr<const Grant>> create(RegionPtr region, std::uint64_t offset, std::uint64_t length,
                                               Access access, std::chrono::seconds ttl,
                                               const std::string& provider,
-                                              std::optional<LandingSpec> landing = std::nullopt);
+                                              std::optional<LandingSpec> landing = std::nullopt,
+                                              const std::string& writer = "");
   Result<std::shared_ptr<const Grant>> get(const std::string& id) const;
   std::vector<std::shared_ptr<const Grant>> list() const;
   Status revoke(const std::string& id);                      // NotFound when unknown or already gone

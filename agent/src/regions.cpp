@@ -125,14 +125,56 @@ std::string Region::memory_label() const {
   return "host";
 }
 
+nlohmann::json Region::Update::to_json(const std::string& region) const {
+  nlohmann::json j{{"region", region}, {"version", version}, {"updatedBy", by}};
+  if (version > 0) j["updatedAt"] = format_rfc3339(at, TimePrecision::Millis);
+  return j;
+}
+
+Region::Update Region::bump(std::string by) {
+  Update now;
+  {
+    std::lock_guard lock(update_mu_);
+    update_.version += 1;
+    update_.by = std::move(by);
+    update_.at = std::chrono::system_clock::now();
+    now = update_;
+  }
+  updated_.notify_all();
+  return now;
+}
+
+Region::Update Region::update() const {
+  std::lock_guard lock(update_mu_);
+  return update_;
+}
+
+Region::Update Region::wait_newer(std::uint64_t after, std::chrono::milliseconds wait,
+                                  const std::function<bool()>& stop) const {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  std::unique_lock lock(update_mu_);
+  while (update_.version <= after && !stop()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until) break;
+    updated_.wait_for(
+        lock, std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(200)));
+  }
+  return update_;
+}
+
 nlohmann::json Region::to_json() const {
-  return {{"name", name_},
-          {"bytes", bytes()},
-          {"memory", memory_label()},
-          {"source", source_},
-          {"users", users()},
-          {"hugePages", memory_.huge_pages()},
-          {"createdAt", format_rfc3339(created_)}};
+  nlohmann::json j{{"name", name_},
+                   {"bytes", bytes()},
+                   {"memory", memory_label()},
+                   {"source", source_},
+                   {"users", users()},
+                   {"hugePages", memory_.huge_pages()},
+                   {"createdAt", format_rfc3339(created_)}};
+  const nlohmann::json u = update().to_json(name_);
+  for (const char* key : {"version", "updatedBy", "updatedAt"}) {
+    if (u.contains(key)) j[key] = u[key];
+  }
+  return j;
 }
 
 RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap)

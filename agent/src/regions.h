@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,7 +43,21 @@ class Region {
   void acquire() { users_.fetch_add(1); }
   void release() { users_.fetch_sub(1); }
 
-  // {name, bytes, memory, source, users, hugePages, createdAt}
+  // The region's version: 0 when made, one more each time a writer committed every byte it wrote into it
+  // (POST /v1/grants/{id}/commit): what a process waiting for new weights waits on.
+  struct Update {
+    std::uint64_t version = 0;
+    std::string by;  // the grant's writer ("namespace/job" for a TransferJob), "" when it named none
+    std::chrono::system_clock::time_point at{};
+    nlohmann::json to_json(const std::string& region) const;  // {region, version, updatedBy, updatedAt}
+  };
+  Update bump(std::string by);
+  Update update() const;
+  // Waits at most `wait` for a version past `after`, or until `stop()` says so (checked every 200 ms).
+  Update wait_newer(std::uint64_t after, std::chrono::milliseconds wait,
+                    const std::function<bool()>& stop) const;
+
+  // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt}
   nlohmann::json to_json() const;
 
  private:
@@ -50,6 +66,9 @@ class Region {
   std::string source_;
   std::atomic<int> users_{0};
   std::chrono::system_clock::time_point created_;
+  mutable std::mutex update_mu_;
+  mutable std::condition_variable updated_;
+  Update update_;
 };
 
 using RegionPtr = std::shared_ptr<Region>;

@@ -63,8 +63,9 @@ bool TransferRun::streams(std::size_t target) const {
   if (file || request.follow) return true;
   const TransferTarget& t = request.targets[target];
   if (request.op != OpKind::Write || t.grant_id.empty() || t.grant.staged) return false;
-  if (source->memory().kind() != MemoryKind::Host) return false;
-  return request.verify == Verify::Crc32c || t.save || t.ring_bytes > 0 || request.chain;
+  // A grant id asks for landing reports: they verify, save, feed a Chain's next hop, and end in a commit
+  // that gives the target region a new version.
+  return source->memory().kind() == MemoryKind::Host;
 }
 
 // A Chain hop's feed: segment [.., end) goes out once the grant it forwards from has confirmed it, i.e.
@@ -135,9 +136,9 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   const TransferTarget& t = request.targets[target];
   Transport& transport = *transports[target];
   const bool verify = request.verify == Verify::Crc32c;
-  // A Chain hop is told what landed even without verify: the next hop forwards only that.
-  const bool reports =
-      !t.grant_id.empty() && (verify || t.save || t.ring_bytes > 0 || request.chain || request.follow);
+  // Told what landed whenever the target's grant takes reports (grantId): verified or not, a Chain's next
+  // hop forwards only that, and the final commit gives the target region its new version.
+  const bool reports = !t.grant_id.empty();
   // Bytes an earlier transfer left in place: with verify they are read, checksummed and reported but not
   // sent (the target names any slice that differs, which is then sent); without, the caller vouches.
   const std::uint64_t resume = t.resume_offset;
@@ -274,7 +275,11 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   report_options.read_timeout = std::min(report_options.read_timeout, c.options.stall_timeout);
   report_options.write_timeout = std::min(report_options.write_timeout, c.options.stall_timeout);
   auto report = [&](const SegmentFeed::Segment& s) -> Result<Pending> {
-    api::LandedReport body{.offset = s.offset, .length = s.length, .slice = shape.slice, .crc32c = s.crc32c};
+    // In the grant's own offsets (a ring maps stream offsets itself): where the batch wrote them.
+    api::LandedReport body{.offset = (t.ring_bytes > 0 ? 0 : t.offset) + s.offset,
+                           .length = s.length,
+                           .slice = shape.slice,
+                           .crc32c = s.crc32c};
     try {
       return Pending{&s,
                      std::async(std::launch::async,
@@ -406,11 +411,15 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     if (auto same = file->unchanged(); !same)
       return Failure{TransferState::Failed, reason::kSourceFileChanged, same.error().message};
   }
-  if (t.save) {
+  if (reports) {
+    // Every byte reported landed (and verified): the target saves its file in place, and its region gets
+    // a new version; never before this point, so a failed or partial write bumps nothing.
     const auto committing = SteadyClock::now();
-    auto committed = api::AgentClient(t.url, c.peers).commit(t.grant_id, length);
+    auto committed = api::AgentClient(t.url, c.peers).commit(t.grant_id, t.save ? length : t.offset + length);
     add_stage(&StageSeconds::commit, run::seconds(SteadyClock::now() - committing));
-    if (!committed) return landing_failure(committed.error(), "committing the target's file");
+    if (!committed)
+      return landing_failure(committed.error(),
+                             t.save ? "committing the target's file" : "committing the target's write");
   }
   return std::nullopt;
 }

@@ -28,6 +28,9 @@ Region Region::from_json(const json& body) {
   r.huge_pages = body.value("hugePages", false);
   r.created_at = body.value("createdAt", "");
   if (const auto it = body.find("rails"); it != body.end() && it->is_array()) r.rails = *it;
+  r.version = body.value("version", std::uint64_t{0});
+  r.updated_by = body.value("updatedBy", "");
+  r.updated_at = body.value("updatedAt", "");
   return r;
 }
 
@@ -35,6 +38,9 @@ json Region::to_json() const {
   json out{{"name", name},   {"bytes", bytes},          {"memory", memory},       {"source", source},
            {"users", users}, {"hugePages", huge_pages}, {"createdAt", created_at}};
   if (!rails.is_null()) out["rails"] = rails;
+  out["version"] = version;
+  out["updatedBy"] = updated_by;
+  if (!updated_at.empty()) out["updatedAt"] = updated_at;
   return out;
 }
 
@@ -101,6 +107,7 @@ json GrantRequest::to_json() const {
   json body{{"offset", offset}, {"length", length}, {"access", access}, {"ttlSeconds", ttl_seconds}};
   if (!provider.empty()) body["provider"] = provider;
   if (!save.empty()) body["save"] = {{"file", save}};
+  if (!writer.empty()) body["writer"] = writer;
   return body;
 }
 

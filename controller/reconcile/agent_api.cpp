@@ -139,7 +139,8 @@ Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& a
                                                              .access = "write",
                                                              .ttl_seconds = ask.ttl_seconds,
                                                              .provider = ask.provider,
-                                                             .save = ask.save});
+                                                             .save = ask.save,
+                                                             .writer = ask.writer});
   if (!g) return g.error();
   // An older agent names the provider only in the key.
   if (g->provider.empty()) g->provider = g->key.value("provider", "");

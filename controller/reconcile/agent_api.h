@@ -48,6 +48,7 @@ struct GrantAsk {
   std::uint32_t ttl_seconds = 600;
   std::string provider;  // empty: the agent's primary transport
   std::string save;      // the file the target writes as verified bytes land; empty: none
+  std::string writer;    // the job ("namespace/name"): the target region's updatedBy when the write commits
 };
 
 // Errors carry the agent's own code and message ("NotFound: no region \"x\""). An agent that does not answer

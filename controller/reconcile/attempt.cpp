@@ -160,10 +160,10 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     const bool restarts = !g.save_file().empty();
     TransferTarget target{g.key, agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region,
                           resume && !restarts ? p.run.resume[i] : 0};
-    // Landing reports: verified where the bytes land, saved as they land.
-    // A Chain hop is told what landed (the next hop forwards only that), verified or not.
-    if (g.takes_reports() && (spec.verify || restarts || spec.strategy == Strategy::Chain))
-      target.grant_id = g.id;
+    // Landing reports wherever the grant takes them: verified and saved as the bytes land, a Chain's next hop
+    // fed only what landed, and the final commit that gives the target region its new version (a process
+    // waiting for new weights wakes then).
+    if (g.takes_reports()) target.grant_id = g.id;
     if (g.ring()) target.ring_bytes = g.length;
     target.save = restarts;
     request.targets.push_back(std::move(target));
@@ -416,7 +416,8 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
                  .length = p.run.length,
                  .ttl_seconds = options_.grant_ttl_seconds,
                  .provider = "",
-                 .save = ""};
+                 .save = "",
+                 .writer = p.job_name()};
     // Saved as the bytes land where the target is host memory (a region of host memory, or none).
     if (!t.file.empty()) {
       auto memory = t.region.empty() ? std::string("host") : t.create ? t.create->memory : std::string();

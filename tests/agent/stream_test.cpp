@@ -2,6 +2,7 @@
 // drives them (docs/pipelines.md): a file read as it goes out, segments reported landed, verified and saved
 // at the target as they land, a file target through a bounded ring, and the errors a user can act on.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -139,6 +140,78 @@ TEST_F(Stream, ASourceFileThatShrinksFailsWithSourceFileChanged) {
   EXPECT_FALSE(fs::exists(b.data_dir() / "grow-copy.bin"));
   ASSERT_EQ(b.del("/v1/grants/" + g.body["id"].get<std::string>()).status, 204);
   EXPECT_EQ(temporaries(b.data_dir()), std::vector<std::string>{}) << "revoking left the temporary file";
+}
+
+// A region's version moves once per write that committed every byte (docs/python.md, Versions): a waiter
+// blocked in a long-poll wakes with it and the writer's name; writes without a grant id, a cancelled write
+// and an early commit leave it where it was.
+TEST_F(Stream, ARegionsVersionMovesOncePerCompleteWriteAndWakesItsWaiters) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 8 * MiB + 5;
+  write_file(a.data_dir() / "w.bin", size, 7);
+  ASSERT_EQ(a.post("/v1/regions", {{"name", "src"}, {"file", "w.bin"}, {"mode", "load"}}).status, 201);
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "w"}, {"bytes", size}}).status, 201);
+  auto version = [&] { return b.get("/v1/regions/w").body.value("version", std::uint64_t{99}); };
+  EXPECT_EQ(version(), 0u);
+
+  // Waits in a thread of its own, on its own connection, before anything is written.
+  json woke;
+  std::thread waiter([&] {
+    httplib::Client c(b.url());
+    c.set_bearer_token_auth(b.token());
+    c.set_read_timeout(40, 0);
+    auto r = c.Get("/v1/regions/w/version?after=0&timeoutSeconds=30");
+    if (r && r->status == 200) woke = json::parse(r->body);
+  });
+  auto write = [&](const std::string& writer, const std::string& verify, bool with_id) {
+    auto g = b.post("/v1/regions/w/grants", {{"access", "write"}, {"writer", writer}});
+    EXPECT_EQ(g.status, 201) << g.body.dump();
+    json target = target_of(g.body, b, false);
+    if (!with_id) target.erase("grantId");
+    auto started =
+        a.post("/v1/transfers", {{"source", {{"region", "src"}}}, {"targets", {target}}, {"verify", verify}});
+    EXPECT_EQ(started.status, 202) << started.body.dump();
+    const json done = a.wait_transfer(started.body["id"]);
+    EXPECT_EQ(done["state"], "Succeeded") << done.dump();
+    b.del("/v1/grants/" + g.body["id"].get<std::string>());
+  };
+  write("team-a/step-1", "none", true);
+  waiter.join();
+  EXPECT_EQ(woke["version"], 1) << woke.dump();
+  EXPECT_EQ(woke["updatedBy"], "team-a/step-1") << woke.dump();
+  EXPECT_EQ(version(), 1u);
+  write("team-a/step-2", "crc32c", true);
+  EXPECT_EQ(version(), 2u);
+  auto now = b.get("/v1/regions/w/version?after=1");
+  EXPECT_EQ(now.body["version"], 2) << "a waiter that comes after the update sees it at once";
+  EXPECT_EQ(now.body["updatedBy"], "team-a/step-2");
+  write("no-id", "none", false);
+  EXPECT_EQ(version(), 2u) << "a write whose target gave no grant id is not reported, so not counted";
+
+  // A write cancelled half way, and a commit before the bytes landed: no new version.
+  auto g = b.post("/v1/regions/w/grants", {{"access", "write"}, {"writer", "cancelled"}});
+  json target = target_of(g.body, b, false);
+  auto slow = a.post("/v1/transfers", {{"source", {{"region", "src"}}},
+                                       {"targets", {target}},
+                                       {"chunkBytes", 65536},
+                                       {"maxBytesPerSecond", 2 * MiB}});
+  ASSERT_EQ(slow.status, 202) << slow.body.dump();
+  std::this_thread::sleep_for(500ms);
+  a.del("/v1/transfers/" + slow.body["id"].get<std::string>());
+  EXPECT_EQ(a.wait_transfer(slow.body["id"])["state"], "Cancelled");
+  auto early = b.post("/v1/grants/" + g.body["id"].get<std::string>() + "/commit", {{"bytes", size}});
+  EXPECT_EQ(early.status, 409) << early.body.dump();
+  EXPECT_EQ(version(), 2u);
+
+  // A long-poll with nothing new answers the current version when its time is up.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto idle = b.get("/v1/regions/w/version?after=2&timeoutSeconds=1");
+  EXPECT_EQ(idle.status, 200);
+  EXPECT_EQ(idle.body["version"], 2);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms);
+  EXPECT_EQ(b.get("/v1/regions/w/version?timeoutSeconds=61").status, 400);
+  EXPECT_EQ(b.get("/v1/regions/w/version?since=1").status, 400);
+  EXPECT_EQ(b.get("/v1/regions/nope/version").status, 404);
 }
 
 // The landing routes say why they refuse.

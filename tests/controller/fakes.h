@@ -207,6 +207,7 @@ class FakeAgents : public AgentApi {
       return make_error(ErrorCode::Unavailable, "Unavailable: " + ask.provider);
     const std::string id = "g-" + std::to_string(++grants_made);
     nodes[node].grants[id] = ask.region;
+    writers[id] = ask.writer;
     GrantInfo g{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
     g.length = ask.region.empty() ? (16u << 20) : ask.length;
     g.landing = json{
@@ -214,6 +215,7 @@ class FakeAgents : public AgentApi {
     if (!ask.save.empty()) g.landing["file"] = ask.save;
     return g;
   }
+  std::map<std::string, std::string> writers;  // grant id -> the writer it was asked with
   Status revoke_grant(const std::string& node, const std::string& id) override {
     if (auto e = reach(node)) return *e;
     if (nodes[node].grants.erase(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: grant");

@@ -355,6 +355,7 @@ TEST_F(ReconcilerTest, AChainIsOneTransferWhoseTargetsAreTheHopsInOrderEachRepor
     urls.push_back(t.url);
     EXPECT_FALSE(t.grant_id.empty()) << "a hop reports what landed even without verify";
     EXPECT_EQ(t.region, "w");
+    EXPECT_EQ(agents.writers[t.grant_id], "default/chain") << "the job names itself the regions' writer";
   }
   EXPECT_EQ(urls,
             (std::vector<std::string>{"http://node-d:7070", "http://node-b:7070", "http://node-c:7070"}))

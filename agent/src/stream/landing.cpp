@@ -17,8 +17,12 @@ std::string range_text(std::uint64_t offset, std::uint64_t length) {
 }  // namespace
 
 Landing::Landing(std::span<std::byte> memory, std::uint64_t stream_bytes, bool ring,
-                 std::optional<SaveFile> save)
-    : memory_(memory), stream_bytes_(stream_bytes), ring_(ring), save_(std::move(save)) {}
+                 std::optional<SaveFile> save, std::string writer)
+    : memory_(memory),
+      stream_bytes_(stream_bytes),
+      ring_(ring),
+      save_(std::move(save)),
+      writer_(std::move(writer)) {}
 
 Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t length, std::uint64_t slice,
                                         const std::vector<std::uint32_t>& crc32c) {
@@ -59,6 +63,7 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
     confirmed_ = offset + length;
     confirmed_cv_.notify_all();
   }
+  if (report.mismatched.empty()) reported_end_ = std::max(reported_end_, offset + length);
   if (!save_ || !report.mismatched.empty()) return report;
   if (committed_) return make_error(ErrorCode::Conflict, "the save of this grant is already committed");
   if (offset > saved_end_) {
@@ -72,18 +77,21 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
   return report;
 }
 
-Status Landing::commit(std::uint64_t bytes) {
+Result<bool> Landing::commit(std::uint64_t bytes) {
   std::lock_guard lock(mu_);
-  if (!save_) return make_error(ErrorCode::Conflict, "this grant saves no file: there is nothing to commit");
-  if (committed_) return {};
-  if (bytes != stream_bytes_ || saved_end_ < bytes) {
+  if (committed_) return false;
+  // A save needs the whole stream; a write into memory may cover the grant's range up to `bytes` only.
+  const std::uint64_t landed = save_ ? saved_end_ : reported_end_;
+  if ((save_ ? bytes != stream_bytes_ : bytes > stream_bytes_) || landed < bytes) {
     return make_error(ErrorCode::Conflict, "asked to commit " + std::to_string(bytes) + " bytes; " +
-                                               std::to_string(saved_end_) + " of the grant's " +
+                                               std::to_string(landed) + " of the grant's " +
                                                std::to_string(stream_bytes_) + " were reported landed");
   }
-  if (auto s = save_->commit(bytes); !s) return s;
+  if (save_) {
+    if (auto s = save_->commit(bytes); !s) return s.error();
+  }
   committed_ = true;
-  return {};
+  return true;
 }
 
 std::uint64_t Landing::confirmed() const {

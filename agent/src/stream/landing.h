@@ -24,7 +24,8 @@ class Landing {
  public:
   // `memory`: the granted range. `stream_bytes`: how many bytes the writer sends in all (the granted
   // length, or for a ring the whole file); ring: range offset X lands at X % memory.size().
-  Landing(std::span<std::byte> memory, std::uint64_t stream_bytes, bool ring, std::optional<SaveFile> save);
+  Landing(std::span<std::byte> memory, std::uint64_t stream_bytes, bool ring, std::optional<SaveFile> save,
+          std::string writer = "");
 
   struct Report {
     std::vector<std::uint64_t> mismatched;  // indices of the slices whose CRC32C differs
@@ -34,9 +35,13 @@ class Landing {
   // Saving is in order: bytes past what was saved so far are a Conflict.
   Result<Report> landed(std::uint64_t offset, std::uint64_t length, std::uint64_t slice,
                         const std::vector<std::uint32_t>& crc32c);
-  // Every byte of the stream saved: the file goes in place. Conflict when some are missing; again after a
-  // success: nothing to do.
-  Status commit(std::uint64_t bytes);
+  // The writer says every byte of the stream landed: a save's file goes in place (Conflict when some were
+  // not saved); without a save, `bytes` is where the write ended in the grant, Conflict unless clean
+  // reports reached it (a resumed writer vouches for the prefix it did not report). True the first time,
+  // false again after a success (nothing to do): the grant's region gets one new version per committed write.
+  Result<bool> commit(std::uint64_t bytes);
+  // Who writes through this grant (CreateGrant's writer): the region's updatedBy once committed.
+  const std::string& writer() const { return writer_; }
 
   // [0, this) of the stream was reported landed and found clean (in order, a re-report below it changing
   // nothing): the bytes a Chain hop may forward on. Never counts a ring's bytes (they are overwritten).
@@ -59,7 +64,9 @@ class Landing {
   std::optional<SaveFile> save_;
   std::uint64_t saved_end_ = 0;
   std::uint64_t confirmed_ = 0;
+  std::uint64_t reported_end_ = 0;  // the furthest end of a clean report
   bool committed_ = false;
+  std::string writer_;
 };
 
 }  // namespace conduit::agent

@@ -39,6 +39,9 @@ struct Region {
   bool huge_pages = false;
   std::string created_at{};   // RFC 3339, as the agent wrote it
   nlohmann::json rails = {};  // per transport, the rails it is registered on; null when the agent says none
+  std::uint64_t version = 0;  // one more per write that committed every byte into it
+  std::string updated_by{};   // the writer of that version
+  std::string updated_at{};   // RFC 3339; empty at version 0
   static Region from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
@@ -99,6 +102,7 @@ struct GrantRequest {
   std::uint64_t ttl_seconds = 600;
   std::string provider{};  // empty: the agent's primary transport (left out of the body)
   std::string save{};      // a file the target writes verified bytes to as they land; empty: none
+  std::string writer{};    // who writes: the region's updatedBy once a write commits; empty: left out
   nlohmann::json to_json() const;
 };
 
