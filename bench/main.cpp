@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <fstream>
 #include <iostream>
 
 #include "conduit/common/size.h"
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
   std::string op = "write";
   std::string listen;
   std::string connect;
+  std::string agents;
+  std::string token_file;
   po::options_description desc("conduit-bench: one-sided RMA throughput, verified by CRC32C");
   desc.add_options()("help,h", "show this help")("self", "run target and initiator as two local processes")(
       "connect", po::value(&connect), "initiate against a `serve` target at HOST:PORT")(
@@ -73,7 +76,11 @@ int main(int argc, char** argv) {
       "window", po::value(&options.window)->default_value(16), "slices in flight per rail")(
       "rails", po::value(&options.rails)->default_value(1), "endpoints to stripe over")(
       "iterations", po::value(&options.iterations)->default_value(5), "timed passes")(
-      "op", po::value(&op)->default_value("write"), "write | read")("json", "print one JSON object");
+      "op", po::value(&op)->default_value("write"), "write | read")("json", "print one JSON object")(
+      "latency", "one op at a time: the bare provider against conduit::Transport (--iterations rounds)")(
+      "agent-latency", po::value(&agents)->value_name("SRC_URL,DST_URL"),
+      "one op at a time through two running agents' API, and scattered against contiguous 16 MiB")(
+      "token-file", po::value(&token_file), "the agents' bearer token (with --agent-latency)");
   po::options_description hidden;
   hidden.add_options()("mode", po::value<std::string>(), "serve");
   po::options_description all;
@@ -112,6 +119,15 @@ int main(int argc, char** argv) {
     return conduit::bench::serve(options, listen.empty() ? options.bind + ":0" : listen);
   }
   if (vm.count("memcpy")) return conduit::bench::memcpy_baseline(options);
+  if (vm.count("latency")) return conduit::bench::transport_latency(options);
+  if (!agents.empty()) {
+    const auto comma = agents.find(',');
+    std::ifstream in(token_file);
+    std::string token;
+    if (comma == std::string::npos || !std::getline(in, token))
+      return std::cerr << "conduit-bench: --agent-latency SRC_URL,DST_URL needs --token-file FILE\n", 2;
+    return conduit::bench::agent_latency(options, agents.substr(0, comma), agents.substr(comma + 1), token);
+  }
   if (!connect.empty()) return conduit::bench::initiate(options, connect);
   if (vm.count("self")) {
     return run_self(options, argv[0],

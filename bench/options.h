@@ -30,4 +30,13 @@ int initiate(const Options& options, const std::string& target);
 // Single-threaded memcpy of `size` bytes, the ceiling one core reaches; prints GB/s.
 int memcpy_baseline(const Options& options);
 
+// One op at a time (8 B, 4 KiB, 64 KiB, 1 MiB): p50/p99/p999 of the bare provider and of conduit::Transport
+// in this process, interleaved, and their ratio (latency.cpp).
+int transport_latency(const Options& options);
+
+// The same through two running agents' API (POST /v1/transfers?waitSeconds with one op), and 1,000
+// scattered 16 KiB blocks in one request against one contiguous 16 MiB transfer.
+int agent_latency(const Options& options, const std::string& source, const std::string& target,
+                  const std::string& token);
+
 }  // namespace conduit::bench

@@ -36,14 +36,15 @@ constexpr const char* kRegion = "/v1/regions/{name}";
 constexpr const char* kRegionSave = "/v1/regions/{name}/save";
 constexpr const char* kRegionChecksum = "/v1/regions/{name}/checksum";
 constexpr const char* kRegionVersion = "/v1/regions/{name}/version";
-// Long-polls of region versions hold a worker thread each: at most this many at once (a quarter of the
-// server's threads), so waiters never starve the API.
-constexpr int kMaxVersionWaiters = 16;
+// Long-polls (region versions, transfer ends) hold a worker thread each: at most this many at once (half
+// the server's threads), so waiters never starve the API.
+constexpr int kMaxLongPolls = 32;
 constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
 constexpr const char* kRegionStaging = "/v1/regions/{name}/staging";
 constexpr const char* kGrant = "/v1/grants/{id}";
 constexpr const char* kGrantLanded = "/v1/grants/{id}/landed";
 constexpr const char* kGrantCommit = "/v1/grants/{id}/commit";
+constexpr const char* kGrantRenew = "/v1/grants/{id}/renew";
 // A ring grant's ring is a multiple of this, so a writer can cut it into equal segments.
 constexpr std::uint64_t kRingUnit = 64u << 10;
 constexpr const char* kTransfer = "/v1/transfers/{id}";
@@ -299,6 +300,30 @@ HandlerResponse fill_error(const std::vector<Router::Route>& routes, const Reque
   return HandlerResponse::Handled;
 }
 
+// One of kMaxLongPolls waits under way, for as long as it lives; false when there are that many already.
+class LongPoll {
+ public:
+  explicit LongPoll(AgentState& state) : state_(state), held_(state.long_polls.fetch_add(1) < kMaxLongPolls) {
+    if (!held_) state_.long_polls.fetch_sub(1);
+  }
+  ~LongPoll() {
+    if (held_) state_.long_polls.fetch_sub(1);
+  }
+  LongPoll(const LongPoll&) = delete;
+  LongPoll& operator=(const LongPoll&) = delete;
+  explicit operator bool() const { return held_; }
+  void refuse(Response& res) const {
+    res.set_header("Retry-After", "1");
+    send_error(
+        res, 429, api::wire_code(ErrorCode::ResourceExhausted),
+        "already " + std::to_string(kMaxLongPolls) + " long-polls under way; retry, or ask without waiting");
+  }
+
+ private:
+  AgentState& state_;
+  bool held_;
+};
+
 void install_health_routes(Router& r, AgentState& state) {
   r.get("/healthz", [](const Request&, Response& res) { send_json(res, 200, {{"status", "ok"}}); });
   r.get("/readyz", [&state](const Request&, Response& res) {
@@ -385,15 +410,9 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!region) return send_error(res, region.error());
     Region::Update update = (*region)->update();
     if (update.version <= query->after && query->timeout.count() > 0) {
-      if (state.version_waiters.fetch_add(1) >= kMaxVersionWaiters) {
-        state.version_waiters.fetch_sub(1);
-        res.set_header("Retry-After", "1");
-        return send_error(res, 429, api::wire_code(ErrorCode::ResourceExhausted),
-                          "already " + std::to_string(kMaxVersionWaiters) +
-                              " waiters on region versions; retry, or poll without timeoutSeconds");
-      }
+      LongPoll slot(state);
+      if (!slot) return slot.refuse(res);
       update = (*region)->wait_newer(query->after, query->timeout, [&state] { return !state.ready.load(); });
-      state.version_waiters.fetch_sub(1);
     }
     send_json(res, 200, update.to_json(*name));
   });
@@ -548,6 +567,7 @@ void install_grant_routes(Router& r, AgentState& state) {
                                      request->provider, std::move(landing), request->writer);
     if (!grant) return send_error(res, grant.error());
     if ((*grant)->staging) state.metrics.staged_fallback();  // the target end of a staged GPU transfer
+    state.metrics.observe_registration((*grant)->registration_seconds);
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
     send_json(res, 201, (*grant)->to_json());
   });
@@ -614,6 +634,18 @@ void install_grant_routes(Router& r, AgentState& state) {
     send_json(res, 200, answer);
   });
 
+  r.post(kGrantRenew, [&state](const Request& req, Response& res) {
+    const auto id = path_id(req, res);
+    if (!id) return;
+    const auto body = read_json_body(state, req, res);
+    if (!body) return;
+    auto ttl = parse_renew_grant(*body);
+    if (!ttl) return send_error(res, ttl.error());
+    auto grant = state.grants.renew(*id, *ttl);
+    if (!grant) return send_error(res, grant.error());
+    send_json(res, 200, (*grant)->to_json());
+  });
+
   r.get("/v1/grants", [&state](const Request&, Response& res) {
     json list = json::array();
     for (const auto& grant : state.grants.list()) list.push_back(grant->to_json());
@@ -638,6 +670,8 @@ void install_grant_routes(Router& r, AgentState& state) {
 
 void install_transfer_routes(Router& r, AgentState& state) {
   r.post("/v1/transfers", [&state](const Request& req, Response& res) {
+    const auto wait = parse_wait_query(req.params);
+    if (!wait) return send_error(res, wait.error());
     const auto body = read_json_body(state, req, res);
     if (!body) return;
     auto request = TransferRequest::from_json(*body);
@@ -650,10 +684,16 @@ void install_transfer_routes(Router& r, AgentState& state) {
     auto id = state.transfers.start(std::move(*request));
     if (!id) return send_error(res, id.error());
     res.set_header("Location", "/v1/transfers/" + *id);
-    auto status = state.transfers.get(*id);
+    // With ?waitSeconds, the answer is the end when it comes in time (200): one round trip from submit to
+    // completion. Otherwise, or once the wait is up, 202 with the status so far.
+    std::optional<LongPoll> slot;
+    if (wait->count() > 0) slot.emplace(state);
+    auto status = slot && *slot ? state.transfers.wait(*id, *wait) : state.transfers.get(*id);
     json answer = status ? status->to_json() : json::object();
     answer["id"] = *id;
-    send_json(res, 202, answer);
+    const bool ended =
+        status && status->state != TransferState::Queued && status->state != TransferState::Running;
+    send_json(res, slot && ended ? 200 : 202, answer);
   });
 
   r.get("/v1/transfers", [&state](const Request&, Response& res) {
@@ -665,7 +705,14 @@ void install_transfer_routes(Router& r, AgentState& state) {
   r.get(kTransfer, [&state](const Request& req, Response& res) {
     const auto id = path_id(req, res);
     if (!id) return;
-    auto status = state.transfers.get(*id);
+    const auto wait = parse_wait_query(req.params);
+    if (!wait) return send_error(res, wait.error());
+    std::optional<LongPoll> slot;
+    if (wait->count() > 0) {
+      slot.emplace(state);
+      if (!*slot) return slot->refuse(res);
+    }
+    auto status = slot ? state.transfers.wait(*id, *wait) : state.transfers.get(*id);
     if (!status) return send_error(res, status.error());
     send_json(res, 200, status->to_json());
   });

@@ -27,9 +27,9 @@ struct AgentState {
   GrantTable& grants;
   TransferManager& transfers;
   metrics::AgentMetrics& metrics;
-  const TokenFile* token;               // null only with --insecure-no-auth; re-read when its file changes
-  std::atomic<bool> ready{false};       // /readyz: 200 once started, 503 while shutting down
-  std::atomic<int> version_waiters{0};  // long-polls of GET /v1/regions/{name}/version under way
+  const TokenFile* token;          // null only with --insecure-no-auth; re-read when its file changes
+  std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
+  std::atomic<int> long_polls{0};  // requests waiting for a region version or a transfer's end
 };
 
 // Registers every route on `server`.

@@ -136,6 +136,15 @@ Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   return request;
 }
 
+Result<std::chrono::seconds> parse_renew_grant(const nlohmann::json& body) {
+  JsonProblems problems;
+  JsonFields f(body, "", problems);
+  f.only({"ttlSeconds"});
+  const auto ttl = f.u64("ttlSeconds", Need::Required, 1, kMaxTtlSeconds);
+  if (!f.ok()) return f.status().error();
+  return std::chrono::seconds(static_cast<std::int64_t>(*ttl));
+}
+
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
@@ -253,6 +262,19 @@ Result<VersionQuery> parse_version_query(const httplib::Params& params) {
     }
   }
   return query;
+}
+
+Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params) {
+  std::chrono::seconds wait{0};
+  for (const auto& [key, value] : params) {
+    if (key != "waitSeconds") return invalid("unknown query parameter " + quote(key));
+    if (params.count(key) > 1) return invalid("query parameter " + quote(key) + " given more than once");
+    const auto parsed = parse_decimal(value);
+    if (!parsed || *parsed > 60)
+      return invalid("query parameter \"waitSeconds\" must be an integer from 0 to 60, not " + quote(value));
+    wait = std::chrono::seconds(*parsed);
+  }
+  return wait;
 }
 
 Status validate_id(const std::string& id) {

@@ -44,6 +44,9 @@ struct CreateGrantRequest {
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body);
 
+// POST /v1/grants/{id}/renew: {ttlSeconds} (1 .. 86400).
+Result<std::chrono::seconds> parse_renew_grant(const nlohmann::json& body);
+
 // POST /v1/grants/{id}/landed: {offset, length, slice?, crc32c?: [uint32...]}.
 struct LandedRequest {
   std::uint64_t offset = 0;
@@ -82,6 +85,9 @@ struct VersionQuery {
   std::chrono::seconds timeout{0};
 };
 Result<VersionQuery> parse_version_query(const httplib::Params& params);
+
+// ?waitSeconds= of POST /v1/transfers and GET /v1/transfers/{id} (at most 60; absent: 0, no wait).
+Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params);
 
 // Grant and transfer ids in paths: short, printable, no separators.
 Status validate_id(const std::string& id);

@@ -38,11 +38,12 @@ nlohmann::json Grant::to_json() const {
                    {"length", length},
                    {"access", access_name(access)},
                    {"provider", provider},
-                   {"expiresAt", format_rfc3339(expires_at)},
+                   {"expiresAt", format_rfc3339(expires_at())},
                    {"key", key},
                    {"gpuPath", gpu_path},
                    {"nics", nics}};
   if (landing) j["landing"] = landing->to_json();
+  j["registrationSeconds"] = registration_seconds;
   return j;
 }
 
@@ -107,7 +108,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   grant->length = length;
   grant->access = access;
   grant->provider = transport->capabilities().provider;
-  grant->expires_at = std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl);
+  grant->expire_at(std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl));
   const MemoryRegion* memory = &region->memory();
   grant->gpu_path = memory->kind() == MemoryKind::Cuda
                         ? std::string(to_string(transport->capabilities().gpu_path))
@@ -123,7 +124,10 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   // the key hands the writer only those.
   const RailChoice rails = transports_.rails_for(*transport, region->memory());
   grant->nics = rails.nics;
+  const auto registering = std::chrono::steady_clock::now();
   auto registration = transport->register_memory(*memory, access, offset, length, rails.rails);
+  grant->registration_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - registering).count();
   if (!registration) {
     return make_error(registration.error().code, "registering " + range_text(offset, length) + " of region " +
                                                      region->name() + ": " + registration.error().message);
@@ -174,12 +178,26 @@ Status GrantTable::revoke(const std::string& id) {
   return {};
 }
 
+Result<std::shared_ptr<const Grant>> GrantTable::renew(const std::string& id, std::chrono::seconds ttl) {
+  if (ttl < kMinTtl || ttl > kMaxTtl) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "ttlSeconds must be between 1 and 86400, got " + std::to_string(ttl.count()));
+  }
+  std::lock_guard lock(mu_);
+  auto it = grants_.find(id);
+  // An expired grant the timer has not dropped yet is gone all the same: its key must not come back.
+  if (it == grants_.end() || it->second->expires_at() <= Clock::now())
+    return make_error(ErrorCode::NotFound, "no grant " + id);
+  it->second->expire_at(std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl));
+  return std::shared_ptr<const Grant>(it->second);
+}
+
 std::size_t GrantTable::expire(Clock::time_point now) {
   std::vector<std::shared_ptr<Grant>> expired;
   {
     std::lock_guard lock(mu_);
     for (auto it = grants_.begin(); it != grants_.end();) {
-      if (it->second->expires_at <= now) {
+      if (it->second->expires_at() <= now) {
         expired.push_back(std::move(it->second));
         it = grants_.erase(it);
       } else {
@@ -195,7 +213,7 @@ std::optional<GrantTable::Clock::time_point> GrantTable::next_expiry() const {
   std::lock_guard lock(mu_);
   std::optional<Clock::time_point> next;
   for (const auto& [_, g] : grants_) {
-    if (!next || g->expires_at < *next) next = g->expires_at;
+    if (!next || g->expires_at() < *next) next = g->expires_at();
   }
   return next;
 }

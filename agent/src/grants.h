@@ -28,14 +28,19 @@ struct Grant {
   Access access = Access::RemoteWrite;
   std::string provider;
   // On a whole second, so the expiresAt shown is exactly when the key stops working (the grant lasts at
-  // least its ttlSeconds and less than one second more).
-  std::chrono::system_clock::time_point expires_at;
+  // least its ttlSeconds and less than one second more). Atomic: a renewal moves it while others read it.
+  std::chrono::system_clock::time_point expires_at() const {
+    return std::chrono::system_clock::time_point(std::chrono::system_clock::duration(expires_.load()));
+  }
+  void expire_at(std::chrono::system_clock::time_point t) { expires_.store(t.time_since_epoch().count()); }
+  std::atomic<std::chrono::system_clock::rep> expires_{0};
   // Set when the region is CUDA memory the transport cannot register: the grant registers this host
   // staging buffer instead and its key says "staged" (staged_target.h). Before `registration`, so the
   // registration goes first.
   std::shared_ptr<StagingBuffer> staging;
   std::string gpu_path = "none";
-  std::vector<std::string> nics;  // the NICs of the rails the key names; empty where rails name none (tcp)
+  std::vector<std::string> nics;    // the NICs of the rails the key names; empty where rails name none (tcp)
+  double registration_seconds = 0;  // what registering the range took, once, when the grant was made
   // Set for a grant the writer reports landed segments to (verify as they land, save as they land, a
   // ring): stream/landing.h. Internally synchronised.
   std::shared_ptr<Landing> landing;
@@ -68,7 +73,10 @@ class GrantTable {
                                               const std::string& writer = "");
   Result<std::shared_ptr<const Grant>> get(const std::string& id) const;
   std::vector<std::shared_ptr<const Grant>> list() const;
-  Status revoke(const std::string& id);                      // NotFound when unknown or already gone
+  Status revoke(const std::string& id);  // NotFound when unknown or already gone
+  // A long-lived grant kept alive: it now expires `ttl` from now (1 s .. 24 h); the key, its registration
+  // and its landing stay as they are. NotFound when unknown or already gone.
+  Result<std::shared_ptr<const Grant>> renew(const std::string& id, std::chrono::seconds ttl);
   std::size_t expire(Clock::time_point now = Clock::now());  // revokes every expired grant; returns how many
   std::optional<Clock::time_point> next_expiry() const;      // the earliest expiresAt; nullopt: no grants
   void revoke_all();

@@ -107,7 +107,7 @@ class Housekeeper {
   std::thread thread_;  // last: starts once the members it uses exist
 };
 
-int run(const AgentConfig& config, const sigset_t& signals) {
+int serve(const AgentConfig& config, const sigset_t& signals) {
   std::unique_ptr<TokenFile> token;
   if (!config.insecure_no_auth) {
     auto read = TokenFile::open(config.token_file);
@@ -274,5 +274,5 @@ int main(int argc, char** argv, char** envp) {
   log::configure(level, config.log_format == "json");
   log::info("starting",
             {{"version", agent::kAgentVersion}, {"node", config.node_name}, {"listen", config.listen}});
-  return agent::run(config, signals);
+  return agent::serve(config, signals);
 }

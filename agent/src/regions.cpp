@@ -162,6 +162,18 @@ Region::Update Region::wait_newer(std::uint64_t after, std::chrono::milliseconds
   return update_;
 }
 
+Result<std::shared_ptr<const Registration>> Region::shared_registration(Transport& transport, bool* created) {
+  std::lock_guard lock(registrations_mu_);
+  if (created != nullptr) *created = false;
+  if (auto it = registrations_.find(&transport); it != registrations_.end()) return it->second;
+  auto reg = transport.register_memory(memory_, Access::Local);
+  if (!reg) return make_error(reg.error().code, "registering region " + name_ + ": " + reg.error().message);
+  auto shared = std::make_shared<const Registration>(std::move(*reg));
+  registrations_.emplace(&transport, shared);
+  if (created != nullptr) *created = true;
+  return shared;
+}
+
 nlohmann::json Region::to_json() const {
   nlohmann::json j{{"name", name_},
                    {"bytes", bytes()},

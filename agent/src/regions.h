@@ -22,6 +22,7 @@
 #include "conduit/common/result.h"
 #include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
+#include "conduit/transport.h"
 
 namespace conduit::agent {
 
@@ -57,6 +58,11 @@ class Region {
   Update wait_newer(std::uint64_t after, std::chrono::milliseconds wait,
                     const std::function<bool()>& stop) const;
 
+  // The whole region registered with `transport` for local use, once: kept while the region lives, so the
+  // scatter-gather transfers that reuse a region register nothing after the first. `created` says whether
+  // this call registered it (to count and time it).
+  Result<std::shared_ptr<const Registration>> shared_registration(Transport& transport, bool* created);
+
   // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt}
   nlohmann::json to_json() const;
 
@@ -69,6 +75,9 @@ class Region {
   mutable std::mutex update_mu_;
   mutable std::condition_variable updated_;
   Update update_;
+  // After memory_: deregistered before the memory goes.
+  std::mutex registrations_mu_;
+  std::map<const Transport*, std::shared_ptr<const Registration>> registrations_;
 };
 
 using RegionPtr = std::shared_ptr<Region>;

@@ -93,7 +93,7 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (!body.is_object()) return make_error(ErrorCode::InvalidArgument, "the body must be a JSON object");
   JsonFields fields(body, "");
   fields.only({"source", "targets", "op", "strategy", "chunkBytes", "window", "verify", "deadlineSeconds",
-               "maxBytesPerSecond"});
+               "maxBytesPerSecond", "ops"});
   TransferRequest r;
 
   const json* source = fields.object("source", Need::Required);
@@ -105,6 +105,7 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   r.source_region = region_name(src, "region");
   r.source_file = src.string("file").value_or("");
   if (src.ok() && r.source_region.empty() && r.source_file.empty()) src.fail("region", "must not be empty");
+  const bool src_has_range = src.has("offset") || src.has("length");
   r.offset = src.u64("offset").value_or(r.offset);
   r.length = src.u64("length").value_or(r.length);
   r.follow_grant = src.string("followGrant").value_or("");
@@ -179,6 +180,26 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   r.max_bytes_per_second =
       fields.u64("maxBytesPerSecond", Need::Optional, 0, 1ULL << 40).value_or(r.max_bytes_per_second);
   if (!fields.ok()) return fields.status().error();
+
+  if (body.contains("ops")) {
+    auto ops = parse_scatter_ops(body["ops"]);
+    if (!ops) return ops.error();
+    r.ops = std::move(*ops);
+    // One batch between the region and one grant: nothing else of a range transfer applies.
+    if (r.source_region.empty())
+      return bad("ops", "need source.region (a file is read in order, not scattered)");
+    if (src_has_range) return bad("ops", "give the ranges in ops, not source.offset or source.length");
+    if (r.targets.size() != 1) return bad("ops", "go to exactly one target");
+    const TransferTarget& t = r.targets[0];
+    if (t.offset != 0 || t.resume_offset != 0 || t.ring_bytes > 0 || t.save || !t.grant_id.empty())
+      return bad("ops",
+                 "the target takes only grant and url: offsets are the ops' own, and an op list "
+                 "is neither reported, resumed, ringed nor saved");
+    if (r.chain || !r.follow_grant.empty()) return bad("ops", "are not forwarded along a chain");
+    if (r.verify != Verify::None)
+      return bad("ops", "take verify none (compare the regions' checksums after)");
+    if (r.max_bytes_per_second != 0) return bad("ops", "are not paced: leave out maxBytesPerSecond");
+  }
   return r;
 }
 

@@ -75,6 +75,11 @@ class TransferRun {
   TransferStatus status;
   run::SteadyClock::time_point started, finished;
 
+  // A scatter-gather transfer's local side: the source region's registration, kept by the region.
+  std::shared_ptr<const Registration> scatter_local;
+
+  // Why the run must end now: cancelled, the agent shutting down, or past its deadline.
+  std::optional<run::Failure> stopped() const;
   // The worker's whole job. On return nothing of this run is in flight any more (past a shutdown deadline
   // excepted), so release() may free what its batches used.
   std::optional<run::Failure> execute(const run::Context& c);
@@ -120,7 +125,6 @@ class TransferRun {
                                     const std::function<void(std::uint64_t)>& progress,
                                     std::optional<Error>& error);
   void cancel_batch(const run::Context& c, Transport& transport, BatchId id);
-  std::optional<run::Failure> stopped() const;
   std::optional<run::Failure> pause(run::SteadyClock::duration d) const;
   void set_target_bytes(std::size_t target, std::uint64_t bytes);
 

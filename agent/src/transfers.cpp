@@ -8,6 +8,7 @@
 #include "conduit/common/log.h"
 #include "conduit/common/random.h"
 #include "metrics/agent_metrics.h"
+#include "scatter_executor.h"
 #include "transfer_run.h"
 
 namespace conduit::agent {
@@ -26,7 +27,13 @@ TransferManager::TransferManager(const TransportSet& transports, RegionStore& re
       peers_(peers),
       metrics_(metrics),
       options_(options),
-      id_prefix_(run_id_prefix()) {}
+      id_prefix_(run_id_prefix()),
+      scatter_(std::make_unique<ScatterExecutor>(
+          [this](const std::shared_ptr<TransferRun>& t, std::optional<run::Failure> failure) {
+            t->scatter_local.reset();
+            t->release();
+            finish(t, std::move(failure), /*threaded=*/false);
+          })) {}
 
 TransferManager::~TransferManager() { shutdown(); }
 
@@ -41,6 +48,7 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   if (request.chunk_bytes == 0 || request.window == 0) {
     return make_error(ErrorCode::InvalidArgument, "chunkBytes and window must be positive");
   }
+  if (!request.ops.empty()) return start_scatter(std::move(request));
   RegionPtr region;
   std::optional<SourceFile> file;
   std::uint64_t size = 0;
@@ -138,7 +146,58 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   }
   t->status.created_at = std::chrono::system_clock::now();
   t->request = std::move(request);
+  return admit(t, source_name, /*threaded=*/true);
+}
 
+Result<std::string> TransferManager::start_scatter(TransferRequest request) {
+  auto found = regions_.get(request.source_region);
+  if (!found) return found.error();
+  RegionPtr region = std::move(*found);
+  if (region->memory().kind() != MemoryKind::Host) {
+    return make_error(ErrorCode::Unsupported, "ops: region " + request.source_region + " is " +
+                                                  region->memory_label() +
+                                                  " memory; scatter-gather transfers use host memory");
+  }
+  const TransferTarget& target = request.targets[0];
+  Transport* transport = transports_.find(target.grant.provider);
+  if (transport == nullptr) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "targets[0]: no transport for provider " + target.grant.provider + " on this agent");
+  }
+  if (target.grant.staged) {
+    return make_error(ErrorCode::Unsupported,
+                      "targets[0]: the grant is a staged CUDA range; scatter-gather writes host memory");
+  }
+  if (auto ok = check_scatter_ops(request.ops, request.op, region->bytes(), target.grant.length); !ok) {
+    return ok.error();
+  }
+  // Registered once per region and transport, then shared by every scatter transfer that uses it.
+  bool registered = false;
+  const auto t0 = run::SteadyClock::now();
+  auto local = region->shared_registration(*transport, &registered);
+  if (!local) return local.error();
+  if (registered && metrics_ != nullptr)
+    metrics_->observe_registration(run::seconds(run::SteadyClock::now() - t0));
+
+  auto t = std::make_shared<TransferRun>();
+  std::uint64_t total = 0;
+  for (const ScatterOp& op : request.ops) total += op.length;
+  t->transports.push_back(transport);
+  t->length = total;
+  t->created = run::SteadyClock::now();
+  t->source = RegionUse(std::move(region));
+  t->scatter_local = std::move(*local);
+  t->status.bytes_total = total;
+  t->status.targets.resize(1);
+  t->status.created_at = std::chrono::system_clock::now();
+  const std::string source_name =
+      "region " + request.source_region + " (" + std::to_string(request.ops.size()) + " ops)";
+  t->request = std::move(request);
+  return admit(t, source_name, /*threaded=*/false);
+}
+
+Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t,
+                                           const std::string& source_name, bool threaded) {
   std::string id;
   std::size_t running = 0;
   {
@@ -147,20 +206,29 @@ Result<std::string> TransferManager::start(TransferRequest request) {
     t->seq = next_id_++;
     id = id_prefix_ + std::to_string(t->seq);
     t->status.id = id;
-    try {
-      threads_.emplace_back([this, t] { run(t); });
-    } catch (const std::system_error& e) {
-      return make_error(ErrorCode::ResourceExhausted,
-                        std::string("cannot start a transfer thread: ") + e.what());
+    if (threaded) {
+      try {
+        threads_.emplace_back([this, t] { run(t); });
+      } catch (const std::system_error& e) {
+        return make_error(ErrorCode::ResourceExhausted,
+                          std::string("cannot start a transfer thread: ") + e.what());
+      }
     }
     transfers_.emplace(id, t);
     running = ++running_;
   }
+  if (!threaded) scatter_->submit(t);
   if (metrics_ != nullptr) metrics_->set_active_transfers(static_cast<double>(running));
-  log::info("transfer started", {{"transfer", id},
-                                 {"source", source_name},
-                                 {"bytes", std::to_string(t->status.bytes_total)},
-                                 {"targets", std::to_string(t->request.targets.size())}});
+  // A scatter-gather transfer may be one of thousands a second: debug, not info.
+  const log::Fields fields{{"transfer", id},
+                           {"source", source_name},
+                           {"bytes", std::to_string(t->status.bytes_total)},
+                           {"targets", std::to_string(t->request.targets.size())}};
+  if (threaded) {
+    log::info("transfer started", fields);
+  } else {
+    log::debug("transfer started", fields);
+  }
   return id;
 }
 
@@ -171,7 +239,11 @@ void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
   // visible: whoever sees a finished transfer may delete its region at once. execute() cancelled and
   // waited out any batch still in flight, so nothing uses the registrations any more.
   t->release();
+  finish(t, std::move(failure), /*threaded=*/true);
+}
 
+void TransferManager::finish(const std::shared_ptr<TransferRun>& t, std::optional<run::Failure> failure,
+                             bool threaded) {
   TransferStatus final_status;
   double duration = 0;
   std::size_t running = 0;
@@ -193,7 +265,7 @@ void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
       final_status = t->status;
     }
     running = --running_;
-    exited_.push_back(std::this_thread::get_id());
+    if (threaded) exited_.push_back(std::this_thread::get_id());
     // Drop the oldest finished transfers beyond the history (see TransferOptions); running ones always stay.
     // finished_ keeps them in start order, so this is a few map steps, not a sort of every transfer kept
     // (with thousands kept, that sort under mu_ held up every other request).
@@ -210,6 +282,7 @@ void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
     }
   }
   exited_cv_.notify_all();
+  ended_cv_.notify_all();
 
   if (metrics_ != nullptr) {
     const char* result = final_status.state == TransferState::Succeeded   ? "succeeded"
@@ -228,7 +301,11 @@ void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
     fields.emplace_back("error", final_status.message);
   }
   if (final_status.state == TransferState::Succeeded) {
-    log::info("transfer finished", fields);
+    if (threaded) {
+      log::info("transfer finished", fields);
+    } else {
+      log::debug("transfer finished", fields);
+    }
   } else {
     log::warn("transfer finished", fields);
   }
@@ -261,6 +338,18 @@ Result<TransferStatus> TransferManager::get(const std::string& id) const {
     t = it->second;
   }
   return t->snapshot();
+}
+
+Result<TransferStatus> TransferManager::wait(const std::string& id, std::chrono::milliseconds wait) const {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  std::unique_lock lock(mu_);
+  for (bool last = false;; last = ended_cv_.wait_until(lock, until) == std::cv_status::timeout) {
+    // Found again after every wake: the history may have dropped it meanwhile.
+    auto it = transfers_.find(id);
+    if (it == transfers_.end()) return make_error(ErrorCode::NotFound, "no transfer " + id);
+    TransferStatus s = it->second->snapshot();
+    if (last || (s.state != TransferState::Queued && s.state != TransferState::Running)) return s;
+  }
 }
 
 std::vector<TransferStatus> TransferManager::list() const {
@@ -314,6 +403,7 @@ void TransferManager::shutdown(std::chrono::milliseconds grace) {
     exited_.clear();
   }
   for (std::thread& th : all) th.join();
+  scatter_->stop();
 }
 
 }  // namespace conduit::agent

@@ -23,6 +23,7 @@
 #include "conduit/api/reasons.h"
 #include "conduit/transport.h"
 #include "regions.h"
+#include "scatter.h"
 #include "stream/landing.h"
 #include "transport_set.h"
 
@@ -77,6 +78,9 @@ struct TransferRequest {
     std::function<bool()> granted;  // the grant still exists (not revoked or expired)
   };
   std::optional<Follow> follow;
+  // Scatter-gather (scatter.h): many ranges between the source region and one target's grant, as one batch
+  // on the transport, run by the agent's scatter executor with no thread of its own. Empty: one range.
+  std::vector<ScatterOp> ops;
 
   // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
   static Result<TransferRequest> from_json(const nlohmann::json& body);
@@ -152,6 +156,10 @@ struct TransferOptions {
 };
 
 class TransferRun;
+class ScatterExecutor;
+namespace run {
+struct Failure;
+}
 
 class TransferManager {
  public:
@@ -162,6 +170,9 @@ class TransferManager {
   // Validates against local state (region exists, range fits, provider open) and starts; returns the id.
   Result<std::string> start(TransferRequest request);
   Result<TransferStatus> get(const std::string& id) const;
+  // get(), once the transfer ended or `wait` passed (the end wakes it at once): completion pushed to the
+  // caller instead of polled.
+  Result<TransferStatus> wait(const std::string& id, std::chrono::milliseconds wait) const;
   std::vector<TransferStatus> list() const;  // newest first
   Status cancel(const std::string& id);      // NotFound; finished transfers stay as they ended
   std::size_t active() const;
@@ -172,6 +183,12 @@ class TransferManager {
 
  private:
   void run(const std::shared_ptr<TransferRun>& transfer);
+  // The end of every transfer, threaded or not: state, history, metrics, log; wakes wait()ers.
+  void finish(const std::shared_ptr<TransferRun>& transfer, std::optional<run::Failure> failure,
+              bool threaded);
+  Result<std::string> start_scatter(TransferRequest request);
+  Result<std::string> admit(const std::shared_ptr<TransferRun>& t, const std::string& source_name,
+                            bool threaded);
   void reap_threads();
 
   const TransportSet& transports_;
@@ -192,9 +209,12 @@ class TransferManager {
   std::size_t running_ = 0;              // Queued or Running
   std::vector<std::thread::id> exited_;  // workers done but not yet joined
   std::condition_variable exited_cv_;
+  mutable std::condition_variable ended_cv_;  // any transfer ended (wait())
   // Set by shutdown(): workers stop waiting for their cancelled batch by then.
   std::atomic<std::chrono::steady_clock::rep> shutdown_deadline_{
       std::chrono::steady_clock::time_point::max().time_since_epoch().count()};
+  // Last: its thread calls finish(), so it stops before anything finish() uses goes.
+  std::unique_ptr<ScatterExecutor> scatter_;
 };
 
 }  // namespace conduit::agent

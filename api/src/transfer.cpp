@@ -34,6 +34,13 @@ json TransferRequest::to_json() const {
             {"deadlineSeconds", deadline_seconds},
             {"maxBytesPerSecond", max_bytes_per_second}};
   if (chain) body["strategy"] = "chain";
+  if (!ops.empty()) {
+    json list = json::array();
+    for (const auto& op : ops)
+      list.push_back(
+          {{"sourceOffset", op.source_offset}, {"targetOffset", op.target_offset}, {"length", op.length}});
+    body["ops"] = std::move(list);
+  }
   return body;
 }
 

@@ -171,6 +171,7 @@ Grant Grant::from_json(const json& body) {
     }
   }
   if (const auto it = body.find("landing"); it != body.end() && it->is_object()) g.landing = *it;
+  g.registration_seconds = body.value("registrationSeconds", 0.0);
   return g;
 }
 
@@ -180,6 +181,7 @@ json Grant::to_json() const {
            {"nics", nics}};
   if (!gpu_path.empty()) out["gpuPath"] = gpu_path;
   if (takes_reports()) out["landing"] = landing;
+  out["registrationSeconds"] = registration_seconds;
   return out;
 }
 

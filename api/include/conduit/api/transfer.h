@@ -37,6 +37,13 @@ struct TransferRequest {
   std::uint64_t max_bytes_per_second = 0;  // per target; 0: unlimited
   bool chain = false;                      // strategy chain: the targets are hops in order
   std::string follow_grant{};              // a hop forwarding what lands in source_region through this grant
+  // Scatter-gather: ranges between source_region and the one target's grant (then no offset or length).
+  struct RangeOp {
+    std::uint64_t source_offset = 0;
+    std::uint64_t target_offset = 0;
+    std::uint64_t length = 0;
+  };
+  std::vector<RangeOp> ops{};
   nlohmann::json to_json() const;
 };
 

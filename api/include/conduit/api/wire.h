@@ -156,6 +156,7 @@ struct Grant {
   // Landing {ring, streamBytes, savedBytes, committed, file?}, as it came; null when the grant takes no
   // landing reports (a read grant, CUDA memory).
   nlohmann::json landing{};
+  double registration_seconds = 0;  // what registering the range took on the target
   bool takes_reports() const { return landing.is_object(); }
   bool ring() const { return takes_reports() && landing.value("ring", false); }
   std::string save_file() const;  // "" when it saves none

@@ -1,0 +1,50 @@
+// Runs scatter-gather transfers (scatter.h) with no thread of their own: one thread submits each as one
+// batch on its transport and watches every batch in flight, so thousands of small transfers cost no thread,
+// no registration (the source region's is shared, the target's grant long-lived) and no polling by the
+// caller (the end wakes whoever waits on the transfer).
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "transfer_run.h"
+
+namespace conduit::agent {
+
+class ScatterExecutor {
+ public:
+  // Called on the executor's thread once a transfer ended, with why it failed (nullopt: Succeeded).
+  using Done = std::function<void(const std::shared_ptr<TransferRun>&, std::optional<run::Failure>)>;
+  explicit ScatterExecutor(Done done);
+  ~ScatterExecutor();  // stop()
+
+  // Queues a transfer whose source registration (scatter_local) and transport (transports[0]) are set.
+  void submit(std::shared_ptr<TransferRun> transfer);
+  // Ends the thread once every transfer it holds ended (their stop flags are the caller's to set).
+  void stop();
+
+ private:
+  struct Flight {
+    std::shared_ptr<TransferRun> transfer;
+    std::optional<BatchId> batch;
+    bool cancelling = false;
+    std::optional<run::Failure> why;  // set when we cancelled it: the end to report
+  };
+  void loop();
+  bool launch(Flight& f);  // false: it ended at once (done called)
+  bool watch(Flight& f);   // false: it ended (done called)
+
+  Done done_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<TransferRun>> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace conduit::agent

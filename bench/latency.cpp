@@ -1,0 +1,325 @@
+// Latency of one op at a time (docs/kv-cache.md), in one process and one run, interleaved:
+//   bare      the provider alone: fi_writemsg(FI_DELIVERY_COMPLETE) of one buffer, spinning on fi_cq_read
+//             (both endpoints' completion queues, which drives the provider's progress), nothing else;
+//   conduit   the same write through conduit::Transport: submit one op, spin on poll() until finished.
+// And through the agent API: POST /v1/transfers?waitSeconds with one op (submit to completion, one HTTP
+// round trip), plus 1,000 scattered 16 KiB blocks in one request against one contiguous 16 MiB transfer.
+#include <httplib.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "conduit/memory_region.h"
+#include "options.h"
+
+namespace conduit::bench {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+constexpr std::uint64_t kSizes[] = {8, 4096, 65536, 1 << 20};
+
+struct Percentiles {
+  double p50 = 0, p99 = 0, p999 = 0;  // microseconds
+};
+
+Percentiles percentiles(std::vector<double> us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[std::min(us.size() - 1, static_cast<std::size_t>(q * us.size()))]; };
+  return {at(0.5), at(0.99), at(0.999)};
+}
+
+double micros(Clock::duration d) { return std::chrono::duration<double, std::micro>(d).count(); }
+
+// The provider alone: two RDM endpoints of one domain in this process, one writing into the other.
+class Bare {
+ public:
+  ~Bare() { close(); }
+
+  std::string open(const std::string& provider, std::uint64_t bytes) {
+    fi_info* hints = fi_allocinfo();
+    hints->caps = FI_RMA | FI_WRITE | FI_REMOTE_WRITE;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->domain_attr->mr_mode =
+        FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    hints->fabric_attr->prov_name = strdup(provider == "tcp" ? "tcp;ofi_rxm" : provider.c_str());
+    const bool tcp = provider == "tcp";
+    int rc = fi_getinfo(FI_VERSION(1, 17), tcp ? "127.0.0.1" : nullptr, nullptr, tcp ? FI_SOURCE : 0, hints,
+                        &info_);
+    fi_freeinfo(hints);
+    if (rc != 0) return std::string("fi_getinfo: ") + fi_strerror(-rc);
+    if ((rc = fi_fabric(info_->fabric_attr, &fabric_, nullptr)) != 0) return "fi_fabric";
+    if ((rc = fi_domain(fabric_, info_, &domain_, nullptr)) != 0) return "fi_domain";
+    for (Side* s : {&target_, &initiator_}) {
+      fi_av_attr av_attr{};
+      av_attr.type = FI_AV_TABLE;
+      fi_cq_attr cq_attr{};
+      cq_attr.format = FI_CQ_FORMAT_CONTEXT;
+      if (fi_av_open(domain_, &av_attr, &s->av, nullptr) || fi_cq_open(domain_, &cq_attr, &s->cq, nullptr) ||
+          fi_endpoint(domain_, info_, &s->ep, nullptr) || fi_ep_bind(s->ep, &s->av->fid, 0) ||
+          fi_ep_bind(s->ep, &s->cq->fid, FI_TRANSMIT | FI_RECV) || fi_enable(s->ep)) {
+        return "opening an endpoint";
+      }
+      s->memory = MemoryRegion::allocate_host(bytes).value();
+    }
+    char name[256];
+    std::size_t len = sizeof name;
+    if (fi_getname(&target_.ep->fid, name, &len) != 0) return "fi_getname";
+    if (fi_av_insert(initiator_.av, name, 1, &peer_, 0, nullptr) != 1) return "fi_av_insert";
+    const bool per_ep = (info_->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
+    virt_ = (info_->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+    std::uint64_t key = 1;  // where the provider does not pick keys, each registration needs its own
+    for (auto [s, access] : {std::pair{&target_, FI_REMOTE_WRITE}, std::pair{&initiator_, FI_WRITE}}) {
+      if (int r = fi_mr_reg(domain_, s->memory.data(), bytes, access, 0, key++, 0, &s->mr, nullptr); r != 0)
+        return std::string("fi_mr_reg: ") + fi_strerror(-r);
+      if (per_ep && (fi_mr_bind(s->mr, &s->ep->fid, 0) != 0 || fi_mr_enable(s->mr) != 0)) return "fi_mr_bind";
+    }
+    return "";
+  }
+
+  // One write of `bytes`, delivered; its microseconds, or -1 on an error.
+  double write(std::uint64_t bytes) {
+    iovec iov{initiator_.memory.data(), bytes};
+    void* desc = fi_mr_desc(initiator_.mr);
+    fi_rma_iov rma{virt_ ? reinterpret_cast<std::uint64_t>(target_.memory.data()) : 0, bytes,
+                   fi_mr_key(target_.mr)};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = peer_;
+    msg.rma_iov = &rma;
+    msg.rma_iov_count = 1;
+    msg.context = &context_;
+    const auto t0 = Clock::now();
+    ssize_t rc;
+    while ((rc = fi_writemsg(initiator_.ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)) == -FI_EAGAIN)
+      progress();
+    if (rc != 0) return -1;
+    fi_cq_entry entry;
+    for (;;) {
+      rc = fi_cq_read(initiator_.cq, &entry, 1);
+      if (rc == 1) break;
+      if (rc != -FI_EAGAIN) return -1;
+      progress();
+    }
+    return micros(Clock::now() - t0);
+  }
+
+ private:
+  struct Side {
+    fid_av* av = nullptr;
+    fid_cq* cq = nullptr;
+    fid_ep* ep = nullptr;
+    fid_mr* mr = nullptr;
+    MemoryRegion memory;
+  };
+  void progress() {
+    fi_cq_entry entry;
+    (void)fi_cq_read(target_.cq, &entry, 1);
+  }
+  void close() {
+    for (Side* s : {&initiator_, &target_}) {
+      if (s->mr) fi_close(&s->mr->fid);
+      if (s->ep) fi_close(&s->ep->fid);
+      if (s->cq) fi_close(&s->cq->fid);
+      if (s->av) fi_close(&s->av->fid);
+    }
+    if (domain_) fi_close(&domain_->fid);
+    if (fabric_) fi_close(&fabric_->fid);
+    if (info_) fi_freeinfo(info_);
+  }
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  Side target_, initiator_;
+  fi_addr_t peer_ = 0;
+  bool virt_ = true;
+  fi_context2 context_{};
+};
+
+// The same through conduit: two transports in this process.
+struct Conduit {
+  std::unique_ptr<Transport> target, initiator;
+  MemoryRegion target_memory, local_memory;
+  Registration remote, local;
+
+  std::string open(const Options& o, std::uint64_t bytes) {
+    TransportConfig config{.provider = o.provider, .rails = 1, .bind_address = o.bind};
+    auto t = open_transport(config);
+    auto i = open_transport(config);
+    if (!t || !i) return "opening the transports: " + (t ? i.error() : t.error()).message;
+    target = std::move(*t);
+    initiator = std::move(*i);
+    target_memory = MemoryRegion::allocate_host(bytes).value();
+    local_memory = MemoryRegion::allocate_host(bytes).value();
+    auto r = target->register_memory(target_memory, Access::RemoteWrite);
+    auto l = initiator->register_memory(local_memory, Access::Local);
+    if (!r || !l) return "registering";
+    remote = std::move(*r);
+    local = std::move(*l);
+    return "";
+  }
+
+  double write(std::uint64_t bytes) {
+    const Op op{OpKind::Write, &local, 0, remote.remote_key(), 0, bytes};
+    const auto t0 = Clock::now();
+    auto id = initiator->submit(std::span(&op, 1), BatchOptions{std::max<std::uint64_t>(bytes, 4096), 1});
+    if (!id) return -1;
+    for (;;) {
+      const BatchStatus s = initiator->poll(*id);
+      if (s.finished) return s.error ? -1 : micros(Clock::now() - t0);
+      // The rails' progress threads do the work: leave them the cores (two here) while waiting.
+      std::this_thread::yield();
+    }
+  }
+};
+
+int count_for(std::uint64_t bytes, int scale) { return (bytes >= (1 << 20) ? 200 : 2000) * scale; }
+
+void print(const char* what, std::uint64_t bytes, const Percentiles& p) {
+  std::printf("  %-8s %8llu B  p50 %8.1f us  p99 %8.1f us  p999 %8.1f us\n", what,
+              static_cast<unsigned long long>(bytes), p.p50, p.p99, p.p999);
+}
+
+}  // namespace
+
+int transport_latency(const Options& options) {
+  Bare bare;
+  Conduit ours;
+  if (auto e = bare.open(options.provider, 1 << 20); !e.empty())
+    return std::cerr << "bare provider: " << e << "\n", 1;
+  if (auto e = ours.open(options, 1 << 20); !e.empty()) return std::cerr << "conduit: " << e << "\n", 1;
+  std::printf("one %s write at a time, delivered; %d interleaved rounds; microseconds\n",
+              options.provider.c_str(), options.iterations);
+  json out = json::array();
+  for (std::uint64_t bytes : kSizes) {
+    std::vector<double> b, c;
+    for (int round = 0; round < options.iterations; ++round) {
+      for (int i = 0; i < count_for(bytes, 1); ++i) {
+        const double x = bare.write(bytes), y = ours.write(bytes);
+        if (x < 0 || y < 0) return std::cerr << "a write failed at " << bytes << " B\n", 1;
+        b.push_back(x);
+        c.push_back(y);
+      }
+    }
+    const Percentiles pb = percentiles(b), pc = percentiles(c);
+    print("bare", bytes, pb);
+    print("conduit", bytes, pc);
+    std::printf("  %-8s %8llu B  p50 ratio %.2fx\n", "", static_cast<unsigned long long>(bytes),
+                pc.p50 / pb.p50);
+    out.push_back({{"bytes", bytes},
+                   {"bare_p50", pb.p50},
+                   {"conduit_p50", pc.p50},
+                   {"ratio_p50", pc.p50 / pb.p50},
+                   {"bare_p99", pb.p99},
+                   {"conduit_p99", pc.p99}});
+  }
+  if (options.json) std::cout << out.dump() << "\n";
+  return 0;
+}
+
+int agent_latency(const Options& options, const std::string& source, const std::string& target,
+                  const std::string& token) {
+  auto client = [&](const std::string& url) {
+    auto c = std::make_unique<httplib::Client>(url);
+    c->set_bearer_token_auth(token);
+    c->set_read_timeout(60, 0);
+    c->set_keep_alive(true);
+    c->set_tcp_nodelay(true);  // else Nagle holds the body behind the headers for a delayed ACK (40 ms)
+    return c;
+  };
+  auto a = client(source), b = client(target);
+  constexpr std::uint64_t kRegion = 32 << 20;
+  auto ok = [](const httplib::Result& r, int want) { return r && r->status == want; };
+  (void)a->Delete("/v1/regions/bench-src");
+  (void)b->Delete("/v1/regions/bench-dst");
+  if (!ok(a->Post("/v1/regions", json{{"name", "bench-src"}, {"bytes", kRegion}}.dump(), "application/json"),
+          201) ||
+      !ok(b->Post("/v1/regions", json{{"name", "bench-dst"}, {"bytes", kRegion}}.dump(), "application/json"),
+          201)) {
+    return std::cerr << "creating the bench regions failed\n", 1;
+  }
+  auto g = b->Post("/v1/regions/bench-dst/grants", json{{"access", "write"}, {"ttlSeconds", 86400}}.dump(),
+                   "application/json");
+  if (!ok(g, 201)) return std::cerr << "taking a grant failed\n", 1;
+  const json key = json::parse(g->body)["key"];
+  auto post = [&](const json& body) {
+    const std::string text = body.dump();
+    const auto t0 = Clock::now();
+    auto r = a->Post("/v1/transfers?waitSeconds=30", text, "application/json");
+    const double us = micros(Clock::now() - t0);
+    if (!r || r->status != 200 || json::parse(r->body).value("state", "") != "Succeeded") return -1.0;
+    return us;
+  };
+  auto ops_body = [&](const json& ops) {
+    return json{
+        {"source", {{"region", "bench-src"}}}, {"targets", {{{"grant", key}}}}, {"ops", ops}, {"window", 256}};
+  };
+  std::printf("through the agent API (POST /v1/transfers?waitSeconds, one op): submit to completion\n");
+  json out = json::object();
+  for (std::uint64_t bytes : kSizes) {
+    std::vector<double> us;
+    const json body = ops_body(json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", bytes}}}));
+    for (int i = 0; i < count_for(bytes, 1) / 2; ++i) {
+      const double x = post(body);
+      if (x < 0) return std::cerr << "a transfer failed\n", 1;
+      us.push_back(x);
+    }
+    const Percentiles p = percentiles(us);
+    print("agent", bytes, p);
+    out["p50_us_" + std::to_string(bytes)] = p.p50;
+  }
+  // 1,000 blocks of 16 KiB scattered over 32 MiB on both sides, against one contiguous 16 MiB range.
+  std::mt19937_64 rng(1);
+  std::vector<std::uint64_t> from(2048), to(2048);
+  for (std::size_t i = 0; i < from.size(); ++i) from[i] = to[i] = i;
+  std::shuffle(from.begin(), from.end(), rng);
+  std::shuffle(to.begin(), to.end(), rng);
+  json blocks = json::array();
+  for (int i = 0; i < 1000; ++i) {
+    blocks.push_back({{"sourceOffset", from[i] * 16384}, {"targetOffset", to[i] * 16384}, {"length", 16384}});
+  }
+  const json scattered = ops_body(blocks);
+  const json contiguous = json{{"source", {{"region", "bench-src"}, {"offset", 0}, {"length", 16 << 20}}},
+                               {"targets", {{{"grant", key}}}}};
+  std::vector<double> ts, tc;
+  for (int round = 0; round < 10 * options.iterations; ++round) {
+    const double x = post(scattered), y = post(contiguous);
+    if (x < 0 || y < 0) return std::cerr << "a 16 MiB transfer failed\n", 1;
+    ts.push_back(x);
+    tc.push_back(y);
+  }
+  const double s = percentiles(ts).p50, c = percentiles(tc).p50;
+  const double bytes = 1000.0 * 16384;
+  std::printf(
+      "  1,000 x 16 KiB scattered: %.2f GB/s (p50 %.0f us); one contiguous 16 MiB: %.2f GB/s (p50 %.0f us);"
+      " ratio %.2fx\n",
+      bytes / s / 1e3, s, 16.0 * (1 << 20) / c / 1e3, c, (bytes / s) / (16.0 * (1 << 20) / c));
+  out["scattered_over_contiguous"] = (bytes / s) / (16.0 * (1 << 20) / c);
+  if (options.json) std::cout << out.dump() << "\n";
+  (void)a->Delete("/v1/regions/bench-src");
+  (void)b->Delete("/v1/grants/" + json::parse(g->body)["id"].get<std::string>());
+  (void)b->Delete("/v1/regions/bench-dst");
+  return 0;
+}
+
+}  // namespace conduit::bench

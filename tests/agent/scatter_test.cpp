@@ -1,0 +1,227 @@
+// Scatter-gather transfers through real conduit-agent processes on loopback (docs/kv-cache.md): many ops
+// in one request, as one batch, into a long-lived grant; completion answered to the request that waits.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_process.h"
+#include "conduit/pattern.h"
+#include "file_bytes.h"
+
+namespace conduit {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::AgentOptions;
+using testing::AgentProcess;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t KiB = 1 << 10;
+constexpr std::uint64_t MiB = 1 << 20;
+
+AgentOptions options() {
+  AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  o.extra_args = {"--log-level", "warn"};
+  return o;
+}
+
+struct Op {
+  std::uint64_t source = 0, target = 0, length = 0;
+};
+
+// `count` ops of 1 byte to 16 KiB at random, non-overlapping places in both `bytes`-byte ranges.
+std::vector<Op> random_layout(std::size_t count, std::uint64_t bytes, std::uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Op> ops;
+  const std::uint64_t cell = bytes / count;  // each op in a cell of its own, on each side
+  std::vector<std::uint64_t> sources(count), targets(count);
+  for (std::size_t i = 0; i < count; ++i) sources[i] = targets[i] = i;
+  std::shuffle(sources.begin(), sources.end(), rng);
+  std::shuffle(targets.begin(), targets.end(), rng);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t length = 1 + rng() % std::min<std::uint64_t>(16 * KiB, cell);
+    ops.push_back({sources[i] * cell + rng() % (cell - length + 1),
+                   targets[i] * cell + rng() % (cell - length + 1), length});
+  }
+  return ops;
+}
+
+json ops_json(const std::vector<Op>& ops) {
+  json out = json::array();
+  for (const Op& op : ops)
+    out.push_back({{"sourceOffset", op.source}, {"targetOffset", op.target}, {"length", op.length}});
+  return out;
+}
+
+// What the region holds, saved by its agent.
+std::vector<std::byte> region_bytes(AgentProcess& agent, const std::string& region) {
+  const std::string file = "saved-" + region + ".bin";
+  EXPECT_EQ(agent.post("/v1/regions/" + region + "/save", {{"file", file}}).status, 200);
+  auto bytes = testing::read_file(agent.data_dir() / file);
+  fs::remove(agent.data_dir() / file);
+  return bytes;
+}
+
+std::size_t entries(const std::string& dir) {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++n;
+  return n;
+}
+
+double metric(AgentProcess& agent, const std::string& name) {
+  httplib::Client c(agent.url());
+  auto r = c.Get("/metrics");
+  if (!r) return -1;
+  const auto at = r->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(r->body.substr(at + name.size() + 2));
+}
+
+class Scatter : public ::testing::Test {
+ protected:
+  Scatter() : a(options()), b(options()) {}
+  void SetUp() override {
+    ASSERT_TRUE(a.started() && b.started());
+    source = std::vector<std::byte>(kBytes);
+    fill_pattern(source, 11);
+    testing::write_file(a.data_dir() / "src.bin", source);
+    ASSERT_EQ(a.post("/v1/regions", {{"name", "src"}, {"file", "src.bin"}, {"mode", "load"}}).status, 201);
+    ASSERT_EQ(b.post("/v1/regions", {{"name", "dst"}, {"bytes", kBytes}}).status, 201);
+  }
+  json grant(const std::string& access, std::uint64_t ttl = 86400) {
+    auto g = b.post("/v1/regions/dst/grants", {{"access", access}, {"ttlSeconds", ttl}});
+    EXPECT_EQ(g.status, 201) << g.body.dump();
+    return g.body;
+  }
+  // POST /v1/transfers?waitSeconds=30 with these ops: the answer once the transfer ended.
+  AgentProcess::Reply run(const json& g, const json& ops, const std::string& op = "write") {
+    return a.post(
+        "/v1/transfers?waitSeconds=30",
+        {{"source", {{"region", "src"}}}, {"targets", {{{"grant", g["key"]}}}}, {"op", op}, {"ops", ops}});
+  }
+  static constexpr std::uint64_t kBytes = 8 * MiB;
+  AgentProcess a;
+  AgentProcess b;
+  std::vector<std::byte> source;
+};
+
+TEST_F(Scatter, RandomLayoutsLandByteExactWrittenAndRead) {
+  const json g = grant("write");
+  const auto ops = random_layout(2000, kBytes, 5);
+  auto done = run(g, ops_json(ops));
+  ASSERT_EQ(done.status, 200) << done.body.dump();
+  EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
+  std::uint64_t total = 0;
+  std::vector<std::byte> want(kBytes);  // the region starts zeroed
+  for (const Op& op : ops) {
+    std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
+                want.begin() + static_cast<std::ptrdiff_t>(op.target));
+    total += op.length;
+  }
+  EXPECT_EQ(done.body["bytesDone"], total);
+  EXPECT_TRUE(region_bytes(b, "dst") == want) << "a scattered write put bytes elsewhere than its ops said";
+
+  // Read (pull): the ops now take from node-b's region into node-a's, at other places.
+  const json r = grant("read");
+  const auto back = random_layout(1000, kBytes, 6);
+  auto pulled = run(r, ops_json(back), "read");
+  ASSERT_EQ(pulled.status, 200) << pulled.body.dump();
+  EXPECT_EQ(pulled.body["state"], "Succeeded") << pulled.body.dump();
+  std::vector<std::byte> mine = source;
+  for (const Op& op : back) {
+    std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(op.target), op.length,
+                mine.begin() + static_cast<std::ptrdiff_t>(op.source));
+  }
+  EXPECT_TRUE(region_bytes(a, "src") == mine) << "a scattered read put bytes elsewhere than its ops said";
+}
+
+TEST_F(Scatter, BadOpListsAreRefusedBeforeAnythingIsSent) {
+  const json g = grant("write");
+  auto refused = [&](const json& ops, const std::string& says) {
+    auto r = run(g, ops);
+    EXPECT_EQ(r.status, 400) << r.body.dump();
+    const std::string message = r.body["error"].value("message", "");
+    EXPECT_NE(message.find(says), std::string::npos) << message;
+  };
+  refused(json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 4096}},
+                       {{"sourceOffset", 8192}, {"targetOffset", 100}, {"length", 4096}}}),
+          "ops[1] overlaps ops[0] in the target");
+  refused(json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 1}},
+                       {{"sourceOffset", 0}, {"targetOffset", kBytes - 10}, {"length", 11}}}),
+          "ops[1]: target");
+  refused(json::array({{{"sourceOffset", kBytes}, {"targetOffset", 0}, {"length", 1}}}), "ops[0]: source");
+  refused(json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 0}}}), "ops[0].length");
+  refused(json::array(), "ops: must hold 1 to 65536");
+  json many = json::array();
+  for (int i = 0; i < 65537; ++i) many.push_back({{"sourceOffset", i}, {"targetOffset", i}, {"length", 1}});
+  auto big = run(g, many);
+  EXPECT_TRUE(big.status == 400 || big.status == 413) << big.status;  // past the op count or the body limit
+  auto with_verify = a.post(
+      "/v1/transfers", {{"source", {{"region", "src"}}},
+                        {"targets", {{{"grant", g["key"]}, {"url", b.url()}, {"region", "dst"}}}},
+                        {"verify", "crc32c"},
+                        {"ops", json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 1}}})}});
+  EXPECT_EQ(with_verify.status, 400) << with_verify.body.dump();
+  // Nothing was sent: node-b's region is still all zeroes.
+  EXPECT_TRUE(region_bytes(b, "dst") == std::vector<std::byte>(kBytes));
+}
+
+TEST_F(Scatter, ARevokedLongLivedGrantStopsWorkingAtOnce) {
+  const json g = grant("write");
+  const json one = json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 64 * KiB}}});
+  ASSERT_EQ(run(g, one).body["state"], "Succeeded");
+  EXPECT_GE(g["registrationSeconds"].get<double>(), 0.0) << g.dump();
+  // Renewed: a new expiry, the same key, still working.
+  const std::string renew = "/v1/grants/" + g["id"].get<std::string>() + "/renew";
+  auto renewed = b.post(renew, {{"ttlSeconds", 60}});
+  ASSERT_EQ(renewed.status, 200) << renewed.body.dump();
+  EXPECT_NE(renewed.body["expiresAt"], g["expiresAt"]);
+  EXPECT_EQ(renewed.body["key"], g["key"]);
+  EXPECT_EQ(b.post(renew, {{"ttlSeconds", 0}}).status, 400);
+  ASSERT_EQ(run(g, one).body["state"], "Succeeded");
+  ASSERT_EQ(b.del("/v1/grants/" + g["id"].get<std::string>()).status, 204);
+  EXPECT_EQ(b.post(renew, {{"ttlSeconds", 60}}).status, 404) << "a revoked grant came back";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto after = run(g, one);
+  EXPECT_EQ(after.body["state"], "Failed") << after.body.dump();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "a revoked key should fail fast, not stall";
+}
+
+// 10,000 transfers into one long-lived grant: no registration after the first, and no thread, fd or
+// registration left behind.
+TEST_F(Scatter, TenThousandSmallTransfersRegisterOnceAndLeaveNothingBehind) {
+  const json g = grant("write");
+  const json one = json::array({{{"sourceOffset", 4096}, {"targetOffset", 0}, {"length", 16 * KiB}}});
+  ASSERT_EQ(run(g, one).body["state"], "Succeeded");  // the first registers the source region
+  const std::string proc = "/proc/" + std::to_string(a.process().pid());
+  const double registrations = metric(a, "conduit_agent_registration_duration_seconds_count");
+  const std::size_t threads = entries(proc + "/task");
+  const std::size_t fds = entries(proc + "/fd");
+  int succeeded = 0;
+  for (int i = 0; i < 10000; ++i) {
+    json ops = json::array({{{"sourceOffset", (i * 4096) % (kBytes - 16 * KiB)},
+                             {"targetOffset", (i * 16 * KiB) % kBytes},
+                             {"length", 16 * KiB}}});
+    auto r = run(g, ops);
+    if (r.status == 200 && r.body["state"] == "Succeeded") ++succeeded;
+  }
+  EXPECT_EQ(succeeded, 10000);
+  EXPECT_EQ(metric(a, "conduit_agent_registration_duration_seconds_count"), registrations)
+      << "a transfer into a long-lived grant registered memory";
+  // A connection the client reopened meanwhile may take a moment to close on the agent's side.
+  for (int i = 0; i < 50 && (entries(proc + "/task") != threads || entries(proc + "/fd") != fds); ++i) {
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_EQ(entries(proc + "/task"), threads) << "threads left behind";
+  EXPECT_EQ(entries(proc + "/fd"), fds) << "fds left behind";
+  EXPECT_EQ(a.get("/v1/regions/src").body["users"], 0) << "a transfer still holds the source region";
+}
+
+}  // namespace
+}  // namespace conduit
