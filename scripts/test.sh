@@ -43,6 +43,9 @@ echo "== faults (docs/reliability.md): agents killed, links cut or lossy, a flip
 echo "   controller killed repeatedly, the apiserver restarted, leadership lost"
 tests/scenarios/run.sh faults build
 
+echo "== Python SDK (python/): shared buffers, transfers, versions, TransferJobs local and through the apiserver"
+tests/scenarios/run.sh sdk build
+
 echo "== hostile input: schemathesis over agent/openapi.yaml (fixed seed), huge bodies, slow clients, floods, traversal"
 tests/scenarios/run.sh hostile build
 echo "== load: 200 concurrent verified transfers through one agent pair, bounded time, RSS stable"

@@ -1,0 +1,28 @@
+"""Conduit's Python SDK: the node agent's REST API, zero-copy shared buffers, region versions and TransferJobs.
+
+    from conduit import Agent, Target
+
+    a, b = Agent("http://node-a:7070"), Agent("http://node-b:7070")
+    with a.allocate("weights", 1 << 20) as buf:
+        buf.numpy()[:] = 7
+        a.transfer("weights", [Target(b, "weights")]).wait()
+
+docs/python.md has the whole of it.
+"""
+
+from .agent import Agent, Grant, Region, Target
+from .buffers import SharedBuffer
+from .errors import (ConduitError, Conflict, InvalidArgument, NotFound, TooManyRequests, TransferFailed,
+                     Unauthorized, Unavailable, Unprocessable)
+from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
+from .transfers import Transfer, TransferStatus
+from .versions import DoubleBuffer, Slot, Update
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Agent", "ConduitError", "Conflict", "DoubleBuffer", "Grant", "InvalidArgument", "JobTarget", "KubeJobs",
+    "LocalJobs", "NotFound", "Region", "SharedBuffer", "Slot", "Target", "TooManyRequests", "Transfer",
+    "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized", "Unavailable", "Unprocessable", "Update",
+    "__version__",
+]

@@ -1,0 +1,313 @@
+"""One conduit-agent's REST API (agent/openapi.yaml): regions, checksums, grants, transfers.
+
+    agent = Agent("http://node-a:7070", token_file="/etc/conduit/token")
+    agent.create_region("scratch", 1 << 20)
+    crcs = agent.checksum("scratch")
+
+Defaults come from the environment: ``CONDUIT_AGENT_URL`` (else the CLI's ``CONDUIT_AGENT``, else
+http://127.0.0.1:7070), ``CONDUIT_TOKEN`` or ``CONDUIT_TOKEN_FILE``, ``CONDUIT_IMPORT_SOCKET``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import requests
+
+from .errors import InvalidArgument, Unavailable, error_from_response
+
+if TYPE_CHECKING:
+    from .buffers import SharedBuffer
+    from .transfers import Transfer
+    from .versions import Update
+
+DEFAULT_URL = "http://127.0.0.1:7070"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def check_name(name: str, what: str = "region") -> str:
+    """NAME when it is a DNS-1123 label (what the agent accepts), else InvalidArgument. Checked here too so
+    that a name never changes the URL it is put into ("a/b" would address another route)."""
+    if not isinstance(name, str) or len(name) > 63 or not _NAME.match(name):
+        raise InvalidArgument(f"{what} name {name!r} is not a DNS-1123 label (1-63 characters of a-z, 0-9 and "
+                              "'-', starting and ending with a letter or digit)", "InvalidArgument")
+    return name
+
+
+def _check_id(value: str, what: str) -> str:
+    if not isinstance(value, str) or not _ID.match(value):
+        raise InvalidArgument(f"{what} {value!r} is not a valid id", "InvalidArgument")
+    return value
+
+
+def parse_time(value: Any) -> datetime | None:
+    """An RFC 3339 timestamp of the agent ("2026-12-04T05:19:38.123Z"), or None when absent or empty."""
+    if not value:
+        return None
+    return datetime.fromisoformat(str(value))
+
+
+@dataclass(frozen=True)
+class Region:
+    """A named memory region on an agent (GET /v1/regions/{name}); ``raw`` has every field the agent sent."""
+
+    name: str
+    bytes: int
+    memory: str
+    source: str
+    users: int
+    version: int
+    updated_by: str
+    updated_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, j: Mapping[str, Any]) -> Region:
+        return cls(name=str(j["name"]), bytes=int(j["bytes"]), memory=str(j.get("memory", "host")),
+                   source=str(j.get("source", "")), users=int(j.get("users") or 0),
+                   version=int(j.get("version") or 0), updated_by=str(j.get("updatedBy") or ""),
+                   updated_at=parse_time(j.get("updatedAt")), raw=dict(j))
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Remote access to a range of a region (POST /v1/regions/{name}/grants): ``key`` is the RemoteKey a
+    writer needs, ``id`` what revokes it."""
+
+    id: str
+    region: str
+    offset: int
+    length: int
+    access: str
+    key: dict[str, Any]
+    expires_at: datetime | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, j: Mapping[str, Any]) -> Grant:
+        return cls(id=str(j["id"]), region=str(j.get("region", "")), offset=int(j.get("offset") or 0),
+                   length=int(j.get("length") or 0), access=str(j.get("access", "")), key=dict(j["key"]),
+                   expires_at=parse_time(j.get("expiresAt")), raw=dict(j))
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where a transfer writes: REGION on AGENT. ``url`` is how the *source* agent reaches the target's agent
+    when that differs from the address this process uses (a port-forward, another network)."""
+
+    agent: Agent
+    region: str
+    url: str | None = None
+
+
+class Agent:
+    """A client of one conduit-agent. Every method raises a :class:`~conduit.errors.ConduitError` subclass
+    with the agent's code and message when the agent refuses, and :class:`~conduit.errors.Unavailable` when it
+    does not answer."""
+
+    def __init__(self, url: str | None = None, token: str | None = None, token_file: str | os.PathLike[str] |
+                 None = None, import_socket: str | os.PathLike[str] | None = None, *,
+                 timeout: float = 30.0) -> None:
+        self.url = (url or os.environ.get("CONDUIT_AGENT_URL") or os.environ.get("CONDUIT_AGENT")
+                    or DEFAULT_URL).rstrip("/")
+        if token is None and token_file is None:
+            token = os.environ.get("CONDUIT_TOKEN") or None
+            token_file = os.environ.get("CONDUIT_TOKEN_FILE") or None
+        self._token = token
+        self._token_file = Path(token_file) if token_file is not None else None
+        sock = import_socket if import_socket is not None else os.environ.get("CONDUIT_IMPORT_SOCKET")
+        self.import_socket: str | None = os.fspath(sock) if sock else None
+        self.timeout = timeout
+        self._session = requests.Session()
+        self._node: str | None = None
+
+    def __repr__(self) -> str:
+        return f"Agent({self.url!r})"
+
+    # ---- HTTP
+    def _bearer(self) -> str | None:
+        if self._token is not None:
+            return self._token
+        if self._token_file is not None:
+            # Read at every request: the agent's token file rotates (common/), and a read is cheap.
+            try:
+                return self._token_file.read_text().strip()
+            except OSError as e:
+                raise Unavailable(f"cannot read the token file {self._token_file}: {e}", "Unauthorized") from e
+        return None
+
+    def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
+                timeout: float | None = None) -> Any:
+        """METHOD PATH on the agent; the JSON answer (None for 204). Errors as described on the class."""
+        headers = {"Accept": "application/json"}
+        token = self._bearer()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        try:
+            r = self._session.request(method, f"{self.url}{path}", json=body, params=params, headers=headers,
+                                      timeout=timeout if timeout is not None else self.timeout)
+        except requests.RequestException as e:
+            raise Unavailable(f"{method} {self.url}{path}: the agent did not answer: {e}", "Unavailable") from e
+        if r.status_code >= 400:
+            raise error_from_response(r)
+        return r.json() if r.content else None
+
+    # ---- node
+    def node(self) -> dict[str, Any]:
+        """GET /v1/node: the node's name, fabric, GPUs, memory and checks."""
+        return dict(self.request("GET", "/v1/node"))
+
+    @property
+    def node_name(self) -> str:
+        """The agent's node name (asked once)."""
+        if self._node is None:
+            self._node = str(self.node().get("node", ""))
+        return self._node
+
+    # ---- regions
+    def regions(self) -> list[Region]:
+        return [Region.from_json(j) for j in self.request("GET", "/v1/regions").get("items", [])]
+
+    def region(self, name: str) -> Region:
+        return Region.from_json(self.request("GET", f"/v1/regions/{check_name(name)}"))
+
+    def create_region(self, name: str, nbytes: int, memory: str = "host") -> Region:
+        """Allocate NBYTES of zeroed memory (``host`` or ``cuda:N``) as region NAME, owned by the agent."""
+        return Region.from_json(self.request("POST", "/v1/regions",
+                                             {"name": check_name(name), "bytes": nbytes, "memory": memory}))
+
+    def load_region(self, name: str, file: str) -> Region:
+        """A new host region NAME holding FILE (relative to the agent's data directory)."""
+        return Region.from_json(self.request("POST", "/v1/regions",
+                                             {"name": check_name(name), "file": file, "mode": "load"}))
+
+    def save_region(self, name: str, file: str) -> dict[str, Any]:
+        """Write region NAME to FILE under the agent's data directory (temp file, fsync, rename)."""
+        return dict(self.request("POST", f"/v1/regions/{check_name(name)}/save", {"file": file}, timeout=600))
+
+    def delete_region(self, name: str) -> None:
+        """Free region NAME (Conflict while a transfer or grant uses it)."""
+        self.request("DELETE", f"/v1/regions/{check_name(name)}")
+
+    def checksum(self, name: str, offset: int = 0, length: int = 0, slice: int = 1 << 20) -> list[int]:
+        """CRC32C of each SLICE bytes of [OFFSET, +LENGTH) of region NAME (LENGTH 0: to its end)."""
+        j = self.request("GET", f"/v1/regions/{check_name(name)}/checksum",
+                         params={"offset": offset, "length": length, "slice": slice}, timeout=600)
+        return [int(c) for c in j["crc32c"]]
+
+    # ---- grants
+    def grant(self, region: str, access: str = "write", offset: int = 0, length: int = 0,
+              ttl_seconds: int = 600, writer: str | None = None) -> Grant:
+        """Register [OFFSET, +LENGTH) of REGION (LENGTH 0: to its end) for remote ACCESS (write or read) for
+        TTL_SECONDS. WRITER names who writes through it (the region's ``updatedBy`` once a write lands)."""
+        body: dict[str, Any] = {"access": access, "offset": offset, "ttlSeconds": ttl_seconds}
+        if length:
+            body["length"] = length
+        if writer is not None:
+            body["writer"] = writer
+        return Grant.from_json(self.request("POST", f"/v1/regions/{check_name(region)}/grants", body))
+
+    def grants(self) -> list[Grant]:
+        return [Grant.from_json(j) for j in self.request("GET", "/v1/grants").get("items", [])]
+
+    def revoke(self, grant_id: str) -> None:
+        """DELETE /v1/grants/{id}: the key stops working at once."""
+        self.request("DELETE", f"/v1/grants/{_check_id(grant_id, 'grant id')}")
+
+    # ---- transfers
+    def transfer(self, source_region: str, targets: Iterable[Target], *, verify: bool = True,
+                 chunk_bytes: int | None = None, window: int | None = None, strategy: str = "fanout",
+                 deadline_seconds: int | None = None, max_bytes_per_second: int | None = None,
+                 offset: int = 0, length: int = 0, writer: str | None = None,
+                 grant_ttl_seconds: int = 600) -> Transfer:
+        """Write [OFFSET, +LENGTH) of SOURCE_REGION (LENGTH 0: to its end) into each target's region, from
+        its offset 0.
+
+        For each target a write grant over the range is taken on the target's agent (WRITER, default
+        ``"<this node>/<source_region>"``, names the writer there); then this agent is asked to run the
+        transfer (``strategy`` fanout: every target at once; chain: each forwards to the next). Returns a
+        :class:`~conduit.transfers.Transfer`: ``wait()`` it (or use it as a context manager); the grants are
+        revoked once it ended. When a grant or the start is refused, the grants already taken are revoked
+        and the agent's error is raised: nothing is left behind."""
+        from .transfers import Transfer
+
+        targets = list(targets)
+        if not targets:
+            raise InvalidArgument("a transfer needs at least one target", "InvalidArgument")
+        check_name(source_region)
+        if length == 0:
+            # The grants need the length; asking first also says NotFound before any grant is taken.
+            length = self.region(source_region).bytes - offset
+            if length <= 0:
+                raise InvalidArgument(f"offset {offset} is at or past the end of region {source_region}",
+                                      "InvalidArgument")
+        if writer is None:
+            writer = f"{self.node_name or self.url}/{source_region}"
+        grants: list[tuple[Agent, Grant]] = []
+        try:
+            for t in targets:
+                g = t.agent.grant(t.region, "write", 0, length, grant_ttl_seconds, writer)
+                grants.append((t.agent, g))
+            body: dict[str, Any] = {
+                "source": {"region": source_region, "offset": offset, "length": length},
+                "targets": [{"grant": g.key, "url": t.url or t.agent.url, "region": t.region, "grantId": g.id}
+                            for t, (_, g) in zip(targets, grants, strict=True)],
+                "strategy": strategy,
+                "verify": "crc32c" if verify else "none",
+            }
+            for key, value in (("chunkBytes", chunk_bytes), ("window", window),
+                               ("deadlineSeconds", deadline_seconds), ("maxBytesPerSecond", max_bytes_per_second)):
+                if value is not None:
+                    body[key] = value
+            status = self.request("POST", "/v1/transfers", body)
+        except BaseException:
+            for agent, g in grants:
+                agent._revoke_quietly(g.id)
+            raise
+        return Transfer(self, str(status["id"]), grants)
+
+    def _revoke_quietly(self, grant_id: str) -> None:
+        # Cleanup on a path that already raises or has ended: a grant gone already (expired, revoked, agent
+        # restarted) or an agent that does not answer must not hide what happened.
+        try:
+            self.revoke(grant_id)
+        except Exception:  # noqa: BLE001 -- the grant expires by itself (ttl) in the worst case
+            pass
+
+    def transfers(self) -> list[dict[str, Any]]:
+        """GET /v1/transfers: recent transfers, newest first."""
+        return list(self.request("GET", "/v1/transfers").get("items", []))
+
+    # ---- buffers, versions (in their own modules)
+    def allocate(self, name: str, nbytes: int) -> SharedBuffer:
+        """NBYTES of shared memory of this process, imported by the agent as region NAME without a copy
+        (:mod:`conduit.buffers`)."""
+        from .buffers import allocate
+
+        return allocate(self, name, nbytes)
+
+    def share_cuda(self, name: str, tensor: Any) -> Region:
+        """Hand the agent GPU memory of this process (any object with ``__cuda_array_interface__``) as
+        region NAME through a CUDA IPC handle (:mod:`conduit.cuda`)."""
+        from .cuda import share_cuda
+
+        return share_cuda(self, name, tensor)
+
+    def wait_version(self, region: str, after: int = 0, timeout: float | None = None) -> Update:
+        """The region's version once it is past AFTER (:mod:`conduit.versions`); TimeoutError after TIMEOUT s."""
+        from .versions import wait_version
+
+        return wait_version(self, region, after, timeout)
+
+    def version(self, region: str) -> Update:
+        """The region's current version, at once."""
+        from .versions import current_version
+
+        return current_version(self, region)

@@ -1,0 +1,187 @@
+"""Zero-copy regions: memory of this process that the agent maps as a named region.
+
+The agent's import socket (``--import-socket``, agent/src/import_socket.h) takes one line of JSON
+``{"name", "bytes"}`` with a memfd attached (SCM_RIGHTS) and answers one line ``{"ok": true, "region": {...}}``
+or ``{"error": {"code", "message"}}``. Both sides then map the same pages: what this process writes through
+:meth:`SharedBuffer.numpy` is what the agent sends, and what a transfer writes into the region is what this
+process reads, with no copy on either side.
+
+    with agent.allocate("weights", 1 << 30) as buf:
+        w = buf.numpy(np.float32)          # a view of the shared pages
+        w[:] = model_weights               # the agent sees it at once
+        agent.transfer("weights", [Target(b, "weights")]).wait()
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import socket
+from collections.abc import Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .agent import Region
+from .errors import InvalidArgument, NotFound, Unavailable, error_for
+
+if TYPE_CHECKING:
+    from .agent import Agent
+
+#: How long to wait for the agent's answer on the import socket (it maps and registers the memory first).
+REPLY_TIMEOUT_S = 30.0
+_MAX_REPLY = 64 * 1024
+
+
+def send_import(socket_path: str, request: Mapping[str, Any], fd: int | None = None) -> dict[str, Any]:
+    """Send one import REQUEST (with FD attached, when given) on the agent's unix socket; the agent's answer
+    (``{"ok": true, "region": {...}}``). Raises the agent's error as a ConduitError, Unavailable when the
+    socket cannot be reached or answers nothing valid."""
+    line = (json.dumps(dict(request), separators=(",", ":")) + "\n").encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(REPLY_TIMEOUT_S)
+        try:
+            s.connect(socket_path)
+        except OSError as e:
+            raise Unavailable(f"cannot connect to the agent's import socket {socket_path}: {e.strerror or e}",
+                              "Unavailable") from e
+        try:
+            # The fd rides on the first bytes; whatever a short send left follows as plain bytes.
+            sent = socket.send_fds(s, [line], [fd]) if fd is not None else s.send(line)
+            if sent < len(line):
+                s.sendall(line[sent:])
+            reply = b""
+            while b"\n" not in reply and len(reply) <= _MAX_REPLY:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                reply += chunk
+        except OSError as e:
+            raise Unavailable(f"talking to the agent's import socket {socket_path}: {e}", "Unavailable") from e
+    try:
+        body = json.loads(reply.split(b"\n", 1)[0])
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and body.get("ok") is True:
+        return body
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        err = body["error"]
+        raise error_for(str(err.get("code", "")), str(err.get("message", "")))
+    raise Unavailable(f"the agent's import socket {socket_path} sent no valid reply: {reply[:200]!r}",
+                      "Unavailable")
+
+
+def import_socket_of(agent: Agent) -> str:
+    if not agent.import_socket:
+        raise InvalidArgument(f"no import socket for {agent.url}: pass Agent(import_socket=...) or set "
+                              "CONDUIT_IMPORT_SOCKET (the agent's --import-socket, on this machine)",
+                              "InvalidArgument")
+    return agent.import_socket
+
+
+class SharedBuffer:
+    """NBYTES of this process's memory that is also region NAME on AGENT (see the module's docstring).
+
+    ``close()`` (or leaving a ``with`` block) deletes the region on the agent and unmaps it here; numpy or
+    torch views made from it keep the pages mapped until they are gone too."""
+
+    def __init__(self, agent: Agent, name: str, nbytes: int, mm: mmap.mmap, region: Region | None) -> None:
+        self.agent = agent
+        self.name = name
+        self.nbytes = nbytes
+        self.region = region
+        self._mmap: mmap.mmap | None = mm
+
+    def __repr__(self) -> str:
+        state = "closed" if self._mmap is None else f"{self.nbytes} bytes"
+        return f"SharedBuffer({self.name!r} on {self.agent.url}, {state})"
+
+    @property
+    def closed(self) -> bool:
+        return self._mmap is None
+
+    def _mm(self) -> mmap.mmap:
+        if self._mmap is None:
+            raise ValueError(f"shared buffer {self.name} is closed")
+        return self._mmap
+
+    def memoryview(self) -> memoryview:
+        """The raw bytes (writable)."""
+        return memoryview(self._mm())
+
+    def numpy(self, dtype: npt.DTypeLike = np.uint8, shape: int | tuple[int, ...] | None = None) -> np.ndarray:
+        """A zero-copy numpy view of the buffer as DTYPE: 1-D over every whole element, or SHAPE (whose size
+        may be less than the buffer's)."""
+        dt = np.dtype(dtype)
+        if shape is None:
+            count = self.nbytes // dt.itemsize
+            return np.frombuffer(self._mm(), dtype=dt, count=count)
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = int(np.prod(dims, dtype=np.int64))
+        if count * dt.itemsize > self.nbytes:
+            raise ValueError(f"shape {dims} of {dt} needs {count * dt.itemsize} bytes; the buffer has "
+                             f"{self.nbytes}")
+        return np.frombuffer(self._mm(), dtype=dt, count=count).reshape(dims)
+
+    def torch(self, dtype: Any = None) -> Any:
+        """A zero-copy torch tensor (CPU) of the buffer, 1-D, DTYPE (torch.uint8 when None), through
+        ``torch.frombuffer``. ImportError when torch is not installed."""
+        try:
+            import torch
+        except ImportError as e:
+            raise ImportError("SharedBuffer.torch() needs PyTorch (pip install torch); numpy() works without "
+                              "it") from e
+        dt = torch.uint8 if dtype is None else dtype
+        itemsize = torch.empty((), dtype=dt).element_size()
+        return torch.frombuffer(self._mm(), dtype=dt, count=self.nbytes // itemsize)
+
+    def close(self) -> None:
+        """Delete the region on the agent (a region already gone is fine; Conflict while a transfer or grant
+        uses it, and then nothing changes), then unmap it here. Idempotent."""
+        if self._mmap is None:
+            return
+        try:
+            self.agent.delete_region(self.name)
+        except NotFound:
+            pass
+        mm, self._mmap = self._mmap, None
+        try:
+            mm.close()
+        except BufferError:
+            # numpy/torch views still use the pages: they stay mapped until the last view is freed.
+            pass
+
+    def __enter__(self) -> SharedBuffer:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+def allocate(agent: Agent, name: str, nbytes: int) -> SharedBuffer:
+    """A memfd of NBYTES, mapped here and imported by AGENT as region NAME (:class:`SharedBuffer`). Raises the
+    agent's refusal (AlreadyExists, InvalidArgument, ResourceExhausted, ...) with nothing left behind."""
+    path = import_socket_of(agent)
+    # The name is the agent's to judge (its message says what a name may be); a refused one leaves nothing.
+    if not isinstance(nbytes, int) or nbytes < 1:
+        raise InvalidArgument(f"a shared buffer needs at least 1 byte, not {nbytes!r}", "InvalidArgument")
+    # MFD_ALLOW_SEALING lets the agent seal the size (F_SEAL_SHRINK): a memfd truncated under its mapping
+    # would SIGBUS the agent.
+    fd = os.memfd_create(f"conduit:{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    try:
+        os.ftruncate(fd, nbytes)
+        mm = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        try:
+            answer = send_import(path, {"name": name, "bytes": nbytes}, fd)
+        except BaseException:
+            mm.close()
+            raise
+    finally:
+        os.close(fd)  # the mapping here and the agent's own fd keep the memory
+    region = Region.from_json(answer["region"]) if isinstance(answer.get("region"), dict) else None
+    return SharedBuffer(agent, name, nbytes, mm, region)
+
