@@ -131,6 +131,9 @@ def test_switches_change_the_rendering(renderings):
     assert not re.search("^kind: ClusterRole$", flipped, re.M), "rbac.create=false still renders ClusterRoles"
     assert "path: /dev/infiniband" not in flipped, "agent.rdma.enabled=false still mounts /dev/infiniband"
     assert "- --stripe-all-rails" in flipped, "agent.stripeAllRails=true does not pass --stripe-all-rails"
+    assert "- --import-socket=/run/conduit/agent.sock" in default and "path: /run/conduit" in default, \
+        "agent.importSocket does not put the socket in its own host directory"
+    assert "--import-socket" not in flipped, "agent.importSocket.enabled=false still passes --import-socket"
     assert 'rdma/rdma_shared_device_a: "1"' in renderings["rdma-device-plugin"], \
         "agent.rdma.resourceName is not requested"
 
