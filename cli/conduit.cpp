@@ -2,7 +2,7 @@
 //   conduit node
 //   conduit regions ls | create NAME --bytes SIZE [--memory host] | create NAME --file PATH | rm NAME
 //   conduit regions save NAME --file PATH
-//   conduit transfer --from [URL/]REGION --to [URL/]REGION [--length SIZE --verify crc32c ...]
+//   conduit transfer --from [URL/]REGION --to [URL/]REGION [--length SIZE --verify crc32c --pull ...]
 // Exit status: 0 done, 1 the agent or the transfer failed, 2 bad usage.
 #include <signal.h>
 #include <unistd.h>
@@ -344,8 +344,11 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
       "window", po::value(&window)->default_value(16), "slices in flight")(
       "verify", po::value(&verify)->default_value("crc32c"), "crc32c | none")(
       "deadline", po::value(&deadline)->default_value(0), "seconds the transfer may take (0: no limit)")(
-      "grant-ttl", po::value(&ttl)->default_value(600), "seconds the target's grant lives at most");
-  parse_args(args, desc);
+      "grant-ttl", po::value(&ttl)->default_value(600), "seconds the target's grant lives at most")(
+      "pull",
+      "the --to agent reads the bytes from --from (a one-sided read; --from only grants) instead of "
+      "--from writing them");
+  const bool pull = parse_args(args, desc).count("pull") > 0;
   if (from.empty() || to.empty()) usage("transfer: --from and --to are required");
   if (verify != "crc32c" && verify != "none") usage("--verify: want crc32c or none");
   const Endpoint src = parse_endpoint("--from", from, g.agent);
@@ -372,23 +375,32 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
   sigaction(SIGINT, &action, nullptr);
   sigaction(SIGTERM, &action, nullptr);
 
-  const auto grant = check(target.create_grant(
-      dst.region, {.offset = to_offset, .length = bytes, .access = "write", .ttl_seconds = ttl}));
-  GrantGuard revoke(target, grant.id);
+  // A push: --to grants a write and --from's agent writes. A pull: --from grants a read and --to's agent
+  // reads into its own region (the op "read": the one target is the remote side).
+  const auto& granter = pull ? source : target;
+  const Endpoint& remote = pull ? src : dst;
+  const Endpoint& local = pull ? dst : src;
+  const std::uint64_t remote_offset = pull ? from_offset : to_offset;
+  const auto grant = check(granter.create_grant(
+      remote.region,
+      {.offset = remote_offset, .length = bytes, .access = pull ? "read" : "write", .ttl_seconds = ttl}));
+  GrantGuard revoke(granter, grant.id);
   conduit::api::TransferRequest request;
-  request.source_region = src.region;
-  request.offset = from_offset;
+  request.source_region = local.region;
+  request.offset = pull ? to_offset : from_offset;
   request.length = bytes;
+  request.op = pull ? "read" : "write";
   request.targets.push_back(
-      {.key = grant.key, .url = dst.url, .region = dst.region, .region_offset = to_offset});
+      {.key = grant.key, .url = remote.url, .region = remote.region, .region_offset = remote_offset});
   request.chunk_bytes = chunk_bytes;
   request.window = window;
   request.verify = verify == "crc32c";
   request.deadline_seconds = deadline;
   if (g_interrupts.load() > 0) throw Exit{1, "interrupted before the transfer started"};
-  auto status = check(source.start_transfer(request));
+  const auto& runner = pull ? target : source;
+  auto status = check(runner.start_transfer(request));
   // A status answer is quick; a poll that hangs means the agent is in trouble.
-  const auto poll = agent_at(src.url, g, std::chrono::seconds(10));
+  const auto poll = agent_at(local.url, g, std::chrono::seconds(10));
   const std::string id = status.id;
   const bool tty = isatty(STDERR_FILENO) != 0;
   bool cancelled = false;
@@ -410,7 +422,7 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
       unreachable = 0;
     } else if (++unreachable >= 10) {
       // A busy agent may miss one poll; ten in a row (2 s) means it is gone.
-      throw Exit{1, "transfer " + id + ": lost the source agent: " + now.error().message};
+      throw Exit{1, "transfer " + id + ": lost the agent running it: " + now.error().message};
     }
   }
   show_progress(status, tty, true);

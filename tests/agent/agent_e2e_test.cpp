@@ -190,6 +190,19 @@ TEST(Cli, TransferBetweenAgentsSucceedsAndFailsWithReason) {
                           "/missing > /dev/null 2>&1";
   const int rc = std::system(bad.c_str());
   EXPECT_NE(rc, 0) << "a transfer to a missing region reported success";
+
+  // A pull: node-b reads 8 MiB from node-a's region (its second quarter) into its own, at 1 MiB.
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "pulled"}, {"bytes", 16 * MiB}, {"memory", "host"}}).status, 201);
+  const std::string pull = env + CONDUIT_CLI_BIN + " transfer --pull --from " + a.url() + "/src --to " +
+                           b.url() +
+                           "/pulled --from-offset 8MiB --to-offset 1MiB --length 8MiB --verify none 2>&1";
+  EXPECT_EQ(std::system(pull.c_str()), 0) << pull;
+  const auto got = b.get("/v1/regions/pulled/checksum?offset=" + std::to_string(MiB) +
+                         "&length=" + std::to_string(8 * MiB) + "&slice=" + std::to_string(8 * MiB));
+  EXPECT_EQ(got.body["crc32c"][0], crc32c(std::span(expected).subspan(8 * MiB, 8 * MiB))) << got.body.dump();
+  EXPECT_EQ(a.get("/v1/grants").body["items"].size(), 0U)
+      << "the pull's read grant on node-a was not revoked";
+  EXPECT_EQ(a.get("/v1/transfers").body["items"].size(), 1U) << "node-a ran the pull; node-b should have";
 }
 
 }  // namespace
