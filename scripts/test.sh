@@ -32,7 +32,8 @@ echo "== release build"
 # -g1: line tables for stack traces and sanitizer-free debugging of test failures, without the full debug
 # info that costs ~12% of this build's compile time (shipped images are built by their own Dockerfiles).
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-(cd build && ctest --output-on-failure -j1 --timeout 600)
+# Two at a time: most tests wait on processes and sockets, and the whole tree passes so (2 cores).
+(cd build && ctest --output-on-failure -j2 --timeout 600)
 
 # The scenario suites run under pytest on one harness (tests/scenarios/harness): real agents, controllers,
 # network namespaces and apiservers; a test that leaves a process behind fails.

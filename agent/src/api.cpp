@@ -412,7 +412,8 @@ void install_region_routes(Router& r, AgentState& state) {
     if (update.version <= query->after && query->timeout.count() > 0) {
       LongPoll slot(state);
       if (!slot) return slot.refuse(res);
-      update = (*region)->wait_newer(query->after, query->timeout, [&state] { return !state.ready.load(); });
+      update = (*region)->wait_newer(query->after, std::min(query->timeout, state.config.long_poll_max),
+                                     [&state] { return !state.ready.load(); });
     }
     send_json(res, 200, update.to_json(*name));
   });
@@ -688,7 +689,8 @@ void install_transfer_routes(Router& r, AgentState& state) {
     // completion. Otherwise, or once the wait is up, 202 with the status so far.
     std::optional<LongPoll> slot;
     if (wait->count() > 0) slot.emplace(state);
-    auto status = slot && *slot ? state.transfers.wait(*id, *wait) : state.transfers.get(*id);
+    auto status = slot && *slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
+                                : state.transfers.get(*id);
     json answer = status ? status->to_json() : json::object();
     answer["id"] = *id;
     const bool ended =
@@ -712,7 +714,8 @@ void install_transfer_routes(Router& r, AgentState& state) {
       slot.emplace(state);
       if (!*slot) return slot->refuse(res);
     }
-    auto status = slot ? state.transfers.wait(*id, *wait) : state.transfers.get(*id);
+    auto status = slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
+                       : state.transfers.get(*id);
     if (!status) return send_error(res, status.error());
     send_json(res, 200, status->to_json());
   });

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 18> kSettings{{
+const std::array<Setting, 19> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -198,6 +198,14 @@ const std::array<Setting, 18> kSettings{{
        if (!n || *n == 0 || *n > 24ULL * 3600 * 1000)
          return invalid("must be 1..86400000, got \"" + v + "\"");
        c.stall_timeout = std::chrono::milliseconds(*n);
+       return {};
+     }},
+    {"long-poll-max-seconds", "S", "longest a long-poll (timeoutSeconds, waitSeconds) waits before answering",
+     "60",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       const auto n = parse_uint(trim(v));
+       if (!n || *n > 60) return invalid("must be 0..60, got \"" + v + "\"");
+       c.long_poll_max = std::chrono::seconds(*n);
        return {};
      }},
     {"max-body-bytes", "SIZE", "largest request body the REST API accepts", "1MiB",

@@ -33,6 +33,9 @@ struct AgentConfig {
   std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)
   std::chrono::milliseconds stall_timeout{30000};
   std::size_t max_body_bytes = 1 << 20;
+  // The longest one long-poll (a region version, a transfer's end) holds its request before answering with
+  // the state then; the caller asks again. Below a proxy's idle timeout, for one.
+  std::chrono::seconds long_poll_max{60};
 };
 
 struct ParsedConfig {

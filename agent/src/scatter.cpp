@@ -28,6 +28,21 @@ Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops) {
   out.reserve(ops.size());
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
+    // Thousands per request: the common, well-formed op is read directly; anything else goes through the
+    // strict reader, which names the field and what is wrong with it.
+    const nlohmann::json& j = ops[i];
+    if (j.is_object() && j.size() == 3) {
+      const auto s = j.find("sourceOffset"), t = j.find("targetOffset"), n = j.find("length");
+      if (s != j.end() && t != j.end() && n != j.end() && s->is_number_unsigned() &&
+          t->is_number_unsigned() && n->is_number_unsigned()) {
+        const ScatterOp op{s->get<std::uint64_t>(), t->get<std::uint64_t>(), n->get<std::uint64_t>()};
+        if (op.length >= 1 && op.length <= kMaxScatterBytes - total) {
+          total += op.length;
+          out.push_back(op);
+          continue;
+        }
+      }
+    }
     JsonFields f(ops[i], "ops[" + std::to_string(i) + "]");
     f.only({"sourceOffset", "targetOffset", "length"});
     ScatterOp op;

@@ -214,12 +214,13 @@ TEST_F(Scatter, TenThousandSmallTransfersRegisterOnceAndLeaveNothingBehind) {
   EXPECT_EQ(succeeded, 10000);
   EXPECT_EQ(metric(a, "conduit_agent_registration_duration_seconds_count"), registrations)
       << "a transfer into a long-lived grant registered memory";
-  // A connection the client reopened meanwhile may take a moment to close on the agent's side.
-  for (int i = 0; i < 50 && (entries(proc + "/task") != threads || entries(proc + "/fd") != fds); ++i) {
+  // Nothing more than before (fewer is fine: a connection counted before, such as the metrics request's, may
+  // have closed since); one the client reopened meanwhile may take a moment to close on the agent's side.
+  for (int i = 0; i < 50 && (entries(proc + "/task") > threads || entries(proc + "/fd") > fds); ++i) {
     std::this_thread::sleep_for(100ms);
   }
-  EXPECT_EQ(entries(proc + "/task"), threads) << "threads left behind";
-  EXPECT_EQ(entries(proc + "/fd"), fds) << "fds left behind";
+  EXPECT_LE(entries(proc + "/task"), threads) << "threads left behind";
+  EXPECT_LE(entries(proc + "/fd"), fds) << "fds left behind";
   EXPECT_EQ(a.get("/v1/regions/src").body["users"], 0) << "a transfer still holds the source region";
 }
 

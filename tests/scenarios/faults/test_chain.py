@@ -35,6 +35,13 @@ def chain_job(name: str, hops: list[str], nbytes: int, source: dict[str, Any], s
         "strategy": "Chain", "transport": {"type": "tcp"}, **spec})
 
 
+def last_hop_past(source: Agent, nbytes: int) -> bool:
+    """The source's chain transfer of three hops Running, with its last hop past NBYTES."""
+    t = source.newest_transfer()
+    targets = t.get("targets") or []
+    return t.get("state") == "Running" and len(targets) == 3 and int(targets[2].get("bytesDone") or 0) >= nbytes
+
+
 def test_every_chain_arrives_byte_identical_on_every_hop(
         agents: AgentPool, local_controller: Callable[..., LocalController], work: Path,
         report: Callable[[str], None]) -> None:
@@ -77,12 +84,7 @@ def test_middle_hop_killed_is_routed_around_then_recovered(
     ctl.apply(chain_job("weights", NODES[:3], 256 * MiB, {"file": "weights.bin"}, verify="crc32c",
                         backoffLimit=3, maxBytesPerSecond=64 * MiB, activeDeadlineSeconds=120))
 
-    def last_hop_past(nbytes: int) -> bool:
-        t = a.newest_transfer()
-        targets = t.get("targets") or []
-        return t.get("state") == "Running" and len(targets) == 3 and int(targets[2].get("bytesDone") or 0) >= nbytes
-
-    wait_for(lambda: last_hop_past(64 * MiB), 30, "the last hop past 64 MiB")
+    wait_for(lambda: last_hop_past(a, 64 * MiB), 30, "the last hop past 64 MiB")
     at_kill = [int(x.get("bytesDone") or 0) for x in a.newest_transfer().get("targets") or []]
     t_kill = now()
     c.kill()
@@ -125,12 +127,7 @@ def test_middle_hop_link_cut_is_routed_around_then_recovered(
     ctl.apply(chain_job("weights", NODES[:3], 256 * MiB, {"file": "weights.bin"}, verify="crc32c",
                         backoffLimit=6, maxBytesPerSecond=64 * MiB, activeDeadlineSeconds=150))
 
-    def last_hop_past(nbytes: int) -> bool:
-        t = a.newest_transfer()
-        targets = t.get("targets") or []
-        return t.get("state") == "Running" and len(targets) == 3 and int(targets[2].get("bytesDone") or 0) >= nbytes
-
-    wait_for(lambda: last_hop_past(64 * MiB), 30, "the last hop past 64 MiB")
+    wait_for(lambda: last_hop_past(a, 64 * MiB), 30, "the last hop past 64 MiB")
     first_id = str(a.newest_transfer().get("id"))
     t_cut = now()
     net.link_down("node-c")

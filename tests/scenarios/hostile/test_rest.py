@@ -106,7 +106,9 @@ def target(build):
             new_token(work / "token")
             pool = AgentPool(build, work, work / "token", procs)
             try:
-                agent = pool.start("hostile", "--memory-cap", "64MiB", "--log-level", "warn")
+                # Long-polls answer within a second (schemathesis checks every answer comes within 5 s).
+                agent = pool.start("hostile", "--memory-cap", "64MiB", "--log-level", "warn",
+                                   "--long-poll-max-seconds", "1")
             except RuntimeError as e:
                 pytest.fail(f"the agent did not start: {e}", pytrace=False)
             yield Target(agent, work)
