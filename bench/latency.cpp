@@ -271,8 +271,10 @@ int agent_latency(const Options& options, const std::string& source, const std::
     return us;
   };
   auto ops_body = [&](const json& ops) {
-    return json{
-        {"source", {{"region", "bench-src"}}}, {"targets", {{{"grant", key}}}}, {"ops", ops}, {"window", 256}};
+    return json{{"source", {{"region", "bench-src"}}},
+                {"targets", {{{"grant", key}}}},
+                {"ops", ops},
+                {"window", 256}};
   };
   std::printf("through the agent API (POST /v1/transfers?waitSeconds, one op): submit to completion\n");
   json out = json::object();
