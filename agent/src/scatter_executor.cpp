@@ -57,9 +57,20 @@ bool ScatterExecutor::launch(Flight& f) {
     return false;
   }
   const TransferTarget& target = t.request.targets[0];
+  // Blocks that follow one another on both sides (a run of KV blocks) go as one write: each op is an RMA
+  // operation of its own on the wire, and a small one costs about as much as a large one.
+  std::vector<ScatterOp> runs = t.request.ops;
+  std::sort(runs.begin(), runs.end(),
+            [](const ScatterOp& a, const ScatterOp& b) { return a.target_offset < b.target_offset; });
   std::vector<Op> ops;
-  ops.reserve(t.request.ops.size());
-  for (const ScatterOp& op : t.request.ops) {
+  ops.reserve(runs.size());
+  for (const ScatterOp& op : runs) {
+    Op* last = ops.empty() ? nullptr : &ops.back();
+    if (last != nullptr && last->local_offset + last->length == op.source_offset &&
+        last->remote_offset + last->length == op.target_offset) {
+      last->length += op.length;
+      continue;
+    }
     ops.push_back(
         Op{t.request.op, t.scatter_local.get(), op.source_offset, target.grant, op.target_offset, op.length});
   }

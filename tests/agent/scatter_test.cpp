@@ -141,6 +141,25 @@ TEST_F(Scatter, RandomLayoutsLandByteExactWrittenAndRead) {
   EXPECT_TRUE(region_bytes(a, "src") == mine) << "a scattered read put bytes elsewhere than its ops said";
 }
 
+// A run of blocks that follow one another on both sides (listed out of order) goes as one write, and lands
+// as the ops said.
+TEST_F(Scatter, AdjacentBlocksInAnyOrderLandWhereTheirOpsSay) {
+  const json g = grant("write");
+  std::vector<Op> ops;
+  for (std::uint64_t i = 0; i < 256; ++i) ops.push_back({i * 4096, MiB + i * 4096, 4096});
+  ops.push_back({2 * MiB, 6 * MiB, 100});  // and one apart from the run
+  std::shuffle(ops.begin(), ops.end(), std::mt19937_64(3));
+  auto done = run(g, ops_json(ops));
+  ASSERT_EQ(done.status, 200) << done.body.dump();
+  ASSERT_EQ(done.body["state"], "Succeeded") << done.body.dump();
+  std::vector<std::byte> want(kBytes);
+  for (const Op& op : ops) {
+    std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
+                want.begin() + static_cast<std::ptrdiff_t>(op.target));
+  }
+  EXPECT_TRUE(region_bytes(b, "dst") == want);
+}
+
 TEST_F(Scatter, BadOpListsAreRefusedBeforeAnythingIsSent) {
   const json g = grant("write");
   auto refused = [&](const json& ops, const std::string& says) {
