@@ -32,7 +32,8 @@ echo "== release build"
 # -g1: line tables for stack traces and sanitizer-free debugging of test failures, without the full debug
 # info that costs ~12% of this build's compile time (shipped images are built by their own Dockerfiles).
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
-# Two at a time: most tests wait on processes and sockets, and the whole tree passes so (2 cores).
+# Two at a time here and in the sanitizer trees: most tests wait on processes and sockets, and every tree
+# passes so on 2 cores (measured: ASan 430 tests in 149 s, TSan 430 in 178 s).
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 
 # The scenario suites run under pytest on one harness (tests/scenarios/harness): real agents, controllers,
@@ -77,13 +78,13 @@ scripts/fuzz.sh 20 build-asan
 
 echo "== ASan + UBSan + LeakSanitizer tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --output-on-failure -j1 --timeout 900)
+  ctest --output-on-failure -j2 --timeout 900)
 
 echo "== ThreadSanitizer build (prebuilt libraries are not instrumented: docs/reliability.md, Sanitizers)"
 # -g1: line tables for TSan's reports, without the full debug info (variable tracking at -O2 is slow).
 scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
   -DCONDUIT_TSAN=ON
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 ignore_noninstrumented_modules=1 second_deadlock_stack=1" \
-  ctest --output-on-failure -j1 --timeout 900)
+  ctest --output-on-failure -j2 --timeout 900)
 left_behind
 echo "== all tests passed (release, ASan/UBSan/LSan, TSan), $jobs cores"
