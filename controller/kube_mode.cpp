@@ -308,7 +308,8 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   slices.reset();
   store.stop();
   metrics.stop();
-  log::info("conduit-controller stopped");
+  log::info("conduit-controller stopped",
+            {{"apiserverWriteConflicts", std::to_string(client.conflict_retries())}});
   return 0;
 }
 

@@ -280,6 +280,8 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
                            .length = s.length,
                            .slice = shape.slice,
                            .crc32c = s.crc32c};
+    // Taken before the report starts: it may be answered before the next statement runs.
+    const auto sent = SteadyClock::now();
     try {
       return Pending{&s,
                      std::async(std::launch::async,
@@ -288,7 +290,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
                                       api::AgentClient(t.url, report_options).landed(t.grant_id, body);
                                   return Answer{std::move(landed), SteadyClock::now()};
                                 }),
-                     SteadyClock::now()};
+                     sent};
     } catch (const std::system_error& e) {
       return make_error(ErrorCode::ResourceExhausted,
                         std::string("cannot start a landing report: ") + e.what());

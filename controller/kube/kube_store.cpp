@@ -28,6 +28,8 @@ std::vector<std::string> watched_namespaces(std::vector<std::string> namespaces)
   return namespaces;
 }
 
+std::string rv_of(const json& object) { return meta_string(object, "resourceVersion"); }
+
 }  // namespace
 
 KubeObjectStore::KubeObjectStore(KubeClient& client, KubeStoreOptions options)
@@ -80,6 +82,16 @@ std::optional<json> KubeObjectStore::cached(const ObjectKey& key) {
 
 void KubeObjectStore::on_change(const std::vector<ObjectKey>& keys) {
   {
+    // The watch caught up with our write (or the job is gone): the cache is the hint again.
+    std::lock_guard lock(written_mutex_);
+    for (const auto& key : keys) {
+      auto it = written_.find(key);
+      if (it == written_.end()) continue;
+      const auto now = cached(key);
+      if (!now || rv_of(*now) == rv_of(it->second)) written_.erase(it);
+    }
+  }
+  {
     std::lock_guard lock(changes_mutex_);
     pending_.insert(keys.begin(), keys.end());
   }
@@ -109,11 +121,31 @@ Result<json> KubeObjectStore::get_job(const ObjectKey& key) {
 
 Result<json> KubeObjectStore::patch_job(const ObjectKey& key, const std::string& subresource,
                                         const json& patch) {
-  // The cached copy saves a GET; when it is stale the precondition fails (409) and the retry re-reads.
+  // The newest copy we know saves a GET; when it is stale the precondition fails (409) and the retry
+  // re-reads. Ours is the newest unless the watch already shows that version (then both agree) or someone
+  // wrote after us (then the 409 finds out).
   std::optional<json> hint = cached(key);
-  return client_.patch_with_retry(
+  {
+    std::lock_guard lock(written_mutex_);
+    if (auto it = written_.find(key); it != written_.end()) {
+      const json& ours = it->second;
+      if (hint && rv_of(*hint) == rv_of(ours)) {
+        written_.erase(it);
+      } else {
+        hint = ours;
+      }
+    }
+  }
+  auto r = client_.patch_with_retry(
       resources::transfer_jobs(), key.ns, key.name, subresource,
       [&patch](const json&) -> std::optional<json> { return patch; }, hint ? &*hint : nullptr);
+  std::lock_guard lock(written_mutex_);
+  if (r && r->is_object() && r->contains("metadata")) {
+    written_[key] = *r;
+  } else {
+    written_.erase(key);
+  }
+  return r;
 }
 
 Result<json> KubeObjectStore::patch_job_status(const ObjectKey& key, const json& status) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -69,6 +70,12 @@ class KubeObjectStore : public ObjectStore {
   std::mutex changes_mutex_;
   std::condition_variable changes_cv_;
   std::set<ObjectKey> pending_;
+
+  // What our own last write of each job returned, until the watch delivers that version: the precondition
+  // of the next patch. The watch lags our writes, and a reconcile often writes twice in a row (the run
+  // annotation, then status); a hint from the cache alone made the second write a 409, a GET and a retry.
+  std::mutex written_mutex_;
+  std::map<ObjectKey, nlohmann::json> written_;
 };
 
 }  // namespace conduit::controller::kube

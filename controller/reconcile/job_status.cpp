@@ -113,7 +113,11 @@ bool status_shows_staged(const nlohmann::json& status) {
 }
 
 void set_stages(nlohmann::json& status, const TransferInfo& t) {
-  const auto& st = t.stages;
+  // The CRD refuses a negative value, and one refused field would leave the whole status unwritten: an
+  // agent's clock slip is not worth a job that never finishes.
+  auto st = t.stages;
+  for (double* v : {&st.read, &st.wire, &st.land, &st.commit})
+    *v = std::isfinite(*v) ? std::max(0.0, *v) : 0.0;
   const std::pair<const char*, double> stages[] = {
       {"read", st.read}, {"wire", st.wire}, {"land", st.land}, {"commit", st.commit}};
   const auto slowest = std::max_element(stages, std::end(stages),

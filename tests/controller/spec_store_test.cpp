@@ -2,6 +2,7 @@
 // would make), status strings, RFC 3339, YAML <-> JSON, and the directory store local mode runs on.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 
@@ -103,6 +104,20 @@ TEST(JobStatus, PrinterColumnStrings) {
   EXPECT_EQ(format_throughput(5.2e9), "5.2 GB/s");
   EXPECT_EQ(format_throughput(950e6), "950 MB/s");
   EXPECT_EQ(format_throughput(12), "12 B/s");
+}
+
+TEST(JobStatus, StagesAreNeverNegativeSoTheStatusStaysWritable) {
+  // The CRD refuses a negative stage (a 1,000-job run once left two jobs Running for good on -2e-5 s).
+  TransferInfo t;
+  t.stages.wire = 0.25;
+  t.stages.land = -2.0e-5;
+  t.stages.read = std::nan("");
+  json status = json::object();
+  set_stages(status, t);
+  EXPECT_EQ(status["stages"]["landSeconds"], 0.0);
+  EXPECT_EQ(status["stages"]["readSeconds"], 0.0);
+  EXPECT_EQ(status["stages"]["wireSeconds"], 0.25);
+  EXPECT_EQ(status["slowestStage"], "wire 0.25 s");
 }
 
 TEST(JobStatus, ConditionTransitionTimeMovesOnlyWithStatus) {

@@ -76,6 +76,30 @@ TEST_F(KubeStoreApi, JobsAreListedWatchedPatchedAndDeleted) {
   EXPECT_TRUE(store->delete_job(key)) << "deleting what is gone is done";
 }
 
+TEST_F(KubeStoreApi, WritesInARowStartFromTheLastWriteNotAStaleCache) {
+  auto store = make_store();
+  ObjectKey key{ns_, "busy"};
+  ASSERT_TRUE(client_->create(jobs(), ns_, example("point-to-point.yaml", ns_, "busy")));
+  ASSERT_TRUE(change_reported(*store, key));
+  const auto conflicts = client_->conflict_retries();
+  // What one reconcile does: the run annotation, then status, then status again, faster than the watch.
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store->patch_job_metadata(key, {{"annotations", {{"conduit.dev/run", std::to_string(i)}}}}));
+    ASSERT_TRUE(store->patch_job_status(key, {{"phase", "Running"}, {"bytesTransferred", i}}));
+    ASSERT_TRUE(store->patch_job_status(key, {{"progress", std::to_string(i) + "%"}}));
+  }
+  EXPECT_EQ(client_->conflict_retries(), conflicts) << "each write's precondition was the one before it";
+
+  // Someone else writes in between: our last write is stale now, and the 409 path re-reads.
+  ASSERT_TRUE(client_->merge_patch(jobs(), ns_, "busy", {{"metadata", {{"labels", {{"team", "b"}}}}}}, ""));
+  auto r = store->patch_job_status(key, {{"phase", "Succeeded"}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ((*r)["status"]["phase"], "Succeeded");
+  EXPECT_EQ((*r)["status"]["bytesTransferred"], 4);
+  EXPECT_EQ((*r)["metadata"]["labels"]["team"], "b");
+  EXPECT_EQ((*r)["metadata"]["annotations"]["conduit.dev/run"], "4");
+}
+
 TEST_F(KubeStoreApi, ReadsWorkBeforeStart) {
   KubeStoreOptions options;
   options.namespaces = {ns_};
