@@ -212,6 +212,12 @@ Result<TransferStatus> AgentClient::get_transfer(const std::string& id) const {
   return decoded<TransferStatus>(call(Method::Get, "/v1/transfers/" + id, nullptr, options_.read_timeout));
 }
 
+Result<TransferStatus> AgentClient::wait_transfer(const std::string& id, std::chrono::seconds wait) const {
+  return decoded<TransferStatus>(call(Method::Get,
+                                      "/v1/transfers/" + id + "?waitSeconds=" + std::to_string(wait.count()),
+                                      nullptr, options_.read_timeout + wait));
+}
+
 Status AgentClient::cancel_transfer(const std::string& id) const {
   return done(call(Method::Delete, "/v1/transfers/" + id, nullptr, options_.read_timeout));
 }

@@ -165,6 +165,15 @@ Result<TransferInfo> HttpAgentApi::get_transfer(const std::string& node, const s
   return c->get_transfer(id);
 }
 
+Result<TransferInfo> HttpAgentApi::wait_transfer(const std::string& node, const std::string& id,
+                                                 std::chrono::seconds wait) {
+  auto c = client(node);
+  if (!c) return c.error();
+  auto r = c->wait_transfer(id, wait);
+  if (!r && r.error().code == ErrorCode::ResourceExhausted) return c->get_transfer(id);
+  return r;
+}
+
 Status HttpAgentApi::cancel_transfer(const std::string& node, const std::string& id) {
   auto c = client(node);
   if (!c) return c.error();

@@ -71,6 +71,10 @@ class AgentApi {
   virtual Status revoke_grant(const std::string& node, const std::string& id) = 0;
   virtual Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) = 0;
   virtual Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) = 0;
+  // Answers as soon as the transfer ended, or after `wait` with its state then (the agent may refuse to
+  // wait when it holds many long-polls: then it is asked without waiting).
+  virtual Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
+                                             std::chrono::seconds wait) = 0;
   virtual Status cancel_transfer(const std::string& node, const std::string& id) = 0;
 };
 
@@ -101,6 +105,8 @@ class HttpAgentApi : public AgentApi {
   Status revoke_grant(const std::string& node, const std::string& id) override;
   Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override;
   Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) override;
+  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
+                                     std::chrono::seconds wait) override;
   Status cancel_transfer(const std::string& node, const std::string& id) override;
 
  private:

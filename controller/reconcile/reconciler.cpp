@@ -12,6 +12,9 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
+// The longest a look at a transfer near its end waits at the agent for it.
+constexpr std::chrono::seconds kEndWait{1};
+
 Reconciler::Reconciler(ObjectStore& store, AgentApi& agents, Clock clock, ReconcilerOptions options)
     : store_(store), agents_(agents), clock_(std::move(clock)), options_(options) {}
 
@@ -144,7 +147,11 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key, Error* e
 Observation Reconciler::observe(Pass& p) {
   Observation o;
   const NodeRef& t = *p.run.transfer;
-  auto r = agents_.get_transfer(t.node, t.name);
+  // Near its end the look waits for it at the agent (a long-poll), so Succeeded reaches status when the
+  // agent is done, not up to a poll later. It holds this worker for at most kEndWait.
+  auto r = p.memory.ending ? agents_.wait_transfer(t.node, t.name, kEndWait)
+                           : agents_.get_transfer(t.node, t.name);
+  if (p.memory.ending) p.now = clock_();  // completionTime is when the end was seen
   if (r) {
     p.memory.unreachable_since.reset();
     o.kind = Observation::Kind::Answered;
@@ -241,6 +248,8 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       if (!save_run(p)) return false;
       return true;
     case StepKind::StartAttempt: {
+      p.memory.ending = false;
+      p.memory.attempt_started = p.now;
       const auto error = start_attempt(p);
       if (p.store_error) {
         release(p, /*drop_source=*/false);
@@ -265,7 +274,15 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       return false;
     }
     case StepKind::Track:
-      if (p.seen.kind == Observation::Kind::Answered) track(p, p.seen.transfer);
+      p.memory.ending = p.seen.kind == Observation::Kind::Answered && ends_within(p.seen.transfer, kEndWait);
+      if (p.seen.kind == Observation::Kind::Answered) {
+        track(p, p.seen.transfer);
+        // Queued moments after we started it: the agent starts it any moment now (a look that our own
+        // status write triggered often finds it so); a poll interval would add up to that much to the job.
+        if (p.seen.transfer.state == "Queued" && p.memory.attempt_started &&
+            p.now - *p.memory.attempt_started < 1s)
+          p.wait = std::min(p.wait.value_or(options_.poll_interval), milliseconds(100));
+      }
       return false;
     case StepKind::Complete:
       complete(p, p.seen.transfer);

@@ -90,6 +90,14 @@ milliseconds next_look(const TransferInfo& t, milliseconds poll_interval) {
   return std::clamp(left, std::min(poll_interval, 50ms), poll_interval);
 }
 
+bool ends_within(const TransferInfo& t, milliseconds window) {
+  if (t.state != "Running" || t.bytes_total == 0) return false;
+  if (t.bytes_done >= t.bytes_total) return true;
+  if (t.throughput <= 0) return false;
+  const double left_s = static_cast<double>(t.bytes_total - t.bytes_done) / t.throughput;
+  return left_s * 1000.0 < static_cast<double>(window.count());
+}
+
 namespace {
 
 // The transfer of the current attempt, as its agent reports it.

@@ -111,6 +111,9 @@ bool is_permanent(const std::string& reason);
 // (from its rate and what is left; not below 50 ms), so Succeeded reaches status soon after the agent is
 // done.
 std::chrono::milliseconds next_look(const TransferInfo& t, std::chrono::milliseconds poll_interval);
+// Whether a running transfer should end within `window` (every byte moved, or its rate says so): the next
+// look then waits at the agent for the end instead of arriving a poll late.
+bool ends_within(const TransferInfo& t, std::chrono::milliseconds window);
 
 // 1 s, 2 s, 4 s, ... capped at 60 s, for the retry that follows `retries` earlier ones.
 std::chrono::milliseconds backoff_delay(std::uint32_t retries);

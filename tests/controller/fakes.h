@@ -123,6 +123,7 @@ class FakeAgents : public AgentApi {
   std::vector<std::string> revoked;
   std::vector<std::string> cancelled;
   int starts = 0;
+  int waits = 0;  // wait_transfer calls
   int grants_made = 0;
   std::uint64_t file_bytes = 64 << 20;
 
@@ -240,6 +241,12 @@ class FakeAgents : public AgentApi {
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
     return transfers[id];
+  }
+  // Nothing moves while a fake waits: it answers at once, and counts the waits asked for.
+  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
+                                     std::chrono::seconds) override {
+    ++waits;
+    return get_transfer(node, id);
   }
   Status cancel_transfer(const std::string& node, const std::string& id) override {
     if (auto e = reach(node)) return *e;

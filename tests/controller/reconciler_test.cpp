@@ -86,6 +86,34 @@ TEST_F(ReconcilerTest, ByteCountsStayExactPastFourGiB) {
       << outcome_summary(status("big"));
 }
 
+TEST_F(ReconcilerTest, NearItsEndATransferIsWaitedForAtTheAgentNotPolledLate) {
+  store.put(job("tail"));
+  start("tail");
+  auto& t = agents.transfers.at("t-1");
+  t.bytes_done = 16 * MiB;  // 48 MiB left at 16 MiB/s: 3 s, a plain look
+  t.throughput = 16.0 * MiB;
+  reconcile("tail");
+  EXPECT_EQ(agents.waits, 0);
+  t.bytes_done = 60 * MiB;  // 4 MiB left: ends within the second
+  reconcile("tail");
+  EXPECT_EQ(agents.waits, 0) << "this look saw it; the next one waits";
+  clock.advance(250ms);
+  agents.finish("Succeeded");
+  reconcile("tail");
+  EXPECT_EQ(agents.waits, 1);
+  EXPECT_EQ(phase("tail"), "Succeeded");
+}
+
+TEST_F(ReconcilerTest, AJustStartedTransferStillQueuedIsLookedAtSoonThenAtThePollInterval) {
+  store.put(job("queued"));
+  start("queued");
+  agents.transfers.at("t-1").state = "Queued";
+  clock.advance(10ms);
+  EXPECT_EQ(reconcile("queued"), 100ms) << "the agent starts it any moment";
+  clock.advance(2s);
+  EXPECT_GT(reconcile("queued").value_or(0ms), 100ms) << "queued behind others: no hurry";
+}
+
 TEST_F(ReconcilerTest, HappyPathStreamsTheFileAndTheTargetSavesAsBytesLand) {
   store.put(job("ckpt", {{"targets",
                           {{{"node", "node-b"},

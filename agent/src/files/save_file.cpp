@@ -19,6 +19,8 @@ namespace {
 
 // write(2) moves at most ~2 GiB per call; 1 GiB pieces keep each call large without hitting that.
 constexpr std::size_t kIoPiece = std::size_t{1} << 30;
+// Dirty bytes a save may hold ahead of what the disk took (write_back).
+constexpr std::uint64_t kWritebackLag = std::uint64_t{128} << 20;
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
@@ -68,6 +70,7 @@ SaveFile::SaveFile(SaveFile&& other) noexcept
       file_(std::move(other.file_)),
       fd_(std::move(other.fd_)),
       end_(other.end_),
+      flushed_(other.flushed_),
       committed_(other.committed_) {}
 
 SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
@@ -79,6 +82,7 @@ SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
     file_ = std::move(other.file_);
     fd_ = std::move(other.fd_);
     end_ = other.end_;
+    flushed_ = other.flushed_;
     committed_ = other.committed_;
   }
   return *this;
@@ -112,7 +116,23 @@ Status SaveFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
     done += static_cast<std::size_t>(put);
   }
   end_ = std::max(end_, offset + bytes.size());
+  write_back(offset, bytes.size());
   return {};
+}
+
+void SaveFile::write_back(std::uint64_t offset, std::uint64_t length) {
+  // The disk starts on these bytes now, while the rest of the stream is still on the wire, instead of all
+  // of them in the fsync at the end (measured: a 1 GiB save that waited 3 s in its commit). And what is
+  // kWritebackLag behind is waited for, so a save holds at most that much dirty page cache: a target
+  // whose disk is slower than the wire slows its source down instead of filling memory. Best effort: the
+  // commit's fsync is what makes the bytes durable and reports any error.
+  ::sync_file_range(fd_.get(), static_cast<off_t>(offset), static_cast<off_t>(length), SYNC_FILE_RANGE_WRITE);
+  if (offset >= flushed_ + kWritebackLag) {
+    const std::uint64_t upto = offset - kWritebackLag / 2;
+    ::sync_file_range(fd_.get(), static_cast<off_t>(flushed_), static_cast<off_t>(upto - flushed_),
+                      SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+    flushed_ = upto;
+  }
 }
 
 Status SaveFile::append(std::span<const std::byte> bytes) { return write_at(end_, bytes); }

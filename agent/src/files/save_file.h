@@ -45,6 +45,7 @@ class SaveFile {
  private:
   SaveFile() = default;
   void discard();
+  void write_back(std::uint64_t offset, std::uint64_t length);
 
   std::filesystem::path final_;
   std::filesystem::path temp_;
@@ -52,6 +53,7 @@ class SaveFile {
   std::string file_;
   UniqueFd fd_;
   std::uint64_t end_ = 0;
+  std::uint64_t flushed_ = 0;  // written back to the disk up to here (sync_file_range), not yet fsynced
   bool committed_ = false;
 };
 

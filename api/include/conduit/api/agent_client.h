@@ -82,7 +82,9 @@ class AgentClient {
 
   Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
   Result<TransferStatus> get_transfer(const std::string& id) const;             // GET /v1/transfers/{id}
-  Status cancel_transfer(const std::string& id) const;                          // DELETE /v1/transfers/{id}
+  // A long-poll: answers as soon as the transfer ended, or after `wait` with its state then.
+  Result<TransferStatus> wait_transfer(const std::string& id, std::chrono::seconds wait) const;
+  Status cancel_transfer(const std::string& id) const;  // DELETE /v1/transfers/{id}
 
  private:
   enum class Method { Get, Post, Delete };
