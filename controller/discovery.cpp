@@ -23,9 +23,15 @@ std::pair<bool, std::string> agent_check(const json& info, const std::string& na
 std::map<std::string, std::string> agents_from_endpoint_slices(const std::vector<json>& slices) {
   std::map<std::string, std::string> found;
   for (const auto& slice : slices) {
+    // The agents' port: one named "https" (they serve TLS) or "http", else the first.
     int port = 0;
+    std::string scheme = "http";
     for (const auto& p : slice.value("ports", json::array())) {
-      if (port == 0 || p.value("name", "") == "http") port = p.value("port", 0);
+      const std::string name = p.value("name", "");
+      if (port == 0 || name == "http" || name == "https") {
+        port = p.value("port", 0);
+        scheme = name == "https" ? "https" : "http";
+      }
     }
     if (port <= 0) continue;
     for (const auto& e : slice.value("endpoints", json::array())) {
@@ -39,7 +45,7 @@ std::map<std::string, std::string> agents_from_endpoint_slices(const std::vector
       if (!is_dns1123_subdomain(node)) continue;
       const std::string address = addresses[0].get<std::string>();
       const std::string host = address.find(':') != std::string::npos ? "[" + address + "]" : address;
-      found[node] = "http://" + host + ":" + std::to_string(port);
+      found[node] = scheme + "://" + host + ":" + std::to_string(port);
     }
   }
   return found;

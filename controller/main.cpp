@@ -74,6 +74,7 @@ std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& s
 }
 
 int run(int argc, char** argv) {
+  std::string agent_ca_file;
   std::string local_dir, token_file, once_job, log_level, kubeconfig, agent_service, agent_service_ns,
       lease_ns, lease_name, metrics_listen;
   std::vector<std::string> agents_flags, namespaces;
@@ -88,6 +89,8 @@ int run(int argc, char** argv) {
       "the agents, e.g. node-a=http://127.0.0.1:7070,node-b=http://127.0.0.1:7071")(
       "agent-token-file", po::value(&token_file)->value_name("FILE"),
       "bearer token for the agents (re-read when it changes)")(
+      "agent-ca-file", po::value(&agent_ca_file)->value_name("FILE"),
+      "agents serve HTTPS: trust this CA (PEM) for their certificates instead of the system's")(
       "once-job", po::value(&once_job)->value_name("[NS/]NAME"),
       "local mode: exit when this job finishes: 0 Succeeded, 1 Failed")(
       "log-level", po::value(&log_level)->default_value("info"), "debug, info, warn or error")(
@@ -135,6 +138,10 @@ int run(int argc, char** argv) {
     std::cerr << "conduit-controller: --agent-token-file " << token_file << " cannot be read\n";
     return kUsageError;
   }
+  if (!agent_ca_file.empty() && !std::filesystem::is_regular_file(agent_ca_file)) {
+    std::cerr << "conduit-controller: --agent-ca-file " << agent_ca_file << " cannot be read\n";
+    return kUsageError;
+  }
   std::string error;
   // Signals go to the main thread only, which waits for them: the worker and watcher never see them.
   sigset_t signals;
@@ -165,6 +172,7 @@ int run(int argc, char** argv) {
     options.kubeconfig = kubeconfig;
     options.namespaces = namespaces;
     options.agent_token_file = token_file;
+    options.agent_ca_file = agent_ca_file;
     options.agent_service = agent_service;
     options.agent_service_namespace = agent_service_ns;
     options.leader_elect = leader_elect;
@@ -202,6 +210,7 @@ int run(int argc, char** argv) {
 
   HttpAgentOptions agent_options;
   agent_options.token_file = token_file;
+  agent_options.ca_cert = agent_ca_file;
   HttpAgentApi agents(directory, agent_options);
   LocalStore store(local_dir);
   Reconciler reconciler(store, agents);

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 19> kSettings{{
+const std::array<Setting, 20> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -185,6 +185,12 @@ const std::array<Setting, 19> kSettings{{
     {"tls-key", "FILE", "PEM private key of --tls-cert", "none",
      [](AgentConfig& c, const std::string& v) -> Status {
        c.tls_key = v;
+       return {};
+     }},
+    {"peer-ca-file", "FILE", "other agents serve HTTPS: trust this CA (PEM) for their certificates",
+     "the system's CAs",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.peer_ca_file = v;
        return {};
      }},
     {"import-socket", "PATH", "unix socket local processes share memory over", "<data-dir>/conduit.sock",

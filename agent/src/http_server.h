@@ -10,7 +10,10 @@
 //    token: refused requests are answered before their body is read);
 //  - 64 workers, and a listen backlog of SOMAXCONN instead of httplib's 5, so a burst of connections waits in
 //    the kernel's queue instead of having its SYNs dropped and retried seconds later.
-// Plain HTTP only: an SSLServer keeps httplib's own connection handling (per-read timeout only).
+// With a TlsContext the same gate serves HTTPS: it runs each TLS handshake without blocking (a handshake
+// is part of the request deadline) and reads the decrypted headers before a worker is involved, so a
+// client stalled mid-handshake or mid-record costs what an idle plain one does. (httplib's own SSLServer
+// gives each connection a worker from accept and has per-read timeouts only.)
 #pragma once
 
 #include <httplib.h>
@@ -18,7 +21,10 @@
 #include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <memory>
 #include <string>
+
+#include "tls_context.h"
 
 namespace conduit::agent {
 
@@ -35,7 +41,8 @@ void close_after_response();
 
 class HttpServer : public httplib::Server {
  public:
-  explicit HttpServer(HttpLimits limits = {});
+  // `tls`: serve HTTPS with its (rotating) certificate; none: plain HTTP.
+  explicit HttpServer(HttpLimits limits = {}, std::shared_ptr<TlsContext> tls = nullptr);
 
   // After bind_to_port / bind_to_any_port: re-listens with a backlog of SOMAXCONN. False if not bound.
   bool raise_backlog();
@@ -47,9 +54,11 @@ class HttpServer : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override;
   // On a worker: serves the request whose headers are in `head` (and any complete one pipelined after it),
   // then hands the connection back to the gate or closes it.
-  void serve(socket_t sock, std::string head, Clock::time_point first_byte, std::size_t requests_left);
+  void serve(socket_t sock, SSL* ssl, std::string head, Clock::time_point first_byte,
+             std::size_t requests_left);
 
   HttpLimits limits_;
+  std::shared_ptr<TlsContext> tls_;
   std::atomic<Pool*> pool_{nullptr};  // made by new_task_queue for each listen(), deleted by httplib
 };
 

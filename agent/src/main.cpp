@@ -40,18 +40,11 @@ std::pair<std::string, int> split_listen(const std::string& listen) {
 }
 
 Result<std::unique_ptr<httplib::Server>> make_server(const AgentConfig& config) {
-  // Plain HTTP gets a deadline per request, 64 threads and a full listen backlog (http_server.h).
+  // HTTP and HTTPS alike get a deadline per request, 64 threads and a full listen backlog (http_server.h).
   if (config.tls_cert.empty()) return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>());
-#ifdef CPPHTTPLIB_OPENSSL_SUPPORT
-  auto server = std::make_unique<httplib::SSLServer>(config.tls_cert.c_str(), config.tls_key.c_str());
-  if (!server->is_valid()) {
-    return make_error(ErrorCode::InvalidArgument,
-                      "cannot load TLS certificate " + config.tls_cert + " and key " + config.tls_key);
-  }
-  return std::unique_ptr<httplib::Server>(std::move(server));
-#else
-  return make_error(ErrorCode::Unsupported, "--tls-cert: this build of cpp-httplib has no OpenSSL support");
-#endif
+  auto tls = TlsContext::load(config.tls_cert, config.tls_key);
+  if (!tls) return tls.error();
+  return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>(HttpLimits{}, std::move(*tls)));
 }
 
 // Every second, and the moment a grant expires: drops expired grants (so an expired grant's key stops working
@@ -157,7 +150,8 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   GrantTable grants(transports);
   // Calls to other agents carry our own token as it is at the time, rotations included.
   const api::ClientOptions peers{
-      .token = std::function<std::string()>([&token] { return token ? token->current() : std::string(); })};
+      .token = std::function<std::string()>([&token] { return token ? token->current() : std::string(); }),
+      .ca_cert = config.peer_ca_file};
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
   for (const auto& transport : transports.transports())
     metrics.add_transport(transport->capabilities().provider);
@@ -228,6 +222,19 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   log::info("listening", {{"address", address},
                           {"node", config.node_name},
                           {"tls", config.tls_cert.empty() ? "false" : "true"}});
+  if (config.tls_cert.empty()) {
+    // Says so at start: the token and every region's bytes read over REST travel in clear text.
+    const bool loopback = host.starts_with("127.") || host == "::1" || host == "localhost";
+    if (loopback) {
+      log::info(
+          "plain HTTP on loopback: for one machine (local mode); give --tls-cert and --tls-key otherwise");
+    } else {
+      log::warn(
+          "plain HTTP on a network address: the bearer token travels in clear text; serve HTTPS with "
+          "--tls-cert and --tls-key (docs/security.md)",
+          {{"address", address}});
+    }
+  }
   std::cout << "listening " << address << std::endl;
   const bool served = server.listen_after_bind();
   listen_returned = true;

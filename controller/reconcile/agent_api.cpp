@@ -71,7 +71,8 @@ HttpAgentApi::HttpAgentApi(const AgentDirectory& directory, const HttpAgentOptio
                .connect_timeout = options.connect_timeout,
                .read_timeout = options.read_timeout,
                .write_timeout = options.read_timeout,
-               .slow_timeout = options.slow_timeout} {}
+               .slow_timeout = options.slow_timeout,
+               .ca_cert = options.ca_cert} {}
 
 Result<api::AgentClient> HttpAgentApi::client(const std::string& node) const {
   const auto url = directory_.url(node);

@@ -80,6 +80,8 @@ class AgentApi {
 
 struct HttpAgentOptions {
   std::filesystem::path token_file;  // re-read when it changes (rotated tokens); empty: no token
+  // https agents: the CA to trust instead of the system's (read at each call, so a rotated CA is taken).
+  std::string ca_cert;
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds read_timeout{10000};
   // Loading, allocating and saving a region of many GiB takes minutes, not seconds.

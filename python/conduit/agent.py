@@ -5,7 +5,8 @@
     crcs = agent.checksum("scratch")
 
 Defaults come from the environment: ``CONDUIT_AGENT_URL`` (else the CLI's ``CONDUIT_AGENT``, else
-http://127.0.0.1:7070), ``CONDUIT_TOKEN`` or ``CONDUIT_TOKEN_FILE``, ``CONDUIT_IMPORT_SOCKET``.
+http://127.0.0.1:7070), ``CONDUIT_TOKEN`` or ``CONDUIT_TOKEN_FILE``, ``CONDUIT_IMPORT_SOCKET``, and for an
+https agent ``CONDUIT_CA_CERT`` (the CA that signed its certificate; else the system's).
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ class Agent:
 
     def __init__(self, url: str | None = None, token: str | None = None, token_file: str | os.PathLike[str] |
                  None = None, import_socket: str | os.PathLike[str] | None = None, *,
-                 timeout: float = 30.0) -> None:
+                 timeout: float = 30.0, ca_cert: str | os.PathLike[str] | None = None) -> None:
         self.url = (url or os.environ.get("CONDUIT_AGENT_URL") or os.environ.get("CONDUIT_AGENT")
                     or DEFAULT_URL).rstrip("/")
         if token is None and token_file is None:
@@ -126,6 +127,10 @@ class Agent:
         self.import_socket: str | None = os.fspath(sock) if sock else None
         self.timeout = timeout
         self._session = requests.Session()
+        ca = ca_cert if ca_cert is not None else os.environ.get("CONDUIT_CA_CERT")
+        if ca:
+            # An https agent's certificate is checked against this CA (the CLI's --ca-cert, the same file).
+            self._session.verify = os.fspath(ca)
         self._node: str | None = None
 
     def __repr__(self) -> str:

@@ -153,7 +153,7 @@ TEST(AgentConfig, HelpDocumentsEveryOptionWithItsVariable) {
   const std::string& help = r->help_text;
   for (const char* flag :
        {"config", "node-name", "listen", "providers", "rails", "bind-address", "token-file",
-        "insecure-no-auth", "data-dir", "memory-cap", "log-level", "log-format", "tls-cert", "tls-key",
+        "insecure-no-auth", "data-dir", "memory-cap", "log-level", "log-format", "tls-cert", "tls-key", "peer-ca-file",
         "import-socket", "stall-timeout-ms", "long-poll-max-seconds", "max-body-bytes"}) {
     EXPECT_NE(help.find(std::string("--") + flag), std::string::npos) << flag;
     std::string var = "CONDUIT_";

@@ -43,6 +43,13 @@ TEST(EndpointSlices, ReadyEndpointsMapByNodeNameTargetRefOrHostname) {
   EXPECT_EQ(agents, want);
 }
 
+TEST(EndpointSlices, APortNamedHttpsMeansTheAgentsServeTls) {
+  const json ports = json::array({{{"name", "metrics"}, {"port", 9090}}, {{"name", "https"}, {"port", 7443}}});
+  const auto agents = agents_from_endpoint_slices(
+      {slice(ports, json::array({{{"addresses", {"10.0.0.5"}}, {"nodeName", "node-a"}}}))});
+  EXPECT_EQ(agents, (std::map<std::string, std::string>{{"node-a", "https://10.0.0.5:7443"}}));
+}
+
 TEST(EndpointSlices, MalformedSlicesAreIgnoredNotFatal) {
   EXPECT_TRUE(
       agents_from_endpoint_slices(

@@ -15,6 +15,7 @@
 #include "peer_process.h"
 #include "store/yaml_json.h"
 #include "temp_dir.h"
+#include "tls_files.h"
 
 namespace conduit::controller {
 namespace {
@@ -193,6 +194,67 @@ TEST_F(LocalMode, RemovingTheJobFileCancelsTheTransferAndRevokesTheGrant) {
       << a.get("/v1/transfers").body.dump();
   EXPECT_TRUE(eventually([&] { return a.get("/v1/regions").body["items"].empty(); }, 10s))
       << "the loaded source is released";
+}
+
+// Every REST hop over TLS: the controller to both agents (--agent-ca-file), and the source agent's landing
+// reports to the target agent (--peer-ca-file), with a file saved as it lands; then a controller that does
+// not trust the agents' CA fails the job at once with the reason.
+TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheReason) {
+  conduit::testing::TempDir work{"conduit-local-tls"};
+  conduit::testing::TestCa ca(work.path() / "ca", "conduit-test-ca");
+  const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
+  const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+  ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
+  auto tls = [&](const conduit::testing::CertFiles& cert) {
+    AgentOptions o = agent_options();
+    o.tls_cert = cert.cert.string();
+    o.tls_key = cert.key.string();
+    o.ca_cert = ca.cert().string();
+    o.extra_args.insert(o.extra_args.end(), {"--peer-ca-file", ca.cert().string()});
+    return o;
+  };
+  AgentProcess a(tls(cert_a));
+  AgentProcess b(tls(cert_b));
+  ASSERT_TRUE(a.started() && b.started());
+  ASSERT_EQ(a.url().rfind("https://", 0), 0U);
+  std::vector<std::byte> data(8 * MiB + 4321);
+  fill_pattern(data, 21);
+  std::ofstream(a.data_dir() / "w.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  std::ofstream(work.path() / "token") << a.token() << "\n";
+  std::filesystem::create_directories(work.path() / "jobs");
+  auto run = [&](const std::string& name, const std::vector<std::string>& extra) {
+    std::ofstream(work.path() / "jobs" / (name + ".yaml"))
+        << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " << name
+        << "\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: node-b, region: " << name
+        << ", create: {bytes: " << data.size() << "}, file: " << name
+        << ".bin}\n  verify: crc32c\n  backoffLimit: 0\n";
+    std::vector<std::string> argv{CONDUIT_CONTROLLER_BIN,
+                                  "--local-dir",
+                                  (work.path() / "jobs").string(),
+                                  "--agents",
+                                  "node-a=" + a.url() + ",node-b=" + b.url(),
+                                  "--agent-token-file",
+                                  (work.path() / "token").string(),
+                                  "--log-level",
+                                  "warn",
+                                  "--once-job",
+                                  name};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    PeerProcess controller(argv);
+    const auto line = controller.read_line(60s);
+    return std::pair{line.value_or(""), controller.wait()};
+  };
+  const auto [ok_line, ok_status] = run("tls", {"--agent-ca-file", ca.cert().string()});
+  EXPECT_EQ(ok_status, 0) << ok_line;
+  EXPECT_NE(ok_line.find("Succeeded"), std::string::npos) << ok_line;
+  std::ifstream saved(b.data_dir() / "tls.bin", std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(saved)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(crc32c(std::as_bytes(std::span(bytes))), crc32c(data));
+
+  const auto [refused_line, refused_status] = run("untrusted", {});
+  EXPECT_EQ(refused_status, 1) << refused_line;
+  EXPECT_NE(refused_line.find("certificate is not trusted"), std::string::npos) << refused_line;
 }
 
 }  // namespace

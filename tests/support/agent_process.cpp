@@ -27,17 +27,21 @@ AgentProcess::AgentProcess(const AgentOptions& options) : token_(options.token) 
                                 "127.0.0.1",        "--token-file",     (dir_ / "token").string(),
                                 "--data-dir",       data_dir_.string(), "--memory-cap",
                                 options.memory_cap, "--import-socket",  (dir_ / "import.sock").string()};
+  if (!options.tls_cert.empty()) {
+    argv.insert(argv.end(), {"--tls-cert", options.tls_cert, "--tls-key", options.tls_key});
+  }
   argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
   process_ = std::make_unique<PeerProcess>(argv);
   for (;;) {
     auto line = process_->read_line(std::chrono::seconds(30));
     if (!line) return;
     if (line->rfind("listening ", 0) == 0) {
-      url_ = "http://" + line->substr(10);
+      url_ = (options.tls_cert.empty() ? "http://" : "https://") + line->substr(10);
       break;
     }
   }
   client_ = std::make_unique<httplib::Client>(url_);
+  if (!options.ca_cert.empty()) client_->set_ca_cert_path(options.ca_cert.c_str());
   client_->set_bearer_token_auth(token_.c_str());
   client_->set_read_timeout(60, 0);
 }

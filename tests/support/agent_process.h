@@ -22,6 +22,8 @@ struct AgentOptions {
   std::string memory_cap = "2GiB";
   std::string token = "test-token-0123456789";
   std::vector<std::string> extra_args;
+  // HTTPS: the agent serves with this certificate and key; the test's own client trusts `ca_cert`.
+  std::string tls_cert, tls_key, ca_cert;
 };
 
 // A tcp agent with a 1 GiB memory cap: what the agent's HTTP suites start.
@@ -46,7 +48,7 @@ class AgentProcess {
   ~AgentProcess();
 
   bool started() const { return !url_.empty(); }
-  const std::string& url() const { return url_; }  // http://127.0.0.1:PORT
+  const std::string& url() const { return url_; }  // http(s)://127.0.0.1:PORT
   const std::string& token() const { return token_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
   PeerProcess& process() { return *process_; }

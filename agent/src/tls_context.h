@@ -1,0 +1,50 @@
+// The agent's TLS server identity: its certificate chain and key, as an OpenSSL context that new
+// connections take. The files are re-read when they change (cert-manager, or a chart upgrade, rotating
+// them), checked at most once a second; a pair that does not load (half-written, key not matching) keeps the
+// previous context and says why once. Connections already open keep the context they started with.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "conduit/common/result.h"
+
+namespace conduit::agent {
+
+// What says a file changed: its modification time, size and inode (a rename over it changes the inode).
+struct FileStamp {
+  long long mtime_ns = 0;
+  long long size = 0;
+  unsigned long long inode = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+
+class TlsContext {
+ public:
+  // Fails with the reason when the pair does not load now.
+  static Result<std::shared_ptr<TlsContext>> load(std::string cert_file, std::string key_file);
+
+  // The context for a new connection.
+  std::shared_ptr<SSL_CTX> current();
+  // How many times the files were loaded (1 at start; each rotation adds one).
+  int loads() const;
+
+ private:
+  TlsContext(std::string cert_file, std::string key_file);
+  Result<std::shared_ptr<SSL_CTX>> build() const;
+  std::pair<FileStamp, FileStamp> stamps() const;
+
+  const std::string cert_file_, key_file_;
+  mutable std::mutex mu_;
+  std::shared_ptr<SSL_CTX> ctx_;
+  std::pair<FileStamp, FileStamp> loaded_{};
+  std::chrono::steady_clock::time_point checked_{};
+  std::string last_error_;
+  int loads_ = 0;
+};
+
+}  // namespace conduit::agent
