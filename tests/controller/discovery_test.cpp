@@ -44,7 +44,8 @@ TEST(EndpointSlices, ReadyEndpointsMapByNodeNameTargetRefOrHostname) {
 }
 
 TEST(EndpointSlices, APortNamedHttpsMeansTheAgentsServeTls) {
-  const json ports = json::array({{{"name", "metrics"}, {"port", 9090}}, {{"name", "https"}, {"port", 7443}}});
+  const json ports =
+      json::array({{{"name", "metrics"}, {"port", 9090}}, {{"name", "https"}, {"port", 7443}}});
   const auto agents = agents_from_endpoint_slices(
       {slice(ports, json::array({{{"addresses", {"10.0.0.5"}}, {"nodeName", "node-a"}}}))});
   EXPECT_EQ(agents, (std::map<std::string, std::string>{{"node-a", "https://10.0.0.5:7443"}}));
