@@ -204,6 +204,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   HttpAgentOptions agent_options;
   agent_options.token_file = options.agent_token_file;
   agent_options.ca_cert = options.agent_ca_file;
+  agent_options.server_name = options.agent_server_name;
   HttpAgentApi agents(directory, agent_options);
   // Set once leader election has started; until then, and without --leader-elect, we may always act.
   std::atomic<kube::LeaderElector*> leader{nullptr};

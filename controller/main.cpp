@@ -74,7 +74,7 @@ std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& s
 }
 
 int run(int argc, char** argv) {
-  std::string agent_ca_file;
+  std::string agent_ca_file, agent_server_name;
   std::string local_dir, token_file, once_job, log_level, kubeconfig, agent_service, agent_service_ns,
       lease_ns, lease_name, metrics_listen;
   std::vector<std::string> agents_flags, namespaces;
@@ -91,6 +91,8 @@ int run(int argc, char** argv) {
       "bearer token for the agents (re-read when it changes)")(
       "agent-ca-file", po::value(&agent_ca_file)->value_name("FILE"),
       "agents serve HTTPS: trust this CA (PEM) for their certificates instead of the system's")(
+      "agent-tls-server-name", po::value(&agent_server_name)->value_name("NAME"),
+      "the name every agent's certificate carries (default: the address called)")(
       "once-job", po::value(&once_job)->value_name("[NS/]NAME"),
       "local mode: exit when this job finishes: 0 Succeeded, 1 Failed")(
       "log-level", po::value(&log_level)->default_value("info"), "debug, info, warn or error")(
@@ -173,6 +175,7 @@ int run(int argc, char** argv) {
     options.namespaces = namespaces;
     options.agent_token_file = token_file;
     options.agent_ca_file = agent_ca_file;
+    options.agent_server_name = agent_server_name;
     options.agent_service = agent_service;
     options.agent_service_namespace = agent_service_ns;
     options.leader_elect = leader_elect;
@@ -211,6 +214,7 @@ int run(int argc, char** argv) {
   HttpAgentOptions agent_options;
   agent_options.token_file = token_file;
   agent_options.ca_cert = agent_ca_file;
+  agent_options.server_name = agent_server_name;
   HttpAgentApi agents(directory, agent_options);
   LocalStore store(local_dir);
   Reconciler reconciler(store, agents);

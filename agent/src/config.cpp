@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 20> kSettings{{
+const std::array<Setting, 21> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -191,6 +191,13 @@ const std::array<Setting, 20> kSettings{{
      "the system's CAs",
      [](AgentConfig& c, const std::string& v) -> Status {
        c.peer_ca_file = v;
+       return {};
+     }},
+    {"peer-tls-server-name", "NAME",
+     "the name other agents' certificates carry, checked instead of their address (one certificate for all)",
+     "the address called",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.peer_server_name = v;
        return {};
      }},
     {"import-socket", "PATH", "unix socket local processes share memory over", "<data-dir>/conduit.sock",

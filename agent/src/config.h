@@ -30,8 +30,9 @@ struct AgentConfig {
   std::string log_format = "logfmt";  // logfmt | json
   std::string tls_cert;
   std::string tls_key;
-  std::string peer_ca_file;   // calls to other agents over https trust this CA
-  std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)
+  std::string peer_ca_file;      // calls to other agents over https trust this CA
+  std::string peer_server_name;  // and expect this name in their certificates (empty: their address)
+  std::string import_socket;     // unix socket for memfd import ("" = <data_dir>/conduit.sock)
   std::chrono::milliseconds stall_timeout{30000};
   std::size_t max_body_bytes = 1 << 20;
   // The longest one long-poll (a region version, a transfer's end) holds its request before answering with

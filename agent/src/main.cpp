@@ -151,7 +151,8 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   // Calls to other agents carry our own token as it is at the time, rotations included.
   const api::ClientOptions peers{
       .token = std::function<std::string()>([&token] { return token ? token->current() : std::string(); }),
-      .ca_cert = config.peer_ca_file};
+      .ca_cert = config.peer_ca_file,
+      .server_name = config.peer_server_name};
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
   for (const auto& transport : transports.transports())
     metrics.add_transport(transport->capabilities().provider);

@@ -1,6 +1,8 @@
 #include "conduit/api/agent_client.h"
 
 #include <httplib.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <exception>
 #include <memory>
@@ -84,7 +86,25 @@ Result<json> AgentClient::call(Method method, const std::string& path, const jso
   client.set_connection_timeout(options_.connect_timeout);
   client.set_read_timeout(read_timeout);
   client.set_write_timeout(options_.write_timeout);
-  if (!options_.ca_cert.empty()) client.set_ca_cert_path(options_.ca_cert);
+  const bool by_name = !options_.server_name.empty() && base_url_.starts_with("https://");
+  if (by_name) {
+    // httplib checks the certificate against the URL's host only; OpenSSL checks it against the name here,
+    // during the handshake, with the chain against the CA (or the system's).
+    client.enable_server_certificate_verification(false);
+    SSL_CTX* ctx = client.ssl_context();
+    if (ctx == nullptr) return make_error(ErrorCode::InvalidArgument, "no TLS context for " + base_url_);
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+    const bool loaded = options_.ca_cert.empty()
+                            ? SSL_CTX_set_default_verify_paths(ctx) == 1
+                            : SSL_CTX_load_verify_locations(ctx, options_.ca_cert.c_str(), nullptr) == 1;
+    if (!loaded) {
+      return make_error(ErrorCode::InvalidArgument, "cannot read the CA file \"" + options_.ca_cert + "\"");
+    }
+    X509_VERIFY_PARAM_set1_host(SSL_CTX_get0_param(ctx), options_.server_name.c_str(),
+                                options_.server_name.size());
+  } else if (!options_.ca_cert.empty()) {
+    client.set_ca_cert_path(options_.ca_cert);
+  }
   if (const std::string token = options_.token.current(); !token.empty()) {
     client.set_bearer_token_auth(token);
   }
@@ -102,8 +122,12 @@ Result<json> AgentClient::call(Method method, const std::string& path, const jso
   }();
   const std::string what = verb(method == Method::Get, method == Method::Post) + path;
   if (!result) {
-    return make_error(ErrorCode::PeerUnreachable,
-                      who_ + " did not answer " + what + ": " + describe_http_error(result.error()));
+    std::string why = describe_http_error(result.error());
+    if (by_name && result.error() == httplib::Error::SSLConnection) {
+      why = "the server's certificate is not trusted (it must be signed by the CA and name \"" +
+            options_.server_name + "\"), or TLS failed";
+    }
+    return make_error(ErrorCode::PeerUnreachable, who_ + " did not answer " + what + ": " + why);
   }
   json answer = json::parse(result->body, nullptr, /*allow_exceptions=*/false);
   if (result->status >= 200 && result->status < 300) return answer.is_discarded() ? json::object() : answer;

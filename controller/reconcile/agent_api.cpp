@@ -72,7 +72,8 @@ HttpAgentApi::HttpAgentApi(const AgentDirectory& directory, const HttpAgentOptio
                .read_timeout = options.read_timeout,
                .write_timeout = options.read_timeout,
                .slow_timeout = options.slow_timeout,
-               .ca_cert = options.ca_cert} {}
+               .ca_cert = options.ca_cert,
+               .server_name = options.server_name} {}
 
 Result<api::AgentClient> HttpAgentApi::client(const std::string& node) const {
   const auto url = directory_.url(node);

@@ -82,6 +82,7 @@ struct HttpAgentOptions {
   std::filesystem::path token_file;  // re-read when it changes (rotated tokens); empty: no token
   // https agents: the CA to trust instead of the system's (read at each call, so a rotated CA is taken).
   std::string ca_cert;
+  std::string server_name;  // https agents: the name their certificates carry (empty: their address)
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds read_timeout{10000};
   // Loading, allocating and saving a region of many GiB takes minutes, not seconds.

@@ -138,6 +138,56 @@ TEST_F(AgentTls, AnExpiredOrMisnamedCertificateIsRefusedByItsCallers) {
   }
 }
 
+TEST_F(AgentTls, OneCertificateForEveryAgentIsCheckedByItsNameNotTheAddress) {
+  // What the chart installs: one certificate for all agents, naming the agent Service, not any address.
+  const CertFiles shared = ca.issue("conduit-agent", "DNS:conduit-agent");
+  ASSERT_TRUE(ca.ok());
+  AgentOptions o = tls_agent(
+      shared, ca.cert(), {"--peer-ca-file", ca.cert().string(), "--peer-tls-server-name", "conduit-agent"});
+  o.ca_cert.clear();  // the test's own client checks the address, which the certificate does not name
+  AgentProcess a(o);
+  AgentProcess b(o);
+  ASSERT_TRUE(a.started() && b.started());
+  auto by_name = [&](const std::string& url, const std::string& name, const std::filesystem::path& trusted) {
+    return api::AgentClient(url, api::ClientOptions{.token = std::string("test-token-0123456789"),
+                                                    .connect_timeout = 2s,
+                                                    .read_timeout = 5s,
+                                                    .ca_cert = trusted.string(),
+                                                    .server_name = name});
+  };
+  auto listed = by_name(a.url(), "conduit-agent", ca.cert()).list_regions();
+  EXPECT_TRUE(listed) << listed.error().message;
+  for (const auto& [name, trusted] :
+       {std::pair{std::string("conduit-controller"), ca.cert()},
+        std::pair{std::string("conduit-agent"), other_ca.cert()}, std::pair{std::string(), ca.cert()}}) {
+    auto refused = by_name(a.url(), name, trusted).list_regions();
+    ASSERT_FALSE(refused) << "name '" << name << "', CA " << trusted;
+    EXPECT_NE(refused.error().message.find("not trusted"), std::string::npos) << refused.error().message;
+  }
+
+  // Agent to agent by the same name: a verified transfer whose landing reports go a -> b over https.
+  api::AgentClient to_a = by_name(a.url(), "conduit-agent", ca.cert());
+  api::AgentClient to_b = by_name(b.url(), "conduit-agent", ca.cert());
+  ASSERT_TRUE(to_a.create_region({.name = "src", .bytes = 4 * MiB, .memory = "host"}));
+  ASSERT_TRUE(to_b.create_region({.name = "dst", .bytes = 4 * MiB, .memory = "host"}));
+  auto g = to_b.create_grant("dst", {.length = 4 * MiB, .ttl_seconds = 600});
+  ASSERT_TRUE(g) << g.error().message;
+  api::TransferRequest request;
+  request.source_region = "src";
+  request.length = 4 * MiB;
+  request.verify = true;
+  request.targets.push_back({.key = g->key, .url = b.url(), .region = "dst", .grant_id = g->id});
+  auto started = to_a.start_transfer(request);
+  ASSERT_TRUE(started) << started.error().message;
+  Result<api::TransferStatus> now = started;
+  for (int i = 0; i < 100 && now && !now->finished(); ++i) {
+    std::this_thread::sleep_for(50ms);
+    now = to_a.get_transfer(started->id);
+  }
+  ASSERT_TRUE(now) << now.error().message;
+  EXPECT_EQ(now->state, "Succeeded") << now->message;
+}
+
 TEST_F(AgentTls, StalledHandshakesHoldNoWorkerAndAreClosedAtTheDeadline) {
   const CertFiles cert = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
   AgentProcess a(tls_agent(cert, ca.cert()));

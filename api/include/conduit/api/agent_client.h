@@ -45,6 +45,9 @@ struct ClientOptions {
   // Allocating, loading and saving a region of many GiB takes minutes, not seconds.
   std::chrono::milliseconds slow_timeout{std::chrono::minutes(10)};
   std::string ca_cert{};  // https: the CA file to trust instead of the system's
+  // https: the name the agent's certificate must carry, checked instead of the address called. Empty: the
+  // address. One certificate can then serve every agent of an install (docs/security.md).
+  std::string server_name{};
 };
 
 class AgentClient {
