@@ -151,10 +151,26 @@ TEST(AgentConfig, HelpDocumentsEveryOptionWithItsVariable) {
   ASSERT_TRUE(r) << error_of(r);
   ASSERT_TRUE(r->help);
   const std::string& help = r->help_text;
-  for (const char* flag :
-       {"config", "node-name", "listen", "providers", "rails", "bind-address", "token-file",
-        "insecure-no-auth", "data-dir", "memory-cap", "log-level", "log-format", "tls-cert", "tls-key",
-        "peer-ca-file", "peer-tls-server-name", "import-socket", "stall-timeout-ms", "long-poll-max-seconds", "max-body-bytes"}) {
+  for (const char* flag : {"config",
+                           "node-name",
+                           "listen",
+                           "providers",
+                           "rails",
+                           "bind-address",
+                           "token-file",
+                           "insecure-no-auth",
+                           "data-dir",
+                           "memory-cap",
+                           "log-level",
+                           "log-format",
+                           "tls-cert",
+                           "tls-key",
+                           "peer-ca-file",
+                           "peer-tls-server-name",
+                           "import-socket",
+                           "stall-timeout-ms",
+                           "long-poll-max-seconds",
+                           "max-body-bytes"}) {
     EXPECT_NE(help.find(std::string("--") + flag), std::string::npos) << flag;
     std::string var = "CONDUIT_";
     for (const char* c = flag; *c != '\0'; ++c) var += *c == '-' ? '_' : static_cast<char>(std::toupper(*c));
