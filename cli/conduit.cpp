@@ -31,7 +31,8 @@ namespace po = boost::program_options;
 using json = nlohmann::json;
 
 constexpr const char* kUsage =
-    "usage: conduit [--agent URL] [--token TOKEN | --token-file FILE] [--ca-cert FILE] [--json] COMMAND\n"
+    "usage: conduit [--agent URL] [--token TOKEN | --token-file FILE] [--ca-cert FILE] [--tls-server-name "
+    "NAME] [--json] COMMAND\n"
     "commands:\n"
     "  node                                       what the agent's node has, and why RDMA/GPU may not work\n"
     "  regions ls                                 the agent's regions\n"
@@ -77,7 +78,8 @@ std::string gb_per_s(double bytes_per_second) {
 struct Globals {
   std::string agent;
   conduit::api::TokenSource token;
-  std::string ca_cert;  // trusted CA for https agents (else the system's)
+  std::string ca_cert;          // trusted CA for https agents (else the system's)
+  std::string tls_server_name;  // the name agents' certificates carry (else their address)
   bool json = false;
 };
 
@@ -102,7 +104,8 @@ conduit::api::AgentClient agent_at(const std::string& url, const Globals& g,
                                          .read_timeout = read_timeout,
                                          .write_timeout = std::chrono::seconds(5),
                                          .slow_timeout = read_timeout,
-                                         .ca_cert = g.ca_cert});
+                                         .ca_cert = g.ca_cert,
+                                         .server_name = g.tls_server_name});
 }
 
 conduit::api::TokenSource read_token_file(const std::string& path) {
@@ -459,6 +462,9 @@ int run(int argc, char** argv) {
       "file holding the token (env CONDUIT_TOKEN_FILE)");
   add("ca-cert", po::value(&g.ca_cert)->value_name("FILE"),
       "CA to trust for https agents (env CONDUIT_CA_CERT)");
+  add("tls-server-name", po::value(&g.tls_server_name)->value_name("NAME"),
+      "the name https agents' certificates carry, checked instead of their address (env "
+      "CONDUIT_TLS_SERVER_NAME)");
   add("json", "print the agent's JSON instead of text");
   po::options_description hidden;
   hidden.add_options()("command", po::value<std::string>())("args", po::value<std::vector<std::string>>());
@@ -509,6 +515,7 @@ int run(int argc, char** argv) {
     g.token = read_token_file(env("CONDUIT_TOKEN_FILE"));
   }
   if (g.ca_cert.empty()) g.ca_cert = env("CONDUIT_CA_CERT");
+  if (g.tls_server_name.empty()) g.tls_server_name = env("CONDUIT_TLS_SERVER_NAME");
   g.json = vm.count("json") > 0;
 
   const std::string command = vm["command"].as<std::string>();

@@ -6,7 +6,9 @@
 
 Defaults come from the environment: ``CONDUIT_AGENT_URL`` (else the CLI's ``CONDUIT_AGENT``, else
 http://127.0.0.1:7070), ``CONDUIT_TOKEN`` or ``CONDUIT_TOKEN_FILE``, ``CONDUIT_IMPORT_SOCKET``, and for an
-https agent ``CONDUIT_CA_CERT`` (the CA that signed its certificate; else the system's).
+https agent ``CONDUIT_CA_CERT`` (the CA that signed its certificate; else the system's) and
+``CONDUIT_TLS_SERVER_NAME`` (the name its certificate carries, checked instead of the address; the chart's
+agents share one certificate naming their Service).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import requests
+import requests.adapters
 
 from .errors import InvalidArgument, Unavailable, error_from_response
 
@@ -108,6 +111,19 @@ class Target:
     url: str | None = None
 
 
+class _NamedTlsAdapter(requests.adapters.HTTPAdapter):
+    """Checks the agent's certificate against a name instead of the address in the URL (and sends it as SNI)."""
+
+    def __init__(self, server_name: str) -> None:
+        self._server_name = server_name
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["assert_hostname"] = self._server_name
+        kwargs["server_hostname"] = self._server_name
+        super().init_poolmanager(*args, **kwargs)
+
+
 class Agent:
     """A client of one conduit-agent. Every method raises a :class:`~conduit.errors.ConduitError` subclass
     with the agent's code and message when the agent refuses, and :class:`~conduit.errors.Unavailable` when it
@@ -115,7 +131,8 @@ class Agent:
 
     def __init__(self, url: str | None = None, token: str | None = None, token_file: str | os.PathLike[str] |
                  None = None, import_socket: str | os.PathLike[str] | None = None, *,
-                 timeout: float = 30.0, ca_cert: str | os.PathLike[str] | None = None) -> None:
+                 timeout: float = 30.0, ca_cert: str | os.PathLike[str] | None = None,
+                 tls_server_name: str | None = None) -> None:
         self.url = (url or os.environ.get("CONDUIT_AGENT_URL") or os.environ.get("CONDUIT_AGENT")
                     or DEFAULT_URL).rstrip("/")
         if token is None and token_file is None:
@@ -128,9 +145,12 @@ class Agent:
         self.timeout = timeout
         self._session = requests.Session()
         ca = ca_cert if ca_cert is not None else os.environ.get("CONDUIT_CA_CERT")
-        if ca:
-            # An https agent's certificate is checked against this CA (the CLI's --ca-cert, the same file).
-            self._session.verify = os.fspath(ca)
+        # An https agent's certificate is checked against this CA (the CLI's --ca-cert, the same file). Given
+        # with each request: a session's own setting loses to REQUESTS_CA_BUNDLE in the environment.
+        self._verify: bool | str = os.fspath(ca) if ca else True
+        name = tls_server_name if tls_server_name is not None else os.environ.get("CONDUIT_TLS_SERVER_NAME")
+        if name and self.url.startswith("https://"):
+            self._session.mount("https://", _NamedTlsAdapter(name))
         self._node: str | None = None
 
     def __repr__(self) -> str:
@@ -157,7 +177,8 @@ class Agent:
             headers["Authorization"] = f"Bearer {token}"
         try:
             r = self._session.request(method, f"{self.url}{path}", json=body, params=params, headers=headers,
-                                      timeout=timeout if timeout is not None else self.timeout)
+                                      timeout=timeout if timeout is not None else self.timeout,
+                                      verify=self._verify)
         except requests.RequestException as e:
             raise Unavailable(f"{method} {self.url}{path}: the agent did not answer: {e}", "Unavailable") from e
         if r.status_code >= 400:
