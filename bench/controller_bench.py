@@ -69,8 +69,24 @@ class Api:
         return f"/apis/conduit.dev/v1alpha1/namespaces/{NS}/transferjobs" + (f"/{name}" if name else "")
 
 
+def make_tls(work):
+    """--tls: a throwaway CA and one agent certificate naming "conduit-agent" (as the chart makes them)."""
+    def run(*args):
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
+        f"{work}/ca.key", "-out", f"{work}/ca.crt", "-days", "2", "-subj", "/CN=bench-ca")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", f"{work}/agent.key",
+        "-out", f"{work}/agent.csr", "-subj", "/CN=conduit-agent")
+    with open(f"{work}/agent.ext", "w") as f:
+        f.write("subjectAltName=DNS:conduit-agent\n")
+    run("x509", "-req", "-in", f"{work}/agent.csr", "-CA", f"{work}/ca.crt", "-CAkey", f"{work}/ca.key",
+        "-set_serial", "1", "-days", "1", "-extfile", f"{work}/agent.ext", "-out", f"{work}/agent.crt")
+    return ["--tls-cert", f"{work}/agent.crt", "--tls-key", f"{work}/agent.key", "--peer-ca-file",
+            f"{work}/ca.crt", "--peer-tls-server-name", "conduit-agent"]
+
+
 class Agent:
-    def __init__(self, work, name, bin_dir, token, log_level):
+    def __init__(self, work, name, bin_dir, token, log_level, tls_args=()):
         self.name = name
         os.makedirs(f"{work}/{name}", exist_ok=True)
         self.out = open(f"{work}/{name}.out", "w+")
@@ -78,14 +94,18 @@ class Agent:
         self.proc = subprocess.Popen(
             [f"{bin_dir}/conduit-agent", "--listen", "127.0.0.1:0", "--providers", "tcp", "--bind-address",
              "127.0.0.1", "--token-file", f"{work}/token", "--data-dir", f"{work}/{name}", "--memory-cap",
-             "4GiB", "--import-socket", f"{work}/{name}.sock", "--log-level", log_level],
+             "4GiB", "--import-socket", f"{work}/{name}.sock", "--log-level", log_level, *tls_args],
             stdout=self.out, stderr=open(f"{work}/{name}.log", "w"), env=env)
         self.token = token
+        self.ctx = None
+        if tls_args:
+            self.ctx = ssl.create_default_context(cafile=f"{work}/ca.crt")
+            self.ctx.check_hostname = False  # the certificate names the Service, not 127.0.0.1; the CA is checked
         for _ in range(100):
             self.out.seek(0)
             m = re.search(r"^listening (\S+)", self.out.read(), re.M)
             if m:
-                self.url = "http://" + m.group(1)
+                self.url = ("https://" if tls_args else "http://") + m.group(1)
                 return
             time.sleep(0.1)
         raise SystemExit(f"agent {name} did not start")
@@ -95,7 +115,7 @@ class Agent:
         req = urllib.request.Request(self.url + path, data=data, method=method)
         req.add_header("Authorization", "Bearer " + self.token)
         req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=30) as res:
+        with urllib.request.urlopen(req, timeout=30, context=self.ctx) as res:
             return json.loads(res.read() or b"{}")
 
 
@@ -129,6 +149,8 @@ def main():
     ap.add_argument("--samples", type=int, default=20, help="jobs timed one at a time")
     ap.add_argument("--timed-mib", type=int, default=1024,
                     help="the target region each timed job creates (MiB); moved in about 0.25 s")
+    ap.add_argument("--tls", action="store_true",
+                    help="agents serve HTTPS (one certificate naming conduit-agent); the controller checks it")
     ap.add_argument("--log-level", default="warn", help="the controller's and agents'")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) and say where")
     args = ap.parse_args()
@@ -153,15 +175,17 @@ def main():
         token = "bench-" + os.urandom(8).hex()
         with open(f"{work}/token", "w") as f:
             f.write(token + "\n")
-        a = Agent(work, "node-a", bin_dir, token, args.log_level)
-        b = Agent(work, "node-b", bin_dir, token, args.log_level)
+        tls_args = make_tls(work) if args.tls else []
+        a = Agent(work, "node-a", bin_dir, token, args.log_level, tls_args)
+        b = Agent(work, "node-b", bin_dir, token, args.log_level, tls_args)
         procs += [a.proc, b.proc]
         a.call("POST", "/v1/regions", {"name": "src", "bytes": args.timed_mib * MiB, "memory": "host"})
         a.call("POST", "/v1/regions", {"name": "small", "bytes": 64 * 1024, "memory": "host"})
 
         controller = subprocess.Popen(
             [f"{bin_dir}/conduit-controller", "--kubeconfig", kubeconfig, "--namespace", NS, "--agents",
-             f"node-a={a.url},node-b={b.url}", "--agent-token-file", f"{work}/token", "--log-level", args.log_level],
+             f"node-a={a.url},node-b={b.url}", "--agent-token-file", f"{work}/token", "--log-level", args.log_level,
+             *(["--agent-ca-file", f"{work}/ca.crt", "--agent-tls-server-name", "conduit-agent"] if args.tls else [])],
             stdout=open(f"{work}/controller.out", "w"), stderr=open(f"{work}/controller.log", "w"))
         procs.append(controller)
         time.sleep(1)
