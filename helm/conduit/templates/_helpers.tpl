@@ -84,3 +84,22 @@ helm.sh/chart: {{ include "conduit.chart" .ctx }}
 
 {{/* Where agent and controller mount that Secret. */}}
 {{- define "conduit.tokenDir" -}}/etc/conduit/token{{- end -}}
+
+{{/* The Secret holding the agents' TLS certificate (keys tls.crt, tls.key, ca.crt). */}}
+{{- define "conduit.tlsSecretName" -}}
+{{- default (printf "%s-agent-tls" (include "conduit.fullname" .)) .Values.agent.tls.existingSecret -}}
+{{- end -}}
+
+{{/* The name callers check the agents' certificate against: agent.tls.serverName, else the agent Service's. */}}
+{{- define "conduit.tlsServerName" -}}
+{{- default (include "conduit.agent.fullname" .) .Values.agent.tls.serverName -}}
+{{- end -}}
+
+{{/* The agent Service's port name: the controller builds https:// URLs from a port named "https". */}}
+{{- define "conduit.agent.portName" -}}
+{{- if .Values.agent.tls.enabled -}}https{{- else -}}http{{- end -}}
+{{- end -}}
+
+{{/* Where the agent mounts its TLS Secret, and where the controller mounts the CA alone. */}}
+{{- define "conduit.tlsDir" -}}/etc/conduit/tls{{- end -}}
+{{- define "conduit.agentCaDir" -}}/etc/conduit/agent-ca{{- end -}}

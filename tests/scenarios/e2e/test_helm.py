@@ -9,8 +9,12 @@ tests/e2e/helm_test.sh):
      `helm install` with monitoring on (stand-in monitoring.coreos.com CRDs from fixtures/) puts every object in
      the apiserver with the settings the chart promises; the controller's and the CRD hook's RBAC allow exactly
      what their code and command need (kubectl auth can-i, then the real conduit-controller and the hook's own
-     kubectl command run with those ServiceAccounts' tokens); `helm upgrade` makes revision 2 with the change
-     visible and the agent token kept; `helm uninstall` removes every object.
+     kubectl command run with those ServiceAccounts' tokens); TLS is on by default: the generated Secret holds a
+     CA and a certificate naming the agent Service, and the real controller, given the CA and server name the
+     way the Deployment gives them, reaches a real agent that serves that certificate with the DaemonSet's TLS
+     flags (found through an EndpointSlice port named https, as the Service names it); `helm upgrade` makes
+     revision 2 with the change visible and the agent token and TLS Secret kept; a given TLS Secret without
+     ca.crt is refused; `helm uninstall` removes every object.
 
 No kubelet or controller-manager runs: pods never start and Jobs never run, so the install turns the CRD hook
 Job off (Helm would wait for it to complete) and the test runs the hook's command itself.
@@ -18,9 +22,12 @@ CONDUIT_HELM_CHART tests another copy of the chart (to see it fail).
 """
 
 import base64
+import json
 import os
 import re
 import shutil
+import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -28,6 +35,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import yaml
 from e2e.util import free_port, last, ok
 from harness.kube import KubeEnv, KubeToolsMissing, kube_tools
 
@@ -136,6 +144,25 @@ def test_switches_change_the_rendering(renderings):
     assert "--import-socket" not in flipped, "agent.importSocket.enabled=false still passes --import-socket"
     assert 'rdma/rdma_shared_device_a: "1"' in renderings["rdma-device-plugin"], \
         "agent.rdma.resourceName is not requested"
+    # TLS: on by default with a generated Secret; off in flipped; a given Secret and server name in tls-cert-manager.
+    generated = "# Source: conduit/templates/agent-tls-secret.yaml"
+    for a in (generated, "- --tls-cert=/etc/conduit/tls/tls.crt", "- --peer-ca-file=/etc/conduit/tls/ca.crt",
+              "- --peer-tls-server-name=conduit-agent", "- --agent-ca-file=/etc/conduit/agent-ca/ca.crt",
+              "- --agent-tls-server-name=conduit-agent", "scheme: HTTPS", "targetPort: https"):
+        assert a in default, f"TLS on by default, but the default rendering lacks: {a}"
+    for a in (generated, "--tls-cert", "--peer-ca-file", "--agent-ca-file", "scheme: HTTPS", "scheme: https",
+              "secretName: conduit-agent-tls"):
+        assert a not in flipped, f"agent.tls.enabled=false still renders: {a}"
+    assert "targetPort: http\n" in flipped, "agent.tls.enabled=false: the agent Service port is not named http"
+    assert "tls-cert-manager" in renderings, "helm template (tls-cert-manager) failed"
+    given = renderings["tls-cert-manager"]
+    assert generated not in given, "agent.tls.existingSecret set, but the chart still generates a TLS Secret"
+    for a in ("secretName: conduit-agent-tls-cm", "name: conduit-agent-tls-cm",
+              "- --peer-tls-server-name=agents.conduit.example.com",
+              "- --agent-tls-server-name=agents.conduit.example.com", "serverName: agents.conduit.example.com"):
+        assert a in given, f"agent.tls.existingSecret/serverName: the rendering lacks: {a}"
+    ok("TLS renderings: on by default (generated Secret, agent and controller flags, HTTPS probes, port https), "
+       "off in flipped (port http, no flags), a given Secret and server name used everywhere")
 
 
 @pytest.mark.parametrize("bad", BAD, ids=[b.name for b in BAD])
@@ -148,6 +175,20 @@ def test_schema_rejects_bad_values(helm, bad):
     assert "values don't meet the specifications of the schema" in r.stderr, \
         f"{bad.name} rejected, but not by values.schema.json: {last(r.stderr, 2)}"
 
+
+
+def host_address():
+    """A non-loopback IPv4 address of this machine: an EndpointSlice may not hold a loopback one."""
+    r = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
+    found = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", r.stdout) if r.returncode == 0 else []
+    if found:
+        return found[0]
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("203.0.113.1", 9))  # no packet is sent: only the route's source address is chosen
+            return s.getsockname()[0]
+    except OSError:
+        return ""
 
 
 def test_install_rbac_upgrade_uninstall(helm, renderings, tools, work, build, processes):
@@ -169,14 +210,25 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         return subprocess.run([tools["KUBECTL"], "--kubeconfig", kube.kubeconfig, "--request-timeout=20s",
                                *map(str, args)], input=input, capture_output=True, text=True, timeout=120)
 
-    def kc_ok(*args, what):
-        r = kc(*args)
+    def kc_ok(*args, what, input=None):
+        r = kc(*args, input=input)
         assert r.returncode == 0, f"{what}: {last(r.stdout + r.stderr, 2)}"
         return r.stdout
 
     def jp(obj, path):
         r = kc("get", obj, "-n", NS, "-o", f"jsonpath={path}")
         return (r.stdout if r.returncode == 0 else r.stdout + r.stderr).strip()
+
+    def items(obj, path):
+        """The list at PATH (e.g. a container's args), one item each."""
+        return jp(obj, f'{{range {path}[*]}}{{@}}{{"\\n"}}{{end}}').splitlines()
+
+    def flag(args, name):
+        return next((a.split("=", 1)[1] for a in args if a.startswith(f"{name}=")), "")
+
+    def openssl(*args):
+        r = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True, timeout=30)
+        return (r.stdout + r.stderr).strip()
 
     kc_ok("apply", "-f", FIXTURES / "monitoring-coreos-crds.yaml", what="monitoring.coreos.com stand-in CRDs")
     kc_ok("wait", "--for=condition=Established", "--timeout=30s", "crd/servicemonitors.monitoring.coreos.com",
@@ -261,6 +313,22 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         assert a in args, f"agent args lack {a}: {args}"
     ok("agent DaemonSet: hostNetwork, IPC_LOCK, no API token, system-node-critical, NODE_NAME, probes, mounts, "
        "NFD nodeSelector, GPU toleration, flags")
+    spec = ".spec.template.spec"
+    agent_args = items(ds, spec + ".containers[0].args")
+    tls_dir = jp(ds, pod + '.containers[0].volumeMounts[?(@.name=="tls")].mountPath}')
+    assert tls_dir.startswith("/"), f"agent does not mount the TLS Secret: {tls_dir}"
+    assert jp(ds, pod + '.containers[0].volumeMounts[?(@.name=="tls")].readOnly}') == "true", "TLS mount not read-only"
+    tls_volume = jp(ds, pod + '.volumes[?(@.name=="tls")].secret.secretName}')
+    assert tls_volume == f"{REL}-agent-tls", f"agent TLS volume's Secret: '{tls_volume}'"
+    for f, want in (("--tls-cert", f"{tls_dir}/tls.crt"), ("--tls-key", f"{tls_dir}/tls.key"),
+                    ("--peer-ca-file", f"{tls_dir}/ca.crt"), ("--peer-tls-server-name", f"{REL}-agent")):
+        assert flag(agent_args, f) == want, f"agent {f}='{flag(agent_args, f)}', want {want}: {' '.join(agent_args)}"
+    probes = jp(ds, pod + ".containers[0].readinessProbe.httpGet.scheme} " + pod
+                + ".containers[0].livenessProbe.httpGet.scheme} " + pod + ".containers[0].readinessProbe.httpGet.port} "
+                + pod + ".containers[0].ports[0].name}")
+    assert probes == "HTTPS HTTPS https https", f"agent probe schemes, probe port, container port name: {probes}"
+    ok(f"agent DaemonSet TLS: Secret {REL}-agent-tls read-only at {tls_dir}, --tls-cert/--tls-key/--peer-ca-file "
+       f"from it, --peer-tls-server-name={REL}-agent, HTTPS probes on port https")
 
     dep = f"deployment/{REL}-controller"
     assert jp(dep, "{.spec.replicas}") == "2", f"controller replicas: {jp(dep, '{.spec.replicas}')}"
@@ -274,9 +342,21 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     assert jp(f"pdb/{REL}-controller", "{.spec.minAvailable}") == "1", "controller PodDisruptionBudget minAvailable"
     ok("controller Deployment: 2 replicas, leader election, agent Service, non-root read-only no-caps seccomp, "
        "PDB minAvailable 1")
+    ctl_args = items(dep, spec + ".containers[0].args")
+    ca_dir = jp(dep, pod + '.containers[0].volumeMounts[?(@.name=="agent-ca")].mountPath}')
+    assert ca_dir.startswith("/"), f"controller does not mount the agents' CA: {ca_dir}"
+    assert jp(dep, pod + '.volumes[?(@.name=="agent-ca")].secret.secretName}') == f"{REL}-agent-tls", \
+        "controller's CA volume is not the TLS Secret"
+    ca_items = jp(dep, pod + '.volumes[?(@.name=="agent-ca")].secret.items[*].key}')
+    assert ca_items == "ca.crt", f"controller mounts more of the TLS Secret than ca.crt: '{ca_items}'"
+    for f, want in (("--agent-ca-file", f"{ca_dir}/ca.crt"), ("--agent-tls-server-name", f"{REL}-agent")):
+        assert flag(ctl_args, f) == want, f"controller {f}='{flag(ctl_args, f)}', want {want}: {' '.join(ctl_args)}"
+    ok(f"controller Deployment TLS: only ca.crt of {REL}-agent-tls at {ca_dir}, --agent-ca-file, "
+       f"--agent-tls-server-name={REL}-agent")
 
-    assert jp(f"service/{REL}-agent", "{.spec.clusterIP} {.spec.ports[0].name}") == "None http", \
-        "agent Service not headless with port http"
+    svc_port = jp(f"service/{REL}-agent", "{.spec.ports[0].name}")
+    assert jp(f"service/{REL}-agent", "{.spec.clusterIP} {.spec.ports[0].name} {.spec.ports[0].targetPort}") \
+        == "None https https", "agent Service not headless with port https (TLS on by default)"
     token = base64.b64decode(jp(f"secret/{REL}-agent-token", "{.data.token}")).decode()
     assert len(token) == 48, f"generated agent token has {len(token)} characters, want 48"
     want_dash = len(list((CHART / "files/dashboards").glob("*.json")))
@@ -290,8 +370,40 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         f"PrometheusRule alerts '{' '.join(got_alerts)}', files/alerts.yaml has '{' '.join(want_alerts)}'"
     monitors = kc("get", "servicemonitor", "-n", NS, "-o", "name").stdout.split()
     assert len(monitors) == 2, "want 2 ServiceMonitors"
-    ok(f"headless agent Service (port http), generated 48-char token, {got_dash} dashboard ConfigMaps, "
-       f"PrometheusRule with {len(want_alerts)} alerts, 2 ServiceMonitors")
+    e = "{.spec.endpoints[0]"
+    sm = jp(f"servicemonitor/{REL}-agent", f"{e}.port}} {e}.scheme}} {e}.tlsConfig.serverName}} "
+                                           f"{e}.tlsConfig.ca.secret.name}} {e}.tlsConfig.ca.secret.key}}")
+    assert sm == f"https https {REL}-agent {REL}-agent-tls ca.crt", \
+        f"agent ServiceMonitor: port, scheme, serverName, CA Secret and key: {sm}"
+    ok(f"headless agent Service (port https), generated 48-char token, {got_dash} dashboard ConfigMaps, "
+       f"PrometheusRule with {len(want_alerts)} alerts, 2 ServiceMonitors (agents scraped over https with the CA)")
+
+    # The TLS Secret the chart generated: a CA, and a certificate it signed that names the agent Service.
+    tls_secret = f"secret/{REL}-agent-tls"
+    assert jp(tls_secret, "{.type}") == "kubernetes.io/tls", f"TLS Secret type: {jp(tls_secret, '{.type}')}"
+
+    def tls_data():
+        return {k: base64.b64decode(jp(tls_secret, "{.data.%s}" % k.replace(".", "\\."))) for k in
+                ("tls.crt", "tls.key", "ca.crt")}
+
+    pem = tls_data()
+    (work / "tls").mkdir()
+    for k, v in pem.items():
+        (work / "tls" / k).write_bytes(v)
+    crt, key, ca = (work / "tls" / k for k in ("tls.crt", "tls.key", "ca.crt"))
+    text = openssl("x509", "-in", crt, "-noout", "-text")
+    sans = re.findall(r"DNS:([^,\s]+)", text)
+    for name in (f"{REL}-agent", f"{REL}-agent.{NS}.svc"):
+        assert name in sans, f"the agents' certificate does not name {name}: SANs {sans or text[-200:]}"
+    assert "CA:TRUE" in openssl("x509", "-in", ca, "-noout", "-text"), "ca.crt is not a CA certificate"
+    verified = openssl("verify", "-CAfile", ca, crt)
+    assert verified == f"{crt}: OK", f"ca.crt did not sign tls.crt: {verified}"
+    assert openssl("x509", "-in", crt, "-noout", "-pubkey") == openssl("pkey", "-in", key, "-pubout"), \
+        "tls.key is not the certificate's key"
+    assert "will not expire" in openssl("x509", "-in", crt, "-noout", "-checkend", 365 * 86400), \
+        "the generated certificate expires within a year"
+    ok(f"TLS Secret {REL}-agent-tls (kubernetes.io/tls): a CA, and a certificate it signed with its key, valid over "
+       f"a year, naming {', '.join(sans)}")
 
     # ---- RBAC: what the controller's code calls is allowed, nothing else
     sa = f"system:serviceaccount:{NS}:{REL}-controller"
@@ -343,11 +455,95 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     kc_ok("apply", "-n", "team-a", "-f", REPO / "crds/examples/point-to-point.yaml",
           what="apply the point-to-point example")
     (work / "agent-token").write_text(token)
+
+    # A real agent as the DaemonSet runs it, TLS-wise: the installed Secret's files where the pod mounts them
+    # (here a local folder) and the DaemonSet's TLS flags with the mount path mapped to that folder. The
+    # controller gets what its pod gets: ca.crt alone, and the Deployment's two TLS flags.
+    def mounted(obj, volume, mount, folder):
+        folder.mkdir()
+        keys = jp(obj, pod + f'.volumes[?(@.name=="{volume}")].secret.items[*].key}}').split() or sorted(pem)
+        for k in keys:
+            (folder / k).write_bytes(pem[k])
+            (folder / k).chmod(0o400)
+        return lambda args, names: [a.replace(f"={mount}/", f"={folder}/") for a in args
+                                    if a.split("=", 1)[0] in names]
+
+    agent_tls = mounted(ds, "tls", tls_dir, work / "agent-tls")(
+        agent_args, ("--tls-cert", "--tls-key", "--peer-ca-file", "--peer-tls-server-name"))
+    ctl_tls = mounted(dep, "agent-ca", ca_dir, work / "controller-ca")(
+        ctl_args, ("--agent-ca-file", "--agent-tls-server-name"))
+    assert len(agent_tls) == 4 and len(ctl_tls) == 2, f"TLS flags: agent {agent_tls}, controller {ctl_tls}"
+    server_name, ca_file = flag(ctl_tls, "--agent-tls-server-name"), flag(ctl_tls, "--agent-ca-file")
+    node = "gpu-node-1"
+    # The node's address: not 127.0.0.1, which an EndpointSlice may not hold.
+    ip = host_address()
+    assert ip and not ip.startswith("127."), f"no non-loopback IPv4 address on this machine for the agent ('{ip}')"
+    (work / "agent-data").mkdir()
+    aport = free_port()
+    agent = processes.start(
+        [build.agent, "--listen", f"{ip}:{aport}", "--providers", "tcp", "--bind-address", ip,
+         "--node-name", node, "--token-file", work / "agent-token", "--data-dir", work / "agent-data",
+         "--import-socket", work / "agent.sock", *agent_tls],
+        name="agent", stdout=work / "agent.out", stderr=work / "agent.log")
+
+    def agent_log(n=2):
+        return last((work / "agent.log").read_text(errors="replace"), n)
+
+    def tls_get(path, name):
+        """GET PATH from the agent over TLS, checking its certificate against CA_FILE and NAME (as the
+        controller does with --agent-tls-server-name); the status line."""
+        ctx = ssl.create_default_context(cafile=ca_file)
+        with socket.create_connection((ip, aport), timeout=5) as raw, \
+                ctx.wrap_socket(raw, server_hostname=name) as s:
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
+            return s.recv(4096).decode(errors="replace").split("\r\n", 1)[0]
+
+    deadline, status = time.monotonic() + 15, ""
+    while status != "HTTP/1.1 200 OK":
+        assert agent.running(), f"conduit-agent with the chart's TLS flags exited: {agent_log()}"
+        assert time.monotonic() < deadline, f"agent not ready over https within 15 s ('{status}'): {agent_log()}"
+        try:
+            status = tls_get("/readyz", server_name)
+        except OSError as e:
+            status = str(e)
+        if status != "HTTP/1.1 200 OK":
+            time.sleep(0.1)
+    with pytest.raises(ssl.SSLCertVerificationError):
+        tls_get("/healthz", ip)  # the certificate names the Service, not an address
+    try:
+        r = requests.get(f"http://{ip}:{aport}/healthz", timeout=5)
+        pytest.fail(f"the TLS agent answered plain HTTP: {r.status_code} {r.text[:80]}", pytrace=False)
+    except requests.RequestException:
+        pass
+    ok(f"real conduit-agent with the installed certificate and the DaemonSet's TLS flags: https on {ip}:{aport} "
+       f"checked by the name {server_name} (refused by the address), no answer over plain HTTP")
+
+    # What the EndpointSlice controller would make for a node running that agent (none runs here), with the
+    # Service's port name: the controller finds the agent from it.
+    kc_ok("apply", "-f", "-", what="create the agent's EndpointSlice", input=f"""
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: {REL}-agent-test
+  namespace: {NS}
+  labels:
+    kubernetes.io/service-name: {REL}-agent
+addressType: IPv4
+ports:
+  - name: {svc_port}
+    port: {aport}
+    protocol: TCP
+endpoints:
+  - addresses: ["{ip}"]
+    nodeName: {node}
+    conditions:
+      ready: true
+""")
     port = free_port(20000, 40000)
     controller = processes.start(
         [build.controller, "--kubeconfig", work / "controller.kubeconfig", "--leader-elect",
          "--leader-election-namespace", NS, "--agent-service", f"{REL}-agent", "--agent-service-namespace", NS,
-         "--agent-token-file", work / "agent-token", "--metrics-listen", f"127.0.0.1:{port}"],
+         "--agent-token-file", work / "agent-token", "--metrics-listen", f"127.0.0.1:{port}", *ctl_tls],
         name="controller", stdout=work / "controller.log", stderr=work / "controller.log")
 
     def controller_log(n=2):
@@ -373,11 +569,34 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     nevents = len(kc("get", "events", "-n", "team-a", "--field-selector", "involvedObject.name=point-to-point",
                      "-o", "name").stdout.split())
     refused = [ln for ln in (work / "controller.log").read_text(errors="replace").splitlines()
-               if re.search("403|forbidden", ln, re.I)]
+               if re.search(r"\b403\b|forbidden", ln, re.I)]
     assert not refused, f"the controller was refused with its RBAC: {refused[0]}"
-    controller.terminate()
     ok(f"real conduit-controller with its ServiceAccount token: leads ({holder}), ready, job {phase} with finalizer, "
        f"{nevents} events, no 403")
+
+    # The controller reaches the agent over https through the EndpointSlice: it writes the node's FabricNode with
+    # Reachable True once GET /v1/node answered (discovery runs every 5 s while it leads).
+    t0, deadline = time.monotonic(), time.monotonic() + 30
+    cond = '.status.conditions[?(@.type=="Reachable")]'
+    while True:
+        assert controller.running(), f"conduit-controller exited: {controller_log()}"
+        got = kc("get", "fabricnode", node, "-o", f"jsonpath={{.spec.agentEndpoint}} {{{cond}.status}} "
+                                                  f"{{{cond}.reason}} {{.status.agentVersion}}").stdout.split()
+        if got[1:2] == ["True"]:
+            break
+        if time.monotonic() > deadline:
+            why = kc("get", "fabricnode", node, "-o", f"jsonpath={{{cond}.message}}").stdout
+            pytest.fail(f"FabricNode {node} not Reachable after 30 s: '{' '.join(got)}' ({why}); controller: "
+                        f"{controller_log()}; agent: {agent_log()}", pytrace=False)
+        time.sleep(0.2)
+    assert got[0] == f"https://{ip}:{aport}", f"FabricNode {node} agentEndpoint {got[0]}, want https"
+    assert got[2] == "AgentAnswered", f"FabricNode {node} Reachable reason {got[2]}"
+    controller.terminate()
+    agent.terminate()
+    kc_ok("delete", "endpointslice", f"{REL}-agent-test", "-n", NS, what="delete the test EndpointSlice")
+    ok(f"the controller, with the Deployment's --agent-ca-file and --agent-tls-server-name, reached the agent over "
+       f"{got[0]} (EndpointSlice port {svc_port}): FabricNode {node} Reachable True ({got[2]}, agent "
+       f"{got[3] if len(got) > 3 else '?'}) in {time.monotonic() - t0:.1f} s")
 
     # The CRD hook's objects, stored for real (the Job just sits there: no Job controller), then the Job's own
     # kubectl arguments run with its ServiceAccount's token against the CRDs helm installed: the upgrade path.
@@ -424,7 +643,40 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     assert jp(dep, "{.spec.replicas}") == "3", f"controller replicas after upgrade: {jp(dep, '{.spec.replicas}')}"
     token2 = base64.b64decode(jp(f"secret/{REL}-agent-token", "{.data.token}")).decode()
     assert token2 == token, "helm upgrade changed the generated agent token"
-    ok("helm upgrade: revision 2 deployed, controller replicas 3, agent token kept")
+    changed = [k for k, v in tls_data().items() if v != pem[k]]
+    assert not changed, f"helm upgrade changed the generated TLS Secret's {', '.join(changed)}"
+    ok("helm upgrade: revision 2 deployed, controller replicas 3, agent token and TLS Secret (CA, certificate, key) "
+       "kept")
+
+    # The Secret says which names its certificate was made for (annotation conduit.dev/tls-names): the same values
+    # keep the pair, a server name it does not carry makes a new one (server dry runs, which run `lookup`).
+    def upgraded_tls(*extra):
+        r = helm("upgrade", REL, CHART, "-n", NS, "--dry-run=server", "-o", "json", "-f", VALUES / "monitoring.yaml",
+                 "--set", "controller.replicas=3", *extra, "--kubeconfig", kube.kubeconfig)
+        assert r.returncode == 0, f"helm upgrade --dry-run=server {' '.join(extra)}: {last(r.stderr, 2)}"
+        secret = next((d for d in yaml.safe_load_all(json.loads(r.stdout)["manifest"]) if d and d["kind"] == "Secret"
+                       and d["metadata"]["name"] == f"{REL}-agent-tls"), None)
+        assert secret, f"no {REL}-agent-tls Secret in the upgrade's manifest"
+        return {k: base64.b64decode(v) for k, v in secret["data"].items()}
+
+    assert upgraded_tls() == pem, "an upgrade with the same values would make a new TLS pair"
+    renamed = upgraded_tls("--set", "agent.tls.serverName=agents.conduit.example.com")
+    assert renamed["tls.crt"] != pem["tls.crt"] and renamed["ca.crt"] != pem["ca.crt"], \
+        "agent.tls.serverName changed to a name the certificate lacks, but the upgrade keeps the old pair"
+    (work / "renamed.crt").write_bytes(renamed["tls.crt"])
+    assert "DNS:agents.conduit.example.com" in openssl("x509", "-in", work / "renamed.crt", "-noout", "-text"), \
+        "the new certificate does not name the new agent.tls.serverName"
+    ok("TLS pair kept by an upgrade with the same names, made anew (naming it) when agent.tls.serverName changes")
+
+    # A given TLS Secret that lacks ca.crt (an ACME issuer's, say) is refused at install, naming the key.
+    kc_ok("create", "secret", "generic", "incomplete-tls", "-n", NS, f"--from-file=tls.crt={crt}",
+          f"--from-file=tls.key={key}", what="create a TLS Secret without ca.crt")
+    r = helm("install", "conduit-other", CHART, "-n", NS, "--dry-run=server", "-f", VALUES / "monitoring.yaml",
+             "--set", "agent.tls.existingSecret=incomplete-tls", "--kubeconfig", kube.kubeconfig)
+    assert r.returncode != 0, "helm install with agent.tls.existingSecret lacking ca.crt was accepted"
+    assert 'has no key "ca.crt"' in r.stderr, f"refused with another message: {last(r.stderr, 2)}"
+    kc_ok("delete", "secret", "incomplete-tls", "-n", NS, what="delete the incomplete TLS Secret")
+    ok("agent.tls.existingSecret without ca.crt: the install is refused, naming the missing key")
 
     # ---- uninstall
     r = helm("get", "manifest", REL, "-n", NS, "--kubeconfig", kube.kubeconfig)
