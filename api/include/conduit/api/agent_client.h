@@ -20,6 +20,10 @@
 #include "conduit/common/result.h"
 #include "conduit/common/token_file.h"
 
+namespace httplib {
+class Client;
+}
+
 namespace conduit::api {
 
 // The bearer token as it is at each call: none, a fixed one, a conduit::TokenFile (rotated by rewriting the
@@ -94,6 +98,11 @@ class AgentClient {
   // The answer's JSON (an empty object for an empty or non-JSON 2xx body), or the error as described above.
   Result<nlohmann::json> call(Method method, const std::string& path, const nlohmann::json* body,
                               std::chrono::milliseconds read_timeout) const;
+
+  // One request on `kept` (a pooled keep-alive connection) or a new client (agent_client.cpp).
+  struct Exchange;
+  Exchange exchange(std::unique_ptr<httplib::Client> kept, Method method, const std::string& path,
+                    const nlohmann::json* body, std::chrono::milliseconds read_timeout) const;
 
   std::string base_url_;
   ClientOptions options_;
