@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -38,7 +39,9 @@ void close_socket(socket_t sock) {
 // A TLS connection's end: a close_notify if the socket takes it now (never waited for), then the socket.
 void close_connection(socket_t sock, SSL* ssl) {
   if (ssl != nullptr) {
-    SSL_shutdown(ssl);
+    // Mid-handshake there is nothing to shut down (and the attempt would leave an error on this thread).
+    if (SSL_is_init_finished(ssl)) SSL_shutdown(ssl);
+    ERR_clear_error();
     SSL_free(ssl);
   }
   close_socket(sock);
@@ -140,6 +143,7 @@ class DeadlineStream final : public httplib::Stream {
     std::string out = buffer_.substr(begin_);
     while (ssl_ != nullptr && SSL_pending(ssl_) > 0 && out.size() < kMaxHead) {
       char more[4096];
+      ERR_clear_error();  // SSL_get_error reads this thread's queue: nothing stale in it
       const int n = SSL_read(ssl_, more, sizeof more);
       if (n <= 0) break;
       out.append(more, static_cast<std::size_t>(n));
@@ -163,6 +167,7 @@ class DeadlineStream final : public httplib::Stream {
   // deadline, never inside OpenSSL.
   ssize_t tls_read(char* into, std::size_t size) {
     for (;;) {
+      ERR_clear_error();  // SSL_get_error reads this thread's queue: nothing stale in it
       const int n = SSL_read(ssl_, into, static_cast<int>(std::min<std::size_t>(size, INT32_MAX)));
       if (n > 0) return n;
       switch (SSL_get_error(ssl_, n)) {
@@ -182,6 +187,7 @@ class DeadlineStream final : public httplib::Stream {
   ssize_t tls_write(const char* from, std::size_t size) {
     if (size == 0) return 0;
     for (;;) {
+      ERR_clear_error();  // SSL_get_error reads this thread's queue: nothing stale in it
       const int n = SSL_write(ssl_, from, static_cast<int>(std::min<std::size_t>(size, INT32_MAX)));
       if (n > 0) return n;
       switch (SSL_get_error(ssl_, n)) {
@@ -333,6 +339,7 @@ class HttpServer::Pool final : public httplib::TaskQueue {
       w.until = w.first_byte + deadline_;
     }
     if (w.handshaking) {
+      ERR_clear_error();  // SSL_get_error reads this thread's queue: nothing stale in it
       const int r = SSL_do_handshake(w.ssl);
       if (r != 1) {
         const int e = SSL_get_error(w.ssl, r);
@@ -347,6 +354,7 @@ class HttpServer::Pool final : public httplib::TaskQueue {
     ssize_t got = 0;
     while (w.head.size() < kMaxHead) {
       char buffer[4096];
+      ERR_clear_error();  // SSL_get_error reads this thread's queue: nothing stale in it
       const int n = SSL_read(w.ssl, buffer, sizeof buffer);
       if (n > 0) {
         w.head.append(buffer, static_cast<std::size_t>(n));
