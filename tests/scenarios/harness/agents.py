@@ -8,6 +8,9 @@ file), /readyz, /healthz, /metrics, and the files it logs to.
     pool = AgentPool(build, work, token_file, procs)
     a = pool.start("node-a", "--memory-cap", "1GiB")
     a.post("/v1/regions", {"name": "x", "bytes": 1 << 20})
+
+An agent started with ``--tls-cert`` serves HTTPS: its URL is https://..., and the pool's ``ca`` (a PEM file,
+e.g. harness.tls.CA(...).cert) is what every request to it trusts.
 """
 
 from __future__ import annotations
@@ -132,7 +135,8 @@ class Agent:
             for line in self.out.read_text(errors="replace").splitlines():
                 if line.startswith("listening "):
                     address = line.split(" ", 1)[1].strip()
-                    self.url = f"http://{address}"
+                    scheme = "https" if "--tls-cert" in self.args else "http"
+                    self.url = f"{scheme}://{address}"
                     self.port = int(address.rsplit(":", 1)[1])
                     break
             if self.url and self._ready():
@@ -146,7 +150,7 @@ class Agent:
 
     def _ready(self) -> bool:
         try:
-            return requests.get(f"{self.url}/readyz", timeout=2).status_code == 200
+            return requests.get(f"{self.url}/readyz", timeout=2, verify=self.pool.verify).status_code == 200
         except requests.RequestException:
             return False
 
@@ -183,7 +187,8 @@ class Agent:
             h["Authorization"] = f"Bearer {self.pool.token}"
         if headers:
             h.update(headers)
-        return requests.request(method, f"{self.url}{path}", json=body, headers=h, timeout=timeout)
+        return requests.request(method, f"{self.url}{path}", json=body, headers=h, timeout=timeout,
+                                verify=self.pool.verify)
 
     def call(self, method: str, path: str, body: Any = None, *, timeout: float = 30.0) -> Any:
         """The JSON body of the answer, whatever its status ({} when there is none, or no answer)."""
@@ -209,14 +214,15 @@ class Agent:
     def healthy(self) -> bool:
         """/healthz answers {"status": "ok"}."""
         try:
-            return bool(requests.get(f"{self.url}/healthz", timeout=5).json().get("status") == "ok")
+            r = requests.get(f"{self.url}/healthz", timeout=5, verify=self.pool.verify)
+            return bool(r.json().get("status") == "ok")
         except (requests.RequestException, ValueError):
             return False
 
     def metric(self, name: str) -> float:
         """The value of the unlabelled sample NAME on /metrics (0 when absent, as the bash helper had it)."""
         try:
-            text = requests.get(f"{self.url}/metrics", timeout=10).text
+            text = requests.get(f"{self.url}/metrics", timeout=10, verify=self.pool.verify).text
         except requests.RequestException:
             return 0.0
         for line in text.splitlines():
@@ -283,11 +289,13 @@ def first_difference(a: Path, b: Path) -> str | None:
 class AgentPool:
     """The agents of one scenario: all in WORK (data dirs NODE/, logs NODE.log), one token, one ProcessSet.
 
-    With ``network``, each agent runs in its node's namespace and listens on the node's address."""
+    With ``network``, each agent runs in its node's namespace and listens on the node's address. With ``ca`` (a
+    PEM file), requests to agents that serve HTTPS trust that CA; without it, the system's CAs (requests'
+    default)."""
 
     def __init__(self, build: Build, work: Path, token_file: Path, procs: ProcessSet, *,
                  network: Network | None = None, log_level: str = "info",
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, ca: Path | None = None) -> None:
         self.build = build
         self.work = work
         self.token_file = token_file
@@ -296,6 +304,9 @@ class AgentPool:
         self.network = network
         self.log_level = os.environ.get("SCENARIOS_AGENT_LOG", log_level)
         self.env = dict(env or {})
+        self.ca = ca
+        # requests' verify: the CA's file, or True (the default: the system's CAs; unused over plain HTTP).
+        self.verify: str | bool = os.fspath(ca) if ca is not None else True
         self.agents: dict[str, Agent] = {}
 
     def __getitem__(self, node: str) -> Agent:

@@ -11,8 +11,18 @@ AssertionError) saying why. Standard library only. Also a command line, for poki
   keys URL TOKEN COUNT            transfers to random remote keys: refused, or accepted and Failed
   slowloris URL CONNS SECONDS MAX_LATENCY CUT_WITHIN
                                   connections that send their headers one byte a second, while a client polls
-  idle URL CONNS SECONDS MAX_LATENCY  connections that send nothing, while a client polls
+  hello URL CONNS SECONDS MAX_LATENCY CUT_WITHIN
+                                  connections that send the first bytes of a TLS ClientHello and stop there
+  idle URL CONNS SECONDS MAX_LATENCY [tcp]
+                                  connections that send nothing, while a client polls (https: after the TLS
+                                  handshake, or with "tcp" without one)
   flood URL CONNS                 CONNS connections opened at once, each sending one request
+  tlserrors URL TOKEN CONNS       (https) TLS records split across TCP segments, before and after CONNS
+                                  connections that send a corrupt record, and after a stalled handshake ends
+
+An https:// URL is spoken to over TLS, trusting the CA file given to trust() (on the command line: the
+environment's CONDUIT_HOSTILE_CA; without either, the system's CAs) and checking the certificate names the
+URL's host.
 """
 
 import asyncio
@@ -20,6 +30,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -41,10 +52,33 @@ def split(url):
     return u.hostname, u.port
 
 
+_ca_file = os.environ.get("CONDUIT_HOSTILE_CA") or None
+_contexts = {}
+
+
+def trust(ca_file):
+    """Makes https:// URLs trust CA_FILE (a PEM file; None: the system's CAs)."""
+    global _ca_file
+    _ca_file = os.fspath(ca_file) if ca_file is not None else None
+
+
+def tls_context(url):
+    """None for an http:// URL; for https://, the client context that trusts the CA given to trust()."""
+    if urllib.parse.urlsplit(url).scheme != "https":
+        return None
+    if _ca_file not in _contexts:
+        _contexts[_ca_file] = ssl.create_default_context(cafile=_ca_file)
+    return _contexts[_ca_file]
+
+
 def call(url, method, path, token=None, body=None, headers=None, timeout=TIMEOUT):
     """(status, parsed JSON or raw text, headers) of one request on a fresh connection."""
     host, port = split(url)
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    context = tls_context(url)
+    if context is not None:
+        conn = http.client.HTTPSConnection(host, port, timeout=timeout, context=context)
+    else:
+        conn = http.client.HTTPConnection(host, port, timeout=timeout)
     h = dict(headers or {})
     if token:
         h["Authorization"] = "Bearer " + token
@@ -137,8 +171,28 @@ def cmd_snapshot(url, token, data_dir):
 def raw_exchange(url, head, body_chunks, timeout=60):
     """Sends `head` then each chunk of `body_chunks` (stopping quietly if the agent closes), reads the
     answer. Returns (status, body bytes, seconds)."""
-    host, port = split(url)
     started = time.monotonic()
+    context = tls_context(url)
+    if context is not None:
+        text = tls_send_and_read(url, context, head, body_chunks, timeout)
+    else:
+        text = plain_send_and_read(url, head, body_chunks, timeout)
+    if not text.startswith(b"HTTP/1.1 "):
+        fail(f"no HTTP answer (got {text[:80]!r}) after {time.monotonic() - started:.1f}s")
+    status = int(text[9:12])
+    head, _, body = text.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            extra = body[int(line.split(b":")[1]):]
+            if extra:
+                fail(f"more bytes after the answer (the unread body parsed as a request?): {extra[:60]!r}")
+            body = body[:int(line.split(b":")[1])]
+    return status, body, time.monotonic() - started
+
+
+def plain_send_and_read(url, head, body_chunks, timeout):
+    """raw_exchange over TCP: a thread reads while this one writes, then half-closes; what the agent sent."""
+    host, port = split(url)
     s = socket.create_connection((host, port), timeout=timeout)
     answer = bytearray()
     done = threading.Event()
@@ -167,18 +221,116 @@ def raw_exchange(url, head, body_chunks, timeout=60):
         pass  # the agent answered and closed before taking the whole body: that is allowed
     t.join(timeout)
     s.close()
-    text = bytes(answer)
-    if not text.startswith(b"HTTP/1.1 "):
-        fail(f"no HTTP answer (got {text[:80]!r}) after {time.monotonic() - started:.1f}s")
-    status = int(text[9:12])
-    head, _, body = text.partition(b"\r\n\r\n")
-    for line in head.split(b"\r\n"):
-        if line.lower().startswith(b"content-length:"):
-            extra = body[int(line.split(b":")[1]):]
-            if extra:
-                fail(f"more bytes after the answer (the unread body parsed as a request?): {extra[:60]!r}")
-            body = body[:int(line.split(b":")[1])]
-    return status, body, time.monotonic() - started
+    return bytes(answer)
+
+
+class TlsPipe:
+    """TLS over a connected blocking socket, with the TLS state in memory (ssl.SSLObject): one thread may send
+    while another receives (an ssl.SSLSocket must not be used from two threads at once; here only the
+    in-memory encryption is serialized, under a lock, never a socket call)."""
+
+    def __init__(self, sock, context, host):
+        self.sock = sock
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=host)
+        self.lock = threading.Lock()
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.sock.sendall(self.outgoing.read())
+                b = self.sock.recv(65536)
+                if not b:
+                    raise ConnectionResetError("the agent closed the connection during the TLS handshake")
+                self.incoming.write(b)
+        self.sock.sendall(self.outgoing.read())
+
+    def encrypt(self, data):
+        """DATA as the TLS records to send, for a caller that sends them its own way."""
+        with self.lock:
+            self.tls.write(data)
+            return self.outgoing.read()
+
+    def sendall(self, data):
+        self.sock.sendall(self.encrypt(data))
+
+    def read_to_end(self):
+        """Everything the agent sends until it ends the connection (or the socket's timeout)."""
+        answer = bytearray()
+        while True:
+            b = self.recv()
+            if not b:
+                return bytes(answer)
+            answer.extend(b)
+
+    def recv(self):
+        """The next decrypted bytes; b"" at the end (close_notify, EOF, reset or a TLS error)."""
+        while True:
+            with self.lock:
+                try:
+                    return self.tls.read(65536)
+                except ssl.SSLWantReadError:
+                    pass
+                except (ssl.SSLError, OSError):
+                    return b""
+            try:
+                b = self.sock.recv(65536)
+            except OSError:
+                b = b""
+            with self.lock:
+                if b:
+                    self.incoming.write(b)
+                else:
+                    self.incoming.write_eof()
+
+    def close_write(self):
+        """Our close_notify, then TCP's half-close: the TLS 1.3 way to say "no more" and still read."""
+        with self.lock:
+            try:
+                self.tls.unwrap()
+            except (ssl.SSLError, OSError):
+                pass  # the close_notify is written; the agent's own is not here yet
+            wire = self.outgoing.read()
+        self.sock.sendall(wire)
+        self.sock.shutdown(socket.SHUT_WR)
+
+
+def tls_send_and_read(url, context, head, body_chunks, timeout):
+    """raw_exchange over TLS, as plain_send_and_read does it: a thread reads while this one writes, then
+    closes its direction (close_notify and a TCP half-close); what the agent sent, decrypted."""
+    host, port = split(url)
+    s = socket.create_connection((host, port), timeout=timeout)
+    try:
+        pipe = TlsPipe(s, context, host)
+    except (OSError, ssl.SSLError):
+        s.close()
+        return b""
+    answer = bytearray()
+    done = threading.Event()
+
+    def reader():
+        while True:
+            b = pipe.recv()
+            if not b:
+                break
+            answer.extend(b)
+        done.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    try:
+        pipe.sendall(head)
+        for chunk in body_chunks:
+            if done.is_set() and answer:
+                break
+            pipe.sendall(chunk)
+        pipe.close_write()
+    except OSError:
+        pass  # the agent answered and closed before taking the whole body: that is allowed
+    t.join(timeout)
+    s.close()
+    return bytes(answer)
 
 
 def error_code(body):
@@ -351,10 +503,12 @@ def cmd_keys(url, token, count):
 # ---- slow clients and many connections --------------------------------------------------------------------
 
 
-async def slow_client(host, port, seconds, closed_after):
+async def slow_client(host, port, seconds, closed_after, context=None):
+    """Headers a byte a second (over TLS with CONTEXT: after a full handshake). The seconds from connecting
+    to the agent ending it go to CLOSED_AFTER."""
     started = time.monotonic()
     try:
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(host, port, ssl=context)
     except OSError:
         closed_after.append(0.0)
         return
@@ -390,37 +544,93 @@ async def poller(url, seconds, latencies):
         await asyncio.sleep(0.5)
 
 
-async def slowloris(url, conns, seconds):
+# The first 6 bytes of a TLS ClientHello: a handshake record (0x16, TLS 1.0 record version) of 0x200 bytes
+# whose first message is a ClientHello (0x01). The agent waits for the other 507 that never come.
+PARTIAL_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01"
+
+
+async def stalled_hello_client(host, port, seconds, closed_after):
+    """A TCP connection that sends the start of a ClientHello and nothing more; the seconds until the agent
+    ends it (EOF, a reset, or an alert and then EOF) go to CLOSED_AFTER."""
+    started = time.monotonic()
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError:
+        closed_after.append(0.0)
+        return
+    try:
+        writer.write(PARTIAL_CLIENT_HELLO)
+        await writer.drain()
+        while time.monotonic() - started < seconds:
+            left = seconds - (time.monotonic() - started)
+            try:
+                if await asyncio.wait_for(reader.read(4096), timeout=max(left, 0.01)) == b"":
+                    closed_after.append(time.monotonic() - started)
+                    break
+            except asyncio.TimeoutError:
+                pass
+    except (ConnectionError, OSError):
+        closed_after.append(time.monotonic() - started)
+    writer.close()
+
+
+async def slowloris(url, conns, seconds, stalled_hello=False):
     host, port = split(url)
     closed_after, latencies = [], []
-    await asyncio.gather(poller(url, seconds, latencies),
-                         *(slow_client(host, port, seconds, closed_after) for _ in range(conns)))
+    context = tls_context(url)
+
+    def client():
+        if stalled_hello:
+            return stalled_hello_client(host, port, seconds, closed_after)
+        return slow_client(host, port, seconds, closed_after, context)
+
+    await asyncio.gather(poller(url, seconds, latencies), *(client() for _ in range(conns)))
     return closed_after, latencies
 
 
-def cmd_slowloris(url, conns, seconds, max_latency, must_close_within):
-    conns, seconds = int(conns), float(seconds)
-    max_latency, must_close_within = float(max_latency), float(must_close_within)
-    closed_after, latencies = asyncio.run(slowloris(url, conns, seconds))
+def judge_slow(what, one, conns, seconds, max_latency, must_close_within, closed_after, latencies):
+    """The verdict on CONNS slow clients (WHAT, and ONE of them, as the lines name them): /healthz answered
+    within MAX_LATENCY all along and every one was cut within MUST_CLOSE_WITHIN seconds; the line of what was
+    measured."""
     worst = max(latencies) if latencies else float("inf")
     if worst > max_latency:
-        fail(f"{conns} slow clients: /healthz took up to {worst:.1f}s (limit {max_latency}s), "
+        fail(f"{conns} {what}: /healthz took up to {worst:.1f}s (limit {max_latency}s), "
              f"{len(latencies)} polls")
     if len(closed_after) < conns:
-        fail(f"{conns - len(closed_after)} of {conns} slow clients were still connected after {seconds:.0f}s")
+        fail(f"{conns - len(closed_after)} of {conns} {what} were still connected after {seconds:.0f}s")
     late = max(closed_after)
     if late > must_close_within:
-        fail(f"a slow client was cut only after {late:.1f}s (limit {must_close_within}s)")
-    return (f"{conns} slow clients cut after {min(closed_after):.1f}-{late:.1f}s; "
+        fail(f"{one} was cut only after {late:.1f}s (limit {must_close_within}s)")
+    return (f"{conns} {what} cut after {min(closed_after):.1f}-{late:.1f}s; "
             f"{len(latencies)} /healthz polls meanwhile, slowest {worst * 1000:.0f} ms")
 
 
-async def idle(url, conns, seconds):
+def cmd_slowloris(url, conns, seconds, max_latency, must_close_within):
+    """Headers a byte a second; over https after a complete TLS handshake."""
+    conns, seconds = int(conns), float(seconds)
+    max_latency, must_close_within = float(max_latency), float(must_close_within)
+    closed_after, latencies = asyncio.run(slowloris(url, conns, seconds))
+    return judge_slow("slow clients", "a slow client", conns, seconds, max_latency, must_close_within,
+                      closed_after, latencies)
+
+
+def cmd_hello(url, conns, seconds, max_latency, must_close_within):
+    """Connections stalled in the TLS handshake: the first bytes of a ClientHello, then nothing (the agent's
+    request deadline covers the handshake). Meant for an https:// URL (the /healthz polls speak TLS)."""
+    conns, seconds = int(conns), float(seconds)
+    max_latency, must_close_within = float(max_latency), float(must_close_within)
+    closed_after, latencies = asyncio.run(slowloris(url, conns, seconds, stalled_hello=True))
+    return judge_slow("stalled TLS handshakes", "a stalled TLS handshake", conns, seconds, max_latency,
+                      must_close_within, closed_after, latencies)
+
+
+async def idle(url, conns, seconds, context=None):
     host, port = split(url)
     opened, latencies = [], []
     for _ in range(conns):
         try:
-            opened.append(await asyncio.wait_for(asyncio.open_connection(host, port), timeout=TIMEOUT))
+            opened.append(await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context),
+                                                 timeout=TIMEOUT))
         except (OSError, asyncio.TimeoutError):
             break
     await poller(url, seconds, latencies)
@@ -436,25 +646,34 @@ async def idle(url, conns, seconds):
     return len(opened), closed, latencies
 
 
-def cmd_idle(url, conns, seconds, max_latency):
+def cmd_idle(url, conns, seconds, max_latency, tcp_only=False):
+    """CONNS connections that send nothing, each closed by the agent within SECONDS of the last one opening.
+    Over https the client completes the TLS handshake first, unless TCP_ONLY (then it is a bare TCP
+    connection to the TLS port, not one byte sent)."""
     conns, seconds, max_latency = int(conns), float(seconds), float(max_latency)
-    opened, closed, latencies = asyncio.run(idle(url, conns, seconds))
+    tcp_only = tcp_only in (True, "tcp", "1", "true")
+    context = None if tcp_only else tls_context(url)
+    what = "idle connections"
+    if tls_context(url) is not None:
+        what = "idle TCP connections (no TLS handshake)" if tcp_only else "idle TLS connections (handshake done)"
+    opened, closed, latencies = asyncio.run(idle(url, conns, seconds, context))
     worst = max(latencies) if latencies else float("inf")
     if opened < conns:
-        fail(f"only {opened} of {conns} idle connections could be opened")
+        fail(f"only {opened} of {conns} {what} could be opened")
     if worst > max_latency:
-        fail(f"{conns} idle connections: /healthz took up to {worst:.1f}s (limit {max_latency}s)")
+        fail(f"{conns} {what}: /healthz took up to {worst:.1f}s (limit {max_latency}s)")
     if closed < conns:
-        fail(f"{conns - closed} of {conns} idle connections were still open after {seconds:.0f}s")
-    return (f"{conns} idle connections, all closed by the agent within {seconds:.0f}s; "
+        fail(f"{conns - closed} of {conns} {what} were still open after {seconds:.0f}s")
+    return (f"{conns} {what}, all closed by the agent within {seconds:.0f}s; "
             f"{len(latencies)} /healthz polls meanwhile, slowest {worst * 1000:.0f} ms")
 
 
-async def one_request(host, port, token, results, gate):
+async def one_request(host, port, token, results, gate, context=None):
     await gate.wait()
     started = time.monotonic()
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout=TIMEOUT * 2)
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context),
+                                                timeout=TIMEOUT * 2)
         writer.write(f"GET /v1/regions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
                      "Connection: close\r\n\r\n".encode())
         await writer.drain()
@@ -468,11 +687,125 @@ async def one_request(host, port, token, results, gate):
 async def flood(url, token, conns):
     host, port = split(url)
     results, gate = [], asyncio.Event()
-    tasks = [asyncio.create_task(one_request(host, port, token, results, gate)) for _ in range(conns)]
+    context = tls_context(url)
+    tasks = [asyncio.create_task(one_request(host, port, token, results, gate, context)) for _ in range(conns)]
     await asyncio.sleep(0.1)
     gate.set()
     await asyncio.gather(*tasks)
     return results
+
+
+# ---- TLS records in pieces, and TLS errors before them ---------------------------------------------------
+
+
+def tls_connect(url):
+    """A TlsPipe to the agent with the handshake done."""
+    host, port = split(url)
+    s = socket.create_connection((host, port), timeout=TIMEOUT)
+    try:
+        return TlsPipe(s, tls_context(url), host)
+    except BaseException:
+        s.close()
+        raise
+
+
+def answer_status(answer):
+    return int(answer[9:12]) if answer.startswith(b"HTTP/1.1 ") else f"no answer ({answer[:40]!r})"
+
+
+def split_record_request(url, token, name):
+    """POST /v1/regions NAME whose body comes in its own TLS record, after the headers have gone to a worker,
+    that record split across two TCP sends 0.1 s apart (as a slow link delivers a record): the agent must
+    wait for the rest of it. The answer's status (or why there is none)."""
+    pipe = tls_connect(url)
+    try:
+        body = json.dumps({"name": name, "bytes": 4096}).encode()
+        pipe.sendall(f"POST /v1/regions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                     f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"
+                     "Connection: close\r\n\r\n".encode())
+        time.sleep(0.05)
+        wire = pipe.encrypt(body)
+        pipe.sock.sendall(wire[:3])
+        time.sleep(0.1)
+        pipe.sock.sendall(wire[3:])
+        return answer_status(pipe.read_to_end())
+    finally:
+        pipe.sock.close()
+
+
+def corrupt_record(url, token):
+    """Headers of a POST with a 20-byte body, then a record the agent cannot decrypt as that body."""
+    pipe = tls_connect(url)
+    try:
+        pipe.sendall(f"POST /v1/regions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\n"
+                     "Content-Type: application/json\r\nContent-Length: 20\r\n\r\n".encode())
+        time.sleep(0.02)
+        pipe.sock.sendall(b"\x17\x03\x03\x00\x30" + os.urandom(0x30))
+        pipe.read_to_end()  # an alert, or nothing: the agent ends the connection either way
+    finally:
+        pipe.sock.close()
+
+
+def cmd_tlserrors(url, token, conns):
+    """A TLS error on one connection must not touch the next. Requests whose body record arrives in two
+    pieces are answered 201 before and after CONNS connections that sent a corrupt record (each failed on a
+    request thread: more connections than the agent has request threads), and on a connection that waits in
+    the gate while a stalled handshake there is ended by the deadline (no /healthz polls meanwhile: each
+    handshake would hide what this looks for)."""
+    if tls_context(url) is None:
+        fail("tlserrors needs an https:// URL")
+    conns = int(conns)
+    make_room(url, token)
+    made, lines, sent = [], [], [0]
+
+    def requests(what, n):
+        statuses = {}
+        for _ in range(n):
+            sent[0] += 1
+            name = f"tlsrec-{sent[0]}"
+            status = split_record_request(url, token, name)
+            if status == 201:
+                made.append(name)
+            statuses[status] = statuses.get(status, 0) + 1
+        if statuses.get(201, 0) != n:
+            fail(f"split TLS records {what}: {n - statuses.get(201, 0)} of {n} requests not answered 201 "
+                 f"({', '.join(f'{k}: {v}' for k, v in statuses.items())})")
+        lines.append(f"{n}/{n} split-record requests answered 201 {what}")
+
+    requests("before the corrupt records", 20)
+    for _ in range(conns):
+        corrupt_record(url, token)
+    requests(f"after {conns} corrupt records", 64)
+
+    # In the gate: a connection stalls in its handshake; 8.5 s on (its deadline is at 10), another completes
+    # its handshake; once the first has been ended, the second sends a request in a split record.
+    host, port = split(url)
+    stalled = socket.create_connection((host, port), timeout=TIMEOUT)
+    stalled.sendall(PARTIAL_CLIENT_HELLO)
+    time.sleep(8.5)
+    waiting = tls_connect(url)
+    try:
+        try:
+            while stalled.recv(4096):
+                pass
+        except OSError:
+            pass
+        stalled.close()
+        time.sleep(0.2)
+        wire = waiting.encrypt(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        waiting.sock.sendall(wire[:3])
+        time.sleep(0.1)
+        waiting.sock.sendall(wire[3:])
+        status = answer_status(waiting.read_to_end())
+    finally:
+        waiting.sock.close()
+    if status != 200:
+        fail(f"a split-record request on a connection waiting while a stalled handshake was ended: {status}, "
+             "expected 200")
+    lines.append("a split-record /healthz after a stalled handshake was ended -> 200")
+    for name in made:
+        call(url, "DELETE", "/v1/regions/" + name, token)
+    return "; ".join(lines)
 
 
 def cmd_flood(url, token, conns, min_ok_fraction):
@@ -496,8 +829,8 @@ def cmd_flood(url, token, conns, min_ok_fraction):
 def main():
     cmd, args = (sys.argv[1], sys.argv[2:]) if len(sys.argv) >= 3 else ("", [])
     commands = {"fixtures": cmd_fixtures, "snapshot": cmd_snapshot, "bigbody": cmd_bigbody,
-                "traversal": cmd_traversal, "keys": cmd_keys, "slowloris": cmd_slowloris, "idle": cmd_idle,
-                "flood": cmd_flood}
+                "traversal": cmd_traversal, "keys": cmd_keys, "slowloris": cmd_slowloris, "hello": cmd_hello,
+                "idle": cmd_idle, "flood": cmd_flood, "tlserrors": cmd_tlserrors}
     if cmd not in commands:
         print(__doc__)
         sys.exit(1)

@@ -1,5 +1,5 @@
 """Hostile input against a real conduit-agent (formerly tests/hostile/rest_test.sh): tcp provider, loopback,
-a token, a 64 MiB memory cap, a data directory in a temp dir. One agent serves the whole module, in order:
+a token, a 64 MiB memory cap, a data directory in a temp dir. One agent serves each run of the module, in order:
 
   - schemathesis (pinned, tests/hostile/requirements.txt) drives every operation of agent/openapi.yaml with a
     fixed seed: first invalid requests only, which must all be refused with a 4xx and leave the agent's
@@ -12,7 +12,16 @@ a token, a 64 MiB memory cap, a data directory in a temp dir. One agent serves t
   - 200 clients that send their headers a byte a second, 1,000 that send nothing, 1,000 connections at once;
   - after each, the agent still runs and answers /healthz.
 
-CONDUIT_HOSTILE_CASES (default 5000) and CONDUIT_HOSTILE_SEED (default 20240611) size and seed the run.
+All of it runs twice, each time against a fresh agent (the module-scoped `target` fixture's params): [http]
+plain HTTP, then [https] the agent serving HTTPS with a certificate for 127.0.0.1 from a CA made for the run
+(harness.tls), which every client trusts. The https run adds what only TLS has: 200 connections stalled
+inside the handshake (the first bytes of a ClientHello, then nothing), cut by the request deadline; idle
+connections both before the handshake (bare TCP, closed by the keep-alive timeout) and after it; and TLS
+errors (corrupt records, ended handshakes) that must not fail the requests after them. Each "ok -" line
+names the run it measured.
+
+CONDUIT_HOSTILE_CASES (default 5000) and CONDUIT_HOSTILE_SEED (default 20240611) size and seed the run;
+CONDUIT_HOSTILE_TLS_CASES (default 2000) is the https run's mixed schemathesis (see TLS_CASES).
 """
 
 import difflib
@@ -28,10 +37,15 @@ from pathlib import Path
 import pytest
 import requests
 from harness import AgentPool, ProcessSet, new_token
+from harness.tls import CA
 from hostile import clients as hostile
 
 REPO = Path(__file__).resolve().parents[3]
 CASES = int(os.environ.get("CONDUIT_HOSTILE_CASES", "5000"))
+# The https run's mixed schemathesis phase sends fewer cases: it repeats the same operations over TLS (what
+# differs is the transport, which the other checks attack directly), and at the full count it alone would
+# add several minutes. Its invalid-only phase is the same size as plain HTTP's.
+TLS_CASES = int(os.environ.get("CONDUIT_HOSTILE_TLS_CASES", str(min(CASES, 2000))))
 SEED = os.environ.get("CONDUIT_HOSTILE_SEED", "20240611")
 STARTED = time.monotonic()
 
@@ -47,27 +61,35 @@ def schemathesis_binary():
 
 
 class Target:
-    """The agent under attack, with what the checks need: URL, token, data dir, and where output goes."""
+    """The agent under attack, with what the checks need: URL, token, data dir, and where output goes; the
+    scheme it serves (http, https) and, for https, the CA file its certificate comes from."""
 
-    def __init__(self, agent, work):
+    def __init__(self, agent, work, scheme, ca=None):
         self.agent = agent
         self.url = agent.url
         self.token = agent.pool.token
         self.data = agent.data_dir
         self.work = work
+        self.scheme = scheme
+        self.ca = ca
+        self.tls = scheme == "https"
+
+    def ok(self, text):
+        """The line of what a check measured, naming the run (http or https)."""
+        print(f"ok - [{self.scheme}] {text}")
 
     def alive(self, when):
         """The agent process still runs and answers /healthz."""
         assert self.agent.process.running(), f"the agent died {when}: {self.agent.log_tail(3)}"
         try:
-            status = requests.get(f"{self.url}/healthz", timeout=5).status_code
+            status = requests.get(f"{self.url}/healthz", timeout=5, verify=self.agent.pool.verify).status_code
         except requests.RequestException as e:
             status = repr(e)
         assert status == 200, f"the agent does not answer /healthz {when} ({status})"
 
     def keep(self, path):
         """On a failure the whole output is kept where the one line of why says."""
-        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"conduit-hostile-{path.name}"
+        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"conduit-hostile-{self.scheme}-{path.name}"
         shutil.copy(path, kept)
         return kept
 
@@ -75,12 +97,14 @@ class Target:
         """schemathesis with the shared options (the agent's token, bounded requests, no example database in the
         repository); (exit status, the output file)."""
         out = self.work / out_name
+        tls = ["--tls-verify", os.fspath(self.ca)] if self.tls else []
         with open(out, "wb") as f:
             try:
                 rc = subprocess.run(
                     [schemathesis_binary(), "run", REPO / "agent/openapi.yaml", "--url", self.url,
                      "-H", f"Authorization: Bearer {self.token}", "--seed", SEED, "--request-timeout", "10",
-                     "--generation-database", "none", "--no-color", "--suppress-health-check", "all", *args],
+                     "--generation-database", "none", "--no-color", "--suppress-health-check", "all", *tls,
+                     *args],
                     cwd=self.work, stdout=f, stderr=subprocess.STDOUT, timeout=600 + CASES // 10).returncode
             except subprocess.TimeoutExpired:
                 rc = 124
@@ -98,20 +122,36 @@ def cases_run(out):
     return n
 
 
-@pytest.fixture(scope="module")
-def target(build):
-    work = Path(tempfile.mkdtemp(prefix="conduit-hostile."))
+@pytest.fixture(scope="module", params=["http", "https"])
+def target(build, request):
+    """A fresh agent for each run of the module: plain HTTP, then HTTPS (a CA and a certificate for 127.0.0.1
+    made in the work dir; the agent also trusts that CA for calls to agents, itself included)."""
+    scheme = request.param
+    work = Path(tempfile.mkdtemp(prefix=f"conduit-hostile-{scheme}."))
     try:
         with ProcessSet() as procs:
             new_token(work / "token")
-            pool = AgentPool(build, work, work / "token", procs)
+            tls_args, ca = [], None
+            if scheme == "https":
+                try:
+                    ca = CA(work / "tls")
+                    cert = ca.issue("hostile", dns=["localhost"], ips=["127.0.0.1"])
+                except RuntimeError as e:
+                    pytest.fail(f"the test certificates could not be made: {e}", pytrace=False)
+                tls_args = ["--tls-cert", os.fspath(cert.cert), "--tls-key", os.fspath(cert.key),
+                            "--peer-ca-file", os.fspath(ca.cert)]
+            pool = AgentPool(build, work, work / "token", procs, ca=ca.cert if ca else None)
             try:
                 # Long-polls answer within a second (schemathesis checks every answer comes within 5 s).
                 agent = pool.start("hostile", "--memory-cap", "64MiB", "--log-level", "warn",
-                                   "--long-poll-max-seconds", "1")
+                                   "--long-poll-max-seconds", "1", *tls_args)
             except RuntimeError as e:
                 pytest.fail(f"the agent did not start: {e}", pytrace=False)
-            yield Target(agent, work)
+            hostile.trust(ca.cert if ca else None)
+            try:
+                yield Target(agent, work, scheme, ca.cert if ca else None)
+            finally:
+                hostile.trust(None)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -131,8 +171,8 @@ def test_invalid_requests_refused_and_change_nothing(target):
                                   "--max-examples", "100", "--checks", "not_a_server_error,negative_data_rejection")
     n = cases_run(out)
     assert rc == 0, f"schemathesis (invalid only) failed, see {target.keep(out)}"
-    print(f"ok - schemathesis: {n or '?'} invalid requests, every one refused with a 4xx "
-          f"({time.monotonic() - t0:.0f}s)")
+    target.ok(f"schemathesis: {n or '?'} invalid requests, every one refused with a 4xx "
+              f"({time.monotonic() - t0:.0f}s)")
     target.alive("after invalid requests")
     after = hostile.cmd_snapshot(target.url, target.token, target.data)
     if before != after:
@@ -140,39 +180,40 @@ def test_invalid_requests_refused_and_change_nothing(target):
         diff.write_text("".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True),
                                                      "before", "after")))
         pytest.fail(f"refused requests changed the agent's state, see {target.keep(diff)}", pytrace=False)
-    print(f"ok - state unchanged by refused requests ({before.count(chr(34) + 'name' + chr(34))} regions, "
-          f"grants, transfers, memory, files)")
+    target.ok(f"state unchanged by refused requests ({before.count(chr(34) + 'name' + chr(34))} regions, "
+              f"grants, transfers, memory, files)")
 
 
 @SCHEMATHESIS_TIMEOUT
 def test_schemathesis_mixed_no_5xx_and_schemas_match(target):
     # 2. Valid and invalid requests mixed: no 5xx, documented answers match their schemas.
+    cases = TLS_CASES if target.tls else CASES  # fewer over TLS: see TLS_CASES
     t0 = time.monotonic()
-    rc, out = target.schemathesis("all.out", "--mode", "all", "--max-examples", str(CASES // 10),
+    rc, out = target.schemathesis("all.out", "--mode", "all", "--max-examples", str(cases // 10),
                                   "--checks", "not_a_server_error,response_schema_conformance,"
                                   "content_type_conformance", "--max-response-time", "5")
     n = cases_run(out)
     assert rc == 0, f"schemathesis failed, see {target.keep(out)}"
-    assert (n or 0) >= CASES, f"schemathesis ran only {n or 0} cases, fewer than {CASES}"
-    print(f"ok - schemathesis: {n} cases, zero 5xx, answers match agent/openapi.yaml ({time.monotonic() - t0:.0f}s)")
+    assert (n or 0) >= cases, f"schemathesis ran only {n or 0} cases, fewer than {cases}"
+    target.ok(f"schemathesis: {n} cases, zero 5xx, answers match agent/openapi.yaml ({time.monotonic() - t0:.0f}s)")
     target.alive("after schemathesis")
 
 
 def test_huge_bodies(target):
     # 3. Bodies no one should send.
-    print("ok - huge bodies:", hostile.cmd_bigbody(target.url, target.token))
+    target.ok("huge bodies: " + hostile.cmd_bigbody(target.url, target.token))
     target.alive("after huge bodies")
 
 
 def test_path_traversal(target):
     # 4. File names that leave the data directory.
-    print("ok - path traversal:", hostile.cmd_traversal(target.url, target.token, os.fspath(target.data)))
+    target.ok("path traversal: " + hostile.cmd_traversal(target.url, target.token, os.fspath(target.data)))
     target.alive("after path traversal")
 
 
 def test_random_remote_keys(target):
     # 5. Transfers whose grant keys point nowhere (random addresses, providers, ranges).
-    print("ok - random remote keys:", hostile.cmd_keys(target.url, target.token, 40))
+    target.ok("random remote keys: " + hostile.cmd_keys(target.url, target.token, 40))
     target.alive("after random remote keys")
 
 
@@ -180,11 +221,23 @@ def test_slow_and_idle_clients(target):
     # 6. Slow and idle clients, several times the agent's 64 request threads: 200 sending their headers a byte
     # a second are each cut by the 10 s request deadline, 1,000 sending nothing by the 5 s keep-alive timeout,
     # and /healthz answers within 2 s all along (the agent holds waiting connections without a thread).
+    # Over https the slow clients dribble their headers after a complete handshake, and TLS adds its own:
+    # 200 connections stalled inside the handshake (the first 6 bytes of a ClientHello), cut by the same
+    # deadline (it covers the handshake); 1,000 bare TCP connections that never start a handshake, closed by
+    # the keep-alive timeout like plain idle ones; and 1,000 that complete the handshake and then send
+    # nothing: their handshake started the request deadline, so those close by 10 s (13 with the margin the
+    # slow clients get).
+    checks = [("slowloris", lambda: hostile.cmd_slowloris(target.url, 200, 14, 2, 13))]
+    if target.tls:
+        checks += [("stalled TLS handshakes", lambda: hostile.cmd_hello(target.url, 200, 14, 2, 13)),
+                   ("idle connections", lambda: hostile.cmd_idle(target.url, 1000, 8, 2, tcp_only=True)),
+                   ("idle connections after the handshake", lambda: hostile.cmd_idle(target.url, 1000, 13, 2))]
+    else:
+        checks += [("idle connections", lambda: hostile.cmd_idle(target.url, 1000, 8, 2))]
     failures = []
-    for what, run in (("slowloris", lambda: hostile.cmd_slowloris(target.url, 200, 14, 2, 13)),
-                      ("idle connections", lambda: hostile.cmd_idle(target.url, 1000, 8, 2))):
+    for what, run in checks:
         try:
-            print(f"ok - {what}:", run())
+            target.ok(f"{what}: {run()}")
         except hostile.HostileFailure as e:
             failures.append(f"{what}: {e}")
     target.alive("after slow and idle clients")
@@ -193,10 +246,20 @@ def test_slow_and_idle_clients(target):
 
 def test_flood(target):
     # 7. 1,000 connections at once, each asking for the region list.
-    print("ok - flood:", hostile.cmd_flood(target.url, target.token, 1000, 0.99))
+    target.ok("flood: " + hostile.cmd_flood(target.url, target.token, 1000, 0.99))
     target.alive("after 1,000 connections")
+
+
+def test_tls_errors_leave_no_trace(target):
+    # 8. (https only) A TLS error on one connection must not fail another: requests whose body record arrives
+    # in two TCP pieces are answered on a fresh agent, after 100 connections that sent a corrupt record, and
+    # while a stalled handshake is ended next to them in the gate.
+    if not target.tls:
+        pytest.skip("TLS only")
+    target.ok("TLS errors: " + hostile.cmd_tlserrors(target.url, target.token, 100))
+    target.alive("after TLS errors")
 
 
 def test_agent_still_running_after_everything(target):
     assert target.agent.process.running(), f"the agent died: {target.agent.log_tail(3)}"
-    print(f"ok - agent still running after everything ({time.monotonic() - STARTED:.0f}s in all)")
+    target.ok(f"agent still running after everything ({time.monotonic() - STARTED:.0f}s in all)")
