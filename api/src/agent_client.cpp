@@ -217,20 +217,23 @@ AgentClient::Exchange AgentClient::exchange(std::unique_ptr<httplib::Client> kep
   } else if (!kept_client && !options_.ca_cert.empty()) {
     client.set_ca_cert_path(options_.ca_cert);
   }
+  // The token goes with each request, never on the client: a kept connection is taken by the next caller
+  // of the same agent, who may hold another token or none.
+  httplib::Headers headers;
   if (const std::string token = options_.token.current(); !token.empty()) {
-    client.set_bearer_token_auth(token);
+    headers.emplace("Authorization", "Bearer " + token);
   }
   const auto started = std::chrono::steady_clock::now();
   out.response = [&] {
     switch (method) {
       case Method::Get:
-        return client.Get(path);
+        return client.Get(path, headers);
       case Method::Post:
-        return client.Post(path, body != nullptr ? body->dump() : "{}", "application/json");
+        return client.Post(path, headers, body != nullptr ? body->dump() : "{}", "application/json");
       case Method::Delete:
-        return client.Delete(path);
+        return client.Delete(path, headers);
     }
-    return client.Get(path);
+    return client.Get(path, headers);
   }();
   out.fast_failure =
       !out.response &&

@@ -43,6 +43,8 @@ class StandIn {
       res.status = 202;
       res.set_content(R"({"id":"t-1","state":"Queued"})", "application/json");
     });
+    // The client keeps its connection alive; a short keep-alive lets stop() end without waiting 5 s for it.
+    server_.set_keep_alive_timeout(1);
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
     while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
