@@ -32,7 +32,7 @@ using json = nlohmann::json;
 
 constexpr const char* kUsage =
     "usage: conduit [--agent URL] [--token TOKEN | --token-file FILE] [--ca-cert FILE] [--tls-server-name "
-    "NAME] [--json] COMMAND\n"
+    "NAME] [--client-cert FILE --client-key FILE] [--json] COMMAND\n"
     "commands:\n"
     "  node                                       what the agent's node has, and why RDMA/GPU may not work\n"
     "  regions ls                                 the agent's regions\n"
@@ -80,6 +80,8 @@ struct Globals {
   conduit::api::TokenSource token;
   std::string ca_cert;          // trusted CA for https agents (else the system's)
   std::string tls_server_name;  // the name agents' certificates carry (else their address)
+  std::string client_cert;      // the certificate (conduit:operator) presented to https agents
+  std::string client_key;
   bool json = false;
 };
 
@@ -105,7 +107,9 @@ conduit::api::AgentClient agent_at(const std::string& url, const Globals& g,
                                          .write_timeout = std::chrono::seconds(5),
                                          .slow_timeout = read_timeout,
                                          .ca_cert = g.ca_cert,
-                                         .server_name = g.tls_server_name});
+                                         .server_name = g.tls_server_name,
+                                         .client_cert = g.client_cert,
+                                         .client_key = g.client_key});
 }
 
 conduit::api::TokenSource read_token_file(const std::string& path) {
@@ -465,6 +469,10 @@ int run(int argc, char** argv) {
   add("tls-server-name", po::value(&g.tls_server_name)->value_name("NAME"),
       "the name https agents' certificates carry, checked instead of their address (env "
       "CONDUIT_TLS_SERVER_NAME)");
+  add("client-cert", po::value(&g.client_cert)->value_name("FILE"),
+      "certificate presented to https agents, naming conduit:operator (env CONDUIT_CLIENT_CERT)");
+  add("client-key", po::value(&g.client_key)->value_name("FILE"),
+      "the key of --client-cert (env CONDUIT_CLIENT_KEY)");
   add("json", "print the agent's JSON instead of text");
   po::options_description hidden;
   hidden.add_options()("command", po::value<std::string>())("args", po::value<std::vector<std::string>>());
@@ -516,6 +524,9 @@ int run(int argc, char** argv) {
   }
   if (g.ca_cert.empty()) g.ca_cert = env("CONDUIT_CA_CERT");
   if (g.tls_server_name.empty()) g.tls_server_name = env("CONDUIT_TLS_SERVER_NAME");
+  if (g.client_cert.empty()) g.client_cert = env("CONDUIT_CLIENT_CERT");
+  if (g.client_key.empty()) g.client_key = env("CONDUIT_CLIENT_KEY");
+  if (g.client_cert.empty() != g.client_key.empty()) usage("--client-cert and --client-key go together");
   g.json = vm.count("json") > 0;
 
   const std::string command = vm["command"].as<std::string>();

@@ -205,6 +205,8 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   agent_options.token_file = options.agent_token_file;
   agent_options.ca_cert = options.agent_ca_file;
   agent_options.server_name = options.agent_server_name;
+  agent_options.client_cert = options.agent_client_cert;
+  agent_options.client_key = options.agent_client_key;
   HttpAgentApi agents(directory, agent_options);
   // Set once leader election has started; until then, and without --leader-elect, we may always act.
   std::atomic<kube::LeaderElector*> leader{nullptr};

@@ -21,6 +21,8 @@ struct KubeModeOptions {
   std::string agent_token_file;
   std::string agent_ca_file;      // https agents: the CA that signed their certificates
   std::string agent_server_name;  // and the name those certificates carry (empty: the agents' addresses)
+  std::string agent_client_cert;  // the certificate (conduit:controller) presented to https agents
+  std::string agent_client_key;
   bool leader_elect = false;
   std::string lease_namespace;  // empty: the config's namespace
   std::string lease_name = "conduit-controller";

@@ -74,7 +74,7 @@ std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& s
 }
 
 int run(int argc, char** argv) {
-  std::string agent_ca_file, agent_server_name;
+  std::string agent_ca_file, agent_server_name, agent_client_cert, agent_client_key;
   std::string local_dir, token_file, once_job, log_level, kubeconfig, agent_service, agent_service_ns,
       lease_ns, lease_name, metrics_listen;
   std::vector<std::string> agents_flags, namespaces;
@@ -93,6 +93,9 @@ int run(int argc, char** argv) {
       "agents serve HTTPS: trust this CA (PEM) for their certificates instead of the system's")(
       "agent-tls-server-name", po::value(&agent_server_name)->value_name("NAME"),
       "the name every agent's certificate carries (default: the address called)")(
+      "agent-client-cert", po::value(&agent_client_cert)->value_name("FILE"),
+      "the certificate (PEM, naming conduit:controller) presented to https agents")(
+      "agent-client-key", po::value(&agent_client_key)->value_name("FILE"), "the key of --agent-client-cert")(
       "once-job", po::value(&once_job)->value_name("[NS/]NAME"),
       "local mode: exit when this job finishes: 0 Succeeded, 1 Failed")(
       "log-level", po::value(&log_level)->default_value("info"), "debug, info, warn or error")(
@@ -144,6 +147,16 @@ int run(int argc, char** argv) {
     std::cerr << "conduit-controller: --agent-ca-file " << agent_ca_file << " cannot be read\n";
     return kUsageError;
   }
+  if (agent_client_cert.empty() != agent_client_key.empty()) {
+    std::cerr << "conduit-controller: --agent-client-cert and --agent-client-key go together\n";
+    return kUsageError;
+  }
+  for (const std::string& file : {agent_client_cert, agent_client_key}) {
+    if (!file.empty() && !std::filesystem::is_regular_file(file)) {
+      std::cerr << "conduit-controller: " << file << " cannot be read\n";
+      return kUsageError;
+    }
+  }
   std::string error;
   // Signals go to the main thread only, which waits for them: the worker and watcher never see them.
   sigset_t signals;
@@ -176,6 +189,8 @@ int run(int argc, char** argv) {
     options.agent_token_file = token_file;
     options.agent_ca_file = agent_ca_file;
     options.agent_server_name = agent_server_name;
+    options.agent_client_cert = agent_client_cert;
+    options.agent_client_key = agent_client_key;
     options.agent_service = agent_service;
     options.agent_service_namespace = agent_service_ns;
     options.leader_elect = leader_elect;
@@ -215,6 +230,8 @@ int run(int argc, char** argv) {
   agent_options.token_file = token_file;
   agent_options.ca_cert = agent_ca_file;
   agent_options.server_name = agent_server_name;
+  agent_options.client_cert = agent_client_cert;
+  agent_options.client_key = agent_client_key;
   HttpAgentApi agents(directory, agent_options);
   LocalStore store(local_dir);
   Reconciler reconciler(store, agents);

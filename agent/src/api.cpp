@@ -15,6 +15,7 @@
 #include "conduit/api/errors.h"
 #include "conduit/common/log.h"
 #include "http_server.h"
+#include "identity.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
 
@@ -97,19 +98,63 @@ std::optional<std::string_view> bearer_token(std::string_view header) {
   return token;
 }
 
-HandlerResponse authorize(const AgentState& state, const Request& req, Response& res) {
-  if (state.token == nullptr || is_public(req.path)) return HandlerResponse::Unhandled;
-  const std::string header = req.get_header_value("Authorization");  // by value: keep it alive for the view
-  const auto token = bearer_token(header);
-  if (token && constant_time_equal(*token, state.token->current())) return HandlerResponse::Unhandled;
+// The caller of the request this worker thread serves: set by authorize() before routing, read by the
+// route's access check and by handlers that scope what an agent may touch. Unset on public routes.
+thread_local std::optional<Caller> t_caller;
+
+const Caller& caller() {
+  static const Caller kNobody{Role::Agent, "\x01"};  // acts for no grant: a route without one is refused
+  return t_caller ? *t_caller : kNobody;
+}
+
+HandlerResponse unauthorized(Response& res, const std::string& message, bool presented) {
   // RFC 6750: error="invalid_token" only when a token was presented.
-  res.set_header("WWW-Authenticate",
-                 token ? R"(Bearer realm="conduit", error="invalid_token")" : R"(Bearer realm="conduit")");
+  res.set_header("WWW-Authenticate", presented ? R"(Bearer realm="conduit", error="invalid_token")"
+                                               : R"(Bearer realm="conduit")");
   // The body of a refused request is never read; closing keeps it from being parsed as the next request.
   res.set_header("Connection", "close");
   close_after_response();
-  send_error(res, 401, api::code::kUnauthorized, token ? "invalid bearer token" : "missing bearer token");
+  send_error(res, 401, api::code::kUnauthorized, message);
   return HandlerResponse::Handled;
+}
+
+// Who calls (identity.h): a verified certificate that names an identity, else the token, which names the
+// operator. A certificate that names none is refused even with a token: it is a mistake worth seeing.
+HandlerResponse authorize(const AgentState& state, const Request& req, Response& res) {
+  t_caller.reset();
+  if (is_public(req.path)) return HandlerResponse::Unhandled;
+  if (const std::string& name = tls_peer_name(); !name.empty()) {
+    t_caller = caller_from_certificate(name);
+    if (t_caller) return HandlerResponse::Unhandled;
+    res.set_header("Connection", "close");
+    close_after_response();
+    send_error(res, 403, api::code::kForbidden,
+               "the client certificate names \"" + name +
+                   "\", which is no Conduit identity (conduit:controller, conduit:operator, "
+                   "conduit:agent or conduit:agent:<node>)");
+    return HandlerResponse::Handled;
+  }
+  if (state.config.insecure_no_auth) {
+    t_caller = Caller{Role::Operator, {}};  // local mode
+    return HandlerResponse::Unhandled;
+  }
+  if (state.token == nullptr) {
+    return unauthorized(res, "this agent takes client certificates only (it has no --token-file)", false);
+  }
+  const std::string header = req.get_header_value("Authorization");  // by value: keep it alive for the view
+  const auto token = bearer_token(header);
+  if (token && constant_time_equal(*token, state.token->current())) {
+    t_caller = Caller{Role::Operator, {}};
+    return HandlerResponse::Unhandled;
+  }
+  return unauthorized(res, token ? "invalid bearer token" : "missing bearer token", token.has_value());
+}
+
+// 403 for a caller that may not use this route, or this grant, region or transfer on it.
+void forbid(Response& res, const Request& req, const std::string& what = "") {
+  send_error(
+      res, 403, api::code::kForbidden,
+      caller().describe() + " may not " + req.method + " " + req.path + (what.empty() ? "" : ": " + what));
 }
 
 // cpp-httplib 0.11 bounds a body only by its Content-Length: a chunked one, or a POST without a length (read
@@ -221,17 +266,25 @@ class Router {
   explicit Router(httplib::Server& server)
       : server_(server), routes_(std::make_shared<std::vector<Route>>()) {}
 
-  void get(const std::string& path_template, Handler h) { add("GET", path_template, std::move(h)); }
-  void post(const std::string& path_template, Handler h) { add("POST", path_template, std::move(h)); }
-  void del(const std::string& path_template, Handler h) { add("DELETE", path_template, std::move(h)); }
+  // Every route says who it lets in (identity.h); Control unless said otherwise.
+  void get(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control) {
+    add("GET", path_template, std::move(h), access);
+  }
+  void post(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control) {
+    add("POST", path_template, std::move(h), access);
+  }
+  void del(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control) {
+    add("DELETE", path_template, std::move(h), access);
+  }
 
   std::shared_ptr<const std::vector<Route>> routes() const { return routes_; }
 
  private:
-  void add(const std::string& method, const std::string& path_template, Handler handler) {
+  void add(const std::string& method, const std::string& path_template, Handler handler, RouteAccess access) {
     routes_->push_back({method, path_template});
     const std::string pattern = to_httplib_pattern(path_template);
-    auto guarded = [handler = std::move(handler)](const Request& req, Response& res) {
+    auto guarded = [handler = std::move(handler), access](const Request& req, Response& res) {
+      if (access != RouteAccess::Public && !admits(access, caller())) return forbid(res, req);
       try {
         handler(req, res);
       } catch (const std::exception& e) {
@@ -325,20 +378,48 @@ class LongPoll {
 };
 
 void install_health_routes(Router& r, AgentState& state) {
-  r.get("/healthz", [](const Request&, Response& res) { send_json(res, 200, {{"status", "ok"}}); });
-  r.get("/readyz", [&state](const Request&, Response& res) {
-    if (state.ready.load()) {
-      send_json(res, 200, {{"status", "ready"}});
-    } else {
-      send_error(res, 503, api::wire_code(ErrorCode::Unavailable), "the agent is not ready");
-    }
-  });
-  r.get("/metrics", [&state](const Request&, Response& res) {
-    res.set_content(state.metrics.serialize(), kMetricsType);
-  });
+  r.get(
+      "/healthz",
+      [](const Request&, Response& res) {
+        send_json(res, 200, {{"status", "ok"}});
+      },
+      RouteAccess::Public);
+  r.get(
+      "/readyz",
+      [&state](const Request&, Response& res) {
+        if (state.ready.load()) {
+          send_json(res, 200, {{"status", "ready"}});
+        } else {
+          send_error(res, 503, api::wire_code(ErrorCode::Unavailable), "the agent is not ready");
+        }
+      },
+      RouteAccess::Public);
+  r.get(
+      "/metrics",
+      [&state](const Request&, Response& res) { res.set_content(state.metrics.serialize(), kMetricsType); },
+      RouteAccess::Public);
   r.get("/v1/node", [&state](const Request&, Response& res) {
     send_json(res, 200, node_inventory(state.config, state.transports, state.regions));
   });
+}
+
+// Whether the caller may act on grant `id`: anyone but an agent, or the agent the grant was made for. An
+// unknown grant passes, so the handler answers NotFound as for anyone.
+bool may_use_grant(const AgentState& state, const std::string& id) {
+  if (caller().role != Role::Agent) return true;
+  auto grant = state.grants.get(id);
+  return !grant || caller().acts_for((*grant)->peer);
+}
+
+// Whether the caller may read region `name` (checksums, staging copies, sending it on): an agent only while
+// a grant on the region is made for it, that is while a transfer between the two is under way.
+bool may_touch_region(const AgentState& state, const std::string& name) {
+  if (caller().role != Role::Agent) return true;
+  for (const auto& grant : state.grants.list()) {
+    const RegionPtr& region = grant->region.get();
+    if (region && region->name() == name && caller().acts_for(grant->peer)) return true;
+  }
+  return false;
 }
 
 // A region as GET shows it, with the rails (and their NICs) each transport registers it on: the ones
@@ -418,69 +499,77 @@ void install_region_routes(Router& r, AgentState& state) {
     send_json(res, 200, update.to_json(*name));
   });
 
-  r.get(kRegionChecksum, [&state](const Request& req, Response& res) {
-    const auto name = region_name(req, res);
-    if (!name) return;
-    auto query = parse_checksum_query(req.params);
-    if (!query) return send_error(res, query.error());
-    auto region = state.regions.get(*name);
-    if (!region) return send_error(res, region.error());
-    const std::uint64_t size = (*region)->bytes();
-    if (query->offset > size) {
-      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
-                        "offset " + std::to_string(query->offset) + " is past the end of the region (" +
-                            std::to_string(size) + " bytes)");
-    }
-    const std::uint64_t length = query->length == 0 ? size - query->offset : query->length;
-    if (length / query->slice >= kMaxChecksumSlices) {
-      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
-                        "too many slices: use a larger slice or a shorter length");
-    }
-    auto crcs = region_checksum(**region, query->offset, length, query->slice);
-    if (!crcs) return send_error(res, crcs.error());
-    send_json(res, 200,
-              {{"region", *name},
-               {"offset", query->offset},
-               {"length", length},
-               {"slice", query->slice},
-               {"crc32c", *crcs}});
-  });
+  r.get(
+      kRegionChecksum,
+      [&state](const Request& req, Response& res) {
+        const auto name = region_name(req, res);
+        if (!name) return;
+        if (!may_touch_region(state, *name)) return forbid(res, req, "no grant on the region is made for it");
+        auto query = parse_checksum_query(req.params);
+        if (!query) return send_error(res, query.error());
+        auto region = state.regions.get(*name);
+        if (!region) return send_error(res, region.error());
+        const std::uint64_t size = (*region)->bytes();
+        if (query->offset > size) {
+          return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                            "offset " + std::to_string(query->offset) + " is past the end of the region (" +
+                                std::to_string(size) + " bytes)");
+        }
+        const std::uint64_t length = query->length == 0 ? size - query->offset : query->length;
+        if (length / query->slice >= kMaxChecksumSlices) {
+          return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                            "too many slices: use a larger slice or a shorter length");
+        }
+        auto crcs = region_checksum(**region, query->offset, length, query->slice);
+        if (!crcs) return send_error(res, crcs.error());
+        send_json(res, 200,
+                  {{"region", *name},
+                   {"offset", query->offset},
+                   {"length", length},
+                   {"slice", query->slice},
+                   {"crc32c", *crcs}});
+      },
+      RouteAccess::Peer);
 }
 
 // A peer that wrote into (or is about to read from) a staged CUDA region's host staging buffer has this
 // agent copy the range between buffer and device (docs/gpu.md).
 void install_staging_route(Router& r, AgentState& state) {
-  r.post(kRegionStaging, [&state](const Request& req, Response& res) {
-    const auto name = region_name(req, res);
-    if (!name) return;
-    const auto body = read_json_body(state, req, res);
-    if (!body) return;
-    auto request = parse_staging(*body);
-    if (!request) return send_error(res, request.error());
-    auto region = state.regions.get(*name);
-    if (!region) return send_error(res, region.error());
-    const std::uint64_t size = (*region)->bytes();
-    if (request->offset > size || request->length > size - request->offset) {
-      return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
-                        "range [" + std::to_string(request->offset) + ", +" +
-                            std::to_string(request->length) + ") is outside region " + *name + " (" +
-                            std::to_string(size) + " bytes)");
-    }
-    // Without a staged grant the region is reached directly (host memory, or device memory the NIC
-    // registered): the bytes are where they belong already, and the answer says nothing was copied.
-    const auto buffer = state.grants.staging().find(*name);
-    if (buffer) {
-      auto copied = request->to_device ? buffer->to_device(request->offset, request->length)
-                                       : buffer->to_host(request->offset, request->length);
-      if (!copied) return send_error(res, copied.error());
-    }
-    send_json(res, 200,
-              {{"region", *name},
-               {"offset", request->offset},
-               {"length", request->length},
-               {"direction", request->to_device ? "toDevice" : "toHost"},
-               {"copied", buffer != nullptr}});
-  });
+  r.post(
+      kRegionStaging,
+      [&state](const Request& req, Response& res) {
+        const auto name = region_name(req, res);
+        if (!name) return;
+        if (!may_touch_region(state, *name)) return forbid(res, req, "no grant on the region is made for it");
+        const auto body = read_json_body(state, req, res);
+        if (!body) return;
+        auto request = parse_staging(*body);
+        if (!request) return send_error(res, request.error());
+        auto region = state.regions.get(*name);
+        if (!region) return send_error(res, region.error());
+        const std::uint64_t size = (*region)->bytes();
+        if (request->offset > size || request->length > size - request->offset) {
+          return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                            "range [" + std::to_string(request->offset) + ", +" +
+                                std::to_string(request->length) + ") is outside region " + *name + " (" +
+                                std::to_string(size) + " bytes)");
+        }
+        // Without a staged grant the region is reached directly (host memory, or device memory the NIC
+        // registered): the bytes are where they belong already, and the answer says nothing was copied.
+        const auto buffer = state.grants.staging().find(*name);
+        if (buffer) {
+          auto copied = request->to_device ? buffer->to_device(request->offset, request->length)
+                                           : buffer->to_host(request->offset, request->length);
+          if (!copied) return send_error(res, copied.error());
+        }
+        send_json(res, 200,
+                  {{"region", *name},
+                   {"offset", request->offset},
+                   {"length", request->length},
+                   {"direction", request->to_device ? "toDevice" : "toHost"},
+                   {"copied", buffer != nullptr}});
+      },
+      RouteAccess::Peer);
 }
 
 Result<SaveFile> open_save(const AgentState& state, const std::string& file) {
@@ -565,7 +654,7 @@ void install_grant_routes(Router& r, AgentState& state) {
       landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
     }
     auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
-                                     request->provider, std::move(landing), request->writer);
+                                     request->provider, std::move(landing), request->writer, request->peer);
     if (!grant) return send_error(res, grant.error());
     if ((*grant)->staging) state.metrics.staged_fallback();  // the target end of a staged GPU transfer
     state.metrics.observe_registration((*grant)->registration_seconds);
@@ -589,51 +678,60 @@ void install_grant_routes(Router& r, AgentState& state) {
     auto grant = state.grants.create(
         *memory, 0, ring, Access::RemoteWrite, request->ttl, request->provider,
         LandingSpec{
-            .ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save), .writer = ""});
+            .ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save), .writer = ""},
+        "", request->peer);
     if (!grant) return send_error(res, grant.error());
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
     send_json(res, 201, (*grant)->to_json());
   });
 
-  r.post(kGrantLanded, [&state](const Request& req, Response& res) {
-    const auto id = path_id(req, res);
-    if (!id) return;
-    const auto body = read_json_body(state, req, res);
-    if (!body) return;
-    auto request = parse_landed(*body);
-    if (!request) return send_error(res, request.error());
-    auto landing = grant_landing(state, *id);
-    if (!landing) return send_error(res, landing.error());
-    auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c);
-    if (!report) return send_error(res, report.error());
-    send_json(res, 200,
-              {{"offset", request->offset},
-               {"length", request->length},
-               {"mismatched", report->mismatched},
-               {"saved", report->saved}});
-  });
+  r.post(
+      kGrantLanded,
+      [&state](const Request& req, Response& res) {
+        const auto id = path_id(req, res);
+        if (!id) return;
+        if (!may_use_grant(state, *id)) return forbid(res, req, "the grant is made for another node");
+        const auto body = read_json_body(state, req, res);
+        if (!body) return;
+        auto request = parse_landed(*body);
+        if (!request) return send_error(res, request.error());
+        auto landing = grant_landing(state, *id);
+        if (!landing) return send_error(res, landing.error());
+        auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c);
+        if (!report) return send_error(res, report.error());
+        send_json(res, 200,
+                  {{"offset", request->offset},
+                   {"length", request->length},
+                   {"mismatched", report->mismatched},
+                   {"saved", report->saved}});
+      },
+      RouteAccess::Peer);
 
-  r.post(kGrantCommit, [&state](const Request& req, Response& res) {
-    const auto id = path_id(req, res);
-    if (!id) return;
-    const auto body = read_json_body(state, req, res);
-    if (!body) return;
-    auto bytes = parse_commit(*body);
-    if (!bytes) return send_error(res, bytes.error());
-    auto grant = state.grants.get(*id);
-    if (!grant) return send_error(res, grant.error());
-    auto landing = grant_landing(state, *id);
-    if (!landing) return send_error(res, landing.error());
-    auto committed = (*landing)->commit(*bytes);
-    if (!committed) return send_error(res, committed.error());
-    json answer{{"id", *id}, {"landing", (*landing)->to_json()}};
-    // Every byte of a write into a region landed: the region has a new version (waiters wake).
-    if (const RegionPtr& region = (*grant)->region.get(); region && !(*landing)->ring()) {
-      answer["region"] = *committed ? region->bump((*landing)->writer()).to_json(region->name())
-                                    : region->update().to_json(region->name());
-    }
-    send_json(res, 200, answer);
-  });
+  r.post(
+      kGrantCommit,
+      [&state](const Request& req, Response& res) {
+        const auto id = path_id(req, res);
+        if (!id) return;
+        if (!may_use_grant(state, *id)) return forbid(res, req, "the grant is made for another node");
+        const auto body = read_json_body(state, req, res);
+        if (!body) return;
+        auto bytes = parse_commit(*body);
+        if (!bytes) return send_error(res, bytes.error());
+        auto grant = state.grants.get(*id);
+        if (!grant) return send_error(res, grant.error());
+        auto landing = grant_landing(state, *id);
+        if (!landing) return send_error(res, landing.error());
+        auto committed = (*landing)->commit(*bytes);
+        if (!committed) return send_error(res, committed.error());
+        json answer{{"id", *id}, {"landing", (*landing)->to_json()}};
+        // Every byte of a write into a region landed: the region has a new version (waiters wake).
+        if (const RegionPtr& region = (*grant)->region.get(); region && !(*landing)->ring()) {
+          answer["region"] = *committed ? region->bump((*landing)->writer()).to_json(region->name())
+                                        : region->update().to_json(region->name());
+        }
+        send_json(res, 200, answer);
+      },
+      RouteAccess::Peer);
 
   r.post(kGrantRenew, [&state](const Request& req, Response& res) {
     const auto id = path_id(req, res);
@@ -670,33 +768,44 @@ void install_grant_routes(Router& r, AgentState& state) {
 }
 
 void install_transfer_routes(Router& r, AgentState& state) {
-  r.post("/v1/transfers", [&state](const Request& req, Response& res) {
-    const auto wait = parse_wait_query(req.params);
-    if (!wait) return send_error(res, wait.error());
-    const auto body = read_json_body(state, req, res);
-    if (!body) return;
-    auto request = TransferRequest::from_json(*body);
-    if (!request) return send_error(res, request.error());
-    if (!request->follow_grant.empty()) {
-      auto follow = follow_of(state, *request);
-      if (!follow) return send_error(res, follow.error());
-      request->follow = std::move(*follow);
-    }
-    auto id = state.transfers.start(std::move(*request));
-    if (!id) return send_error(res, id.error());
-    res.set_header("Location", "/v1/transfers/" + *id);
-    // With ?waitSeconds, the answer is the end when it comes in time (200): one round trip from submit to
-    // completion. Otherwise, or once the wait is up, 202 with the status so far.
-    std::optional<LongPoll> slot;
-    if (wait->count() > 0) slot.emplace(state);
-    auto status = slot && *slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
-                                : state.transfers.get(*id);
-    json answer = status ? status->to_json() : json::object();
-    answer["id"] = *id;
-    const bool ended =
-        status && status->state != TransferState::Queued && status->state != TransferState::Running;
-    send_json(res, slot && ended ? 200 : 202, answer);
-  });
+  r.post(
+      "/v1/transfers",
+      [&state](const Request& req, Response& res) {
+        const auto wait = parse_wait_query(req.params);
+        if (!wait) return send_error(res, wait.error());
+        const auto body = read_json_body(state, req, res);
+        if (!body) return;
+        auto request = TransferRequest::from_json(*body);
+        if (!request) return send_error(res, request.error());
+        if (caller().role == Role::Agent) {
+          // An agent resuming a chain asks a hop to send on what it wrote there: only a region a grant is
+          // made for it on, never a file.
+          if (request->source_region.empty() || !may_touch_region(state, request->source_region)) {
+            return forbid(res, req, "an agent sends on only a region a grant on which is made for it");
+          }
+          request->requested_by = caller().describe();
+        }
+        if (!request->follow_grant.empty()) {
+          auto follow = follow_of(state, *request);
+          if (!follow) return send_error(res, follow.error());
+          request->follow = std::move(*follow);
+        }
+        auto id = state.transfers.start(std::move(*request));
+        if (!id) return send_error(res, id.error());
+        res.set_header("Location", "/v1/transfers/" + *id);
+        // With ?waitSeconds, the answer is the end when it comes in time (200): one round trip from submit to
+        // completion. Otherwise, or once the wait is up, 202 with the status so far.
+        std::optional<LongPoll> slot;
+        if (wait->count() > 0) slot.emplace(state);
+        auto status = slot && *slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
+                                    : state.transfers.get(*id);
+        json answer = status ? status->to_json() : json::object();
+        answer["id"] = *id;
+        const bool ended =
+            status && status->state != TransferState::Queued && status->state != TransferState::Running;
+        send_json(res, slot && ended ? 200 : 202, answer);
+      },
+      RouteAccess::Peer);
 
   r.get("/v1/transfers", [&state](const Request&, Response& res) {
     json list = json::array();
@@ -704,30 +813,49 @@ void install_transfer_routes(Router& r, AgentState& state) {
     send_json(res, 200, items(std::move(list)));
   });
 
-  r.get(kTransfer, [&state](const Request& req, Response& res) {
-    const auto id = path_id(req, res);
-    if (!id) return;
-    const auto wait = parse_wait_query(req.params);
-    if (!wait) return send_error(res, wait.error());
-    std::optional<LongPoll> slot;
-    if (wait->count() > 0) {
-      slot.emplace(state);
-      if (!*slot) return slot->refuse(res);
-    }
-    auto status = slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
-                       : state.transfers.get(*id);
-    if (!status) return send_error(res, status.error());
-    send_json(res, 200, status->to_json());
-  });
+  r.get(
+      kTransfer,
+      [&state](const Request& req, Response& res) {
+        const auto id = path_id(req, res);
+        if (!id) return;
+        const auto wait = parse_wait_query(req.params);
+        if (!wait) return send_error(res, wait.error());
+        if (caller().role == Role::Agent) {
+          auto status = state.transfers.get(*id);
+          if (status && status->requested_by != caller().describe()) {
+            return forbid(res, req, "an agent sees only the transfers it asked for");
+          }
+        }
+        std::optional<LongPoll> slot;
+        if (wait->count() > 0) {
+          slot.emplace(state);
+          if (!*slot) return slot->refuse(res);
+        }
+        auto status = slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
+                           : state.transfers.get(*id);
+        if (!status) return send_error(res, status.error());
+        send_json(res, 200, status->to_json());
+      },
+      RouteAccess::Peer);
 
-  r.del(kTransfer, [&state](const Request& req, Response& res) {
-    const auto id = path_id(req, res);
-    if (!id) return;
-    if (auto cancelled = state.transfers.cancel(*id); !cancelled) return send_error(res, cancelled.error());
-    auto status = state.transfers.get(*id);
-    if (!status) return send_error(res, status.error());
-    send_json(res, 202, status->to_json());
-  });
+  r.del(
+      kTransfer,
+      [&state](const Request& req, Response& res) {
+        const auto id = path_id(req, res);
+        if (!id) return;
+        if (caller().role == Role::Agent) {
+          auto status = state.transfers.get(*id);
+          if (status && status->requested_by != caller().describe()) {
+            return forbid(res, req, "an agent cancels only the transfers it asked for");
+          }
+        }
+        if (auto cancelled = state.transfers.cancel(*id); !cancelled)
+          return send_error(res, cancelled.error());
+        auto status = state.transfers.get(*id);
+        if (!status) return send_error(res, status.error());
+        send_json(res, 202, status->to_json());
+      },
+      RouteAccess::Peer);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// The agent's REST API (agent/openapi.yaml) on cpp-httplib: every route under /v1 needs the bearer token;
-// /healthz, /readyz and /metrics do not. Every error is {"error": {"code", "message"}} with a 4xx/5xx.
+// The agent's REST API (agent/openapi.yaml) on cpp-httplib: every route under /v1 needs a caller (a client
+// certificate or the bearer token: identity.h) that the route lets in; /healthz, /readyz and /metrics do not.
+// Every error is {"error": {"code", "message"}} with a 4xx/5xx.
 #pragma once
 
 #include <httplib.h>
@@ -27,7 +28,8 @@ struct AgentState {
   GrantTable& grants;
   TransferManager& transfers;
   metrics::AgentMetrics& metrics;
-  const TokenFile* token;          // null only with --insecure-no-auth; re-read when its file changes
+  const TokenFile*
+      token;  // null with --insecure-no-auth or certificates alone; re-read when its file changes
   std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
   std::atomic<int> long_polls{0};  // requests waiting for a region version or a transfer's end
 };

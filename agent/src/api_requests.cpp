@@ -40,6 +40,14 @@ bool valid_memory_label(std::string_view memory) {
          std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+// A grant's "peer": a Kubernetes node name (a DNS subdomain: at most 253 characters).
+std::string parse_peer(JsonFields& f) {
+  auto peer = f.string("peer");
+  if (!peer) return {};
+  if (peer->empty() || peer->size() > 253) f.fail("peer", "must be a node name of 1 to 253 characters");
+  return std::move(*peer);
+}
+
 std::optional<std::uint64_t> parse_decimal(std::string_view text) {
   std::uint64_t value = 0;
   const char* end = text.data() + text.size();
@@ -98,8 +106,9 @@ Result<std::string> parse_save_region(const nlohmann::json& body) {
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
-  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save", "writer"});
+  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer"});
   CreateGrantRequest request;
+  request.peer = parse_peer(f);
   if (auto writer = f.string("writer")) {
     if (writer->size() > 253) f.fail("writer", "must be at most 253 characters");
     request.writer = std::move(*writer);
@@ -148,8 +157,9 @@ Result<std::chrono::seconds> parse_renew_grant(const nlohmann::json& body) {
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
-  f.only({"ttlSeconds", "provider", "save"});
+  f.only({"ttlSeconds", "provider", "save", "peer"});
   CreateGrantRequest request;
+  request.peer = parse_peer(f);
   if (auto ttl = f.u64("ttlSeconds")) {
     if (*ttl == 0 || *ttl > kMaxTtlSeconds) f.fail("ttlSeconds", "must be 1 to 86400");
     request.ttl = std::chrono::seconds(static_cast<std::int64_t>(std::min(*ttl, kMaxTtlSeconds)));

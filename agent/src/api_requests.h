@@ -40,6 +40,7 @@ struct CreateGrantRequest {
   std::optional<std::string> save;  // the file verified bytes are written to as they land
   std::uint64_t save_bytes = 0;     // ring grants: the size the file will have
   std::string writer;               // who writes through it: the region's updatedBy once a write commits
+  std::string peer;                 // the node whose agent uses it (Grant::peer); "" = any agent
 };
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body);

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 21> kSettings{{
+const std::array<Setting, 24> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -198,6 +198,27 @@ const std::array<Setting, 21> kSettings{{
      "the address called",
      [](AgentConfig& c, const std::string& v) -> Status {
        c.peer_server_name = v;
+       return {};
+     }},
+    {"client-ca-file", "FILE",
+     "callers' certificates signed by this CA (PEM) name them: conduit:controller, conduit:operator, "
+     "conduit:agent[:<node>] (needs --tls-cert)",
+     "none: the token alone",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.client_ca_file = v;
+       return {};
+     }},
+    {"peer-client-cert", "FILE",
+     "the certificate (PEM) this agent presents to other agents instead of sending its token (needs "
+     "--peer-client-key)",
+     "none: the token",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.peer_client_cert = v;
+       return {};
+     }},
+    {"peer-client-key", "FILE", "PEM private key of --peer-client-cert", "none",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.peer_client_key = v;
        return {};
      }},
     {"import-socket", "PATH", "unix socket local processes share memory over", "<data-dir>/conduit.sock",
@@ -376,8 +397,14 @@ Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp
   if (config.node_name.empty()) config.node_name = hostname();
   if (!config.tls_cert.empty() && config.tls_key.empty()) return invalid("--tls-cert needs --tls-key");
   if (config.tls_cert.empty() && !config.tls_key.empty()) return invalid("--tls-key needs --tls-cert");
-  if (config.token_file.empty() && !config.insecure_no_auth) {
-    return invalid("--token-file is required (or --insecure-no-auth for local testing)");
+  if (!config.client_ca_file.empty() && config.tls_cert.empty()) {
+    return invalid("--client-ca-file needs --tls-cert: client certificates come over TLS");
+  }
+  if (config.peer_client_cert.empty() != config.peer_client_key.empty()) {
+    return invalid("--peer-client-cert and --peer-client-key go together");
+  }
+  if (config.token_file.empty() && config.client_ca_file.empty() && !config.insecure_no_auth) {
+    return invalid("--token-file is required (or --client-ca-file, or --insecure-no-auth for local testing)");
   }
   return parsed;
 }

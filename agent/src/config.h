@@ -32,7 +32,12 @@ struct AgentConfig {
   std::string tls_key;
   std::string peer_ca_file;      // calls to other agents over https trust this CA
   std::string peer_server_name;  // and expect this name in their certificates (empty: their address)
-  std::string import_socket;     // unix socket for memfd import ("" = <data_dir>/conduit.sock)
+  // Callers' certificates signed by this CA name them (identity.h); needs --tls-cert. Empty: only the token.
+  std::string client_ca_file;
+  // The certificate this agent presents to other agents (conduit:agent[:<node>]); then it sends no token.
+  std::string peer_client_cert;
+  std::string peer_client_key;
+  std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)
   std::chrono::milliseconds stall_timeout{30000};
   std::size_t max_body_bytes = 1 << 20;
   // The longest one long-poll (a region version, a transfer's end) holds its request before answering with

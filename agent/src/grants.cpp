@@ -43,6 +43,7 @@ nlohmann::json Grant::to_json() const {
                    {"gpuPath", gpu_path},
                    {"nics", nics}};
   if (landing) j["landing"] = landing->to_json();
+  if (!peer.empty()) j["peer"] = peer;
   j["registrationSeconds"] = registration_seconds;
   return j;
 }
@@ -51,7 +52,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
                                                         std::uint64_t length, Access access,
                                                         std::chrono::seconds ttl, const std::string& provider,
                                                         std::optional<LandingSpec> landing,
-                                                        const std::string& writer) {
+                                                        const std::string& writer, const std::string& peer) {
   if (!region) return make_error(ErrorCode::InvalidArgument, "grant needs a region");
   if (access != Access::RemoteWrite && access != Access::RemoteRead) {
     return make_error(ErrorCode::InvalidArgument, "access must be write or read");
@@ -108,6 +109,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   grant->length = length;
   grant->access = access;
   grant->provider = transport->capabilities().provider;
+  grant->peer = peer;
   grant->expire_at(std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl));
   const MemoryRegion* memory = &region->memory();
   grant->gpu_path = memory->kind() == MemoryKind::Cuda

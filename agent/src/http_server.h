@@ -39,6 +39,11 @@ struct HttpLimits {
 // by handlers on the worker thread serving the request; a no-op under any other server.
 void close_after_response();
 
+// The common name of the certificate the caller of the current request presented and the handshake
+// verified against the client CA (tls_context.h); empty for plain HTTP or no certificate. Valid on the
+// worker thread serving the request, as close_after_response is.
+const std::string& tls_peer_name();
+
 class HttpServer : public httplib::Server {
  public:
   // `tls`: serve HTTPS with its (rotating) certificate; none: plain HTTP.

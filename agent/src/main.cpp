@@ -42,7 +42,7 @@ std::pair<std::string, int> split_listen(const std::string& listen) {
 Result<std::unique_ptr<httplib::Server>> make_server(const AgentConfig& config) {
   // HTTP and HTTPS alike get a deadline per request, 64 threads and a full listen backlog (http_server.h).
   if (config.tls_cert.empty()) return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>());
-  auto tls = TlsContext::load(config.tls_cert, config.tls_key);
+  auto tls = TlsContext::load(config.tls_cert, config.tls_key, config.client_ca_file);
   if (!tls) return tls.error();
   return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>(HttpLimits{}, std::move(*tls)));
 }
@@ -102,7 +102,7 @@ class Housekeeper {
 
 int serve(const AgentConfig& config, const sigset_t& signals) {
   std::unique_ptr<TokenFile> token;
-  if (!config.insecure_no_auth) {
+  if (!config.insecure_no_auth && !config.token_file.empty()) {
     auto read = TokenFile::open(config.token_file);
     if (!read) {
       std::cerr << "conduit-agent: " << read.error().message << "\n";
@@ -148,11 +148,16 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
 
   RegionStore regions(config.data_dir, config.memory_cap);
   GrantTable grants(transports);
-  // Calls to other agents carry our own token as it is at the time, rotations included.
-  const api::ClientOptions peers{
-      .token = std::function<std::string()>([&token] { return token ? token->current() : std::string(); }),
-      .ca_cert = config.peer_ca_file,
-      .server_name = config.peer_server_name};
+  // Calls to other agents present our certificate when we have one (identity.h), else carry our own token as
+  // it is at the time, rotations included.
+  const bool peer_cert = !config.peer_client_cert.empty();
+  const api::ClientOptions peers{.token = std::function<std::string()>([&token, peer_cert] {
+                                   return token && !peer_cert ? token->current() : std::string();
+                                 }),
+                                 .ca_cert = config.peer_ca_file,
+                                 .server_name = config.peer_server_name,
+                                 .client_cert = config.peer_client_cert,
+                                 .client_key = config.peer_client_key};
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
   for (const auto& transport : transports.transports())
     metrics.add_transport(transport->capabilities().provider);

@@ -20,11 +20,15 @@ std::string openssl_error() {
 
 }  // namespace
 
-TlsContext::TlsContext(std::string cert_file, std::string key_file)
-    : cert_file_(std::move(cert_file)), key_file_(std::move(key_file)) {}
+TlsContext::TlsContext(std::string cert_file, std::string key_file, std::string client_ca_file)
+    : cert_file_(std::move(cert_file)),
+      key_file_(std::move(key_file)),
+      client_ca_file_(std::move(client_ca_file)) {}
 
-Result<std::shared_ptr<TlsContext>> TlsContext::load(std::string cert_file, std::string key_file) {
-  std::shared_ptr<TlsContext> tls(new TlsContext(std::move(cert_file), std::move(key_file)));
+Result<std::shared_ptr<TlsContext>> TlsContext::load(std::string cert_file, std::string key_file,
+                                                     std::string client_ca_file) {
+  std::shared_ptr<TlsContext> tls(
+      new TlsContext(std::move(cert_file), std::move(key_file), std::move(client_ca_file)));
   tls->loaded_ = tls->stamps();
   auto ctx = tls->build();
   if (!ctx) return ctx.error();
@@ -34,14 +38,15 @@ Result<std::shared_ptr<TlsContext>> TlsContext::load(std::string cert_file, std:
   return tls;
 }
 
-std::pair<FileStamp, FileStamp> TlsContext::stamps() const {
+TlsContext::Stamps TlsContext::stamps() const {
   auto stamp = [](const std::string& path) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) return FileStamp{};
     return FileStamp{static_cast<long long>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
                      static_cast<long long>(st.st_size), static_cast<unsigned long long>(st.st_ino)};
   };
-  return {stamp(cert_file_), stamp(key_file_)};
+  return {stamp(cert_file_), stamp(key_file_),
+          client_ca_file_.empty() ? FileStamp{} : stamp(client_ca_file_)};
 }
 
 Result<std::shared_ptr<SSL_CTX>> TlsContext::build() const {
@@ -68,6 +73,18 @@ Result<std::shared_ptr<SSL_CTX>> TlsContext::build() const {
   if (SSL_CTX_check_private_key(c) != 1) {
     return make_error(ErrorCode::InvalidArgument,
                       "TLS key " + key_file_ + " is not the key of " + cert_file_ + ": " + openssl_error());
+  }
+  if (!client_ca_file_.empty()) {
+    if (SSL_CTX_load_verify_locations(c, client_ca_file_.c_str(), nullptr) != 1) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "client CA " + client_ca_file_ + " does not load: " + openssl_error());
+    }
+    // The CA's name goes in the CertificateRequest, so a client holding several certificates picks ours.
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(client_ca_file_.c_str());
+    if (names != nullptr) SSL_CTX_set_client_CA_list(c, names);
+    // VERIFY_PEER without FAIL_IF_NO_PEER_CERT: a certificate that does not verify (another CA, expired)
+    // ends the handshake; no certificate leaves the caller to its token, or to the public routes.
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, nullptr);
   }
   return ctx;
 }

@@ -2,10 +2,14 @@
 // connections take. The files are re-read when they change (cert-manager, or a chart upgrade, rotating
 // them), checked at most once a second; a pair that does not load (half-written, key not matching) keeps the
 // previous context and says why once. Connections already open keep the context they started with.
+// With a client CA the server also asks each caller for a certificate: one signed by that CA is verified in
+// the handshake (a bad one ends it) and names the caller (identity.h); none at all is allowed, since
+// probes and token holders present none.
 #pragma once
 
 #include <openssl/ssl.h>
 
+#include <array>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -26,7 +30,8 @@ struct FileStamp {
 class TlsContext {
  public:
   // Fails with the reason when the pair does not load now.
-  static Result<std::shared_ptr<TlsContext>> load(std::string cert_file, std::string key_file);
+  static Result<std::shared_ptr<TlsContext>> load(std::string cert_file, std::string key_file,
+                                                  std::string client_ca_file = "");
 
   // The context for a new connection.
   std::shared_ptr<SSL_CTX> current();
@@ -34,14 +39,15 @@ class TlsContext {
   int loads() const;
 
  private:
-  TlsContext(std::string cert_file, std::string key_file);
+  using Stamps = std::array<FileStamp, 3>;
+  TlsContext(std::string cert_file, std::string key_file, std::string client_ca_file);
   Result<std::shared_ptr<SSL_CTX>> build() const;
-  std::pair<FileStamp, FileStamp> stamps() const;
+  Stamps stamps() const;
 
-  const std::string cert_file_, key_file_;
+  const std::string cert_file_, key_file_, client_ca_file_;
   mutable std::mutex mu_;
   std::shared_ptr<SSL_CTX> ctx_;
-  std::pair<FileStamp, FileStamp> loaded_{};
+  Stamps loaded_{};
   std::chrono::steady_clock::time_point checked_{};
   std::string last_error_;
   int loads_ = 0;

@@ -206,6 +206,7 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
     t->seq = next_id_++;
     id = id_prefix_ + std::to_string(t->seq);
     t->status.id = id;
+    t->status.requested_by = t->request.requested_by;
     if (threaded) {
       try {
         threads_.emplace_back([this, t] { run(t); });

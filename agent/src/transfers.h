@@ -81,6 +81,9 @@ struct TransferRequest {
   // Scatter-gather (scatter.h): many ranges between the source region and one target's grant, as one batch
   // on the transport, run by the agent's scatter executor with no thread of its own. Empty: one range.
   std::vector<ScatterOp> ops;
+  // Who asked for it when that was an agent (identity.h), which may then look at it and cancel it; not on
+  // the wire. Empty: the controller or an operator.
+  std::string requested_by;
 
   // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
   static Result<TransferRequest> from_json(const nlohmann::json& body);
@@ -132,6 +135,7 @@ struct TransferStatus {
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
   StageSeconds stages;
+  std::string requested_by;  // TransferRequest's; not shown
   std::chrono::system_clock::time_point created_at;
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;

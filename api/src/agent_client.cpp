@@ -3,6 +3,7 @@
 #include <httplib.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+#include <unistd.h>
 
 #include <exception>
 #include <map>
@@ -58,9 +59,11 @@ AgentClient::AgentClient(std::string base_url, ClientOptions options, std::strin
 namespace {
 
 // A client for `url`, or null when it is not http(s)://host[:port] (httplib throws for another scheme).
-std::unique_ptr<httplib::Client> client_for(const std::string& url) {
+std::unique_ptr<httplib::Client> client_for(const std::string& url, const std::string& client_cert = "",
+                                            const std::string& client_key = "") {
   try {
-    auto client = std::make_unique<httplib::Client>(url);
+    auto client = client_cert.empty() ? std::make_unique<httplib::Client>(url)
+                                      : std::make_unique<httplib::Client>(url, client_cert, client_key);
     if (client->is_valid()) return client;
   } catch (const std::exception&) {
   }
@@ -79,7 +82,7 @@ class ConnectionPool {
  public:
   using Clock = std::chrono::steady_clock;
   struct Key {
-    std::string url, ca_cert, server_name;
+    std::string url, ca_cert, server_name, client_cert;
     auto operator<=>(const Key&) const = default;
   };
 
@@ -138,7 +141,8 @@ struct AgentClient::Exchange {
 Result<json> AgentClient::call(Method method, const std::string& path, const json* body,
                                std::chrono::milliseconds read_timeout) const {
   const bool by_name = !options_.server_name.empty() && base_url_.starts_with("https://");
-  const ConnectionPool::Key key{base_url_, options_.ca_cert, by_name ? options_.server_name : std::string()};
+  const ConnectionPool::Key key{base_url_, options_.ca_cert, by_name ? options_.server_name : std::string(),
+                                options_.client_cert};
   std::unique_ptr<httplib::Client> kept = connections().take(key);
   const bool reused = kept != nullptr;
   auto result = exchange(kept ? std::move(kept) : nullptr, method, path, body, read_timeout);
@@ -181,7 +185,26 @@ AgentClient::Exchange AgentClient::exchange(std::unique_ptr<httplib::Client> kep
                                             std::chrono::milliseconds read_timeout) const {
   Exchange out;
   const bool kept_client = kept != nullptr;
-  out.client = kept ? std::move(kept) : client_for(base_url_);
+  const bool with_cert = !options_.client_cert.empty() && base_url_.starts_with("https://");
+  if (!kept_client && with_cert) {
+    // httplib takes an unreadable pair for an unusable URL: say which file it was.
+    for (const std::string* file : {&options_.client_cert, &options_.client_key}) {
+      if (::access(file->c_str(), R_OK) != 0) {
+        out.error = make_error(ErrorCode::InvalidArgument,
+                               "cannot read the client certificate file \"" + *file + "\"");
+        return out;
+      }
+    }
+  }
+  out.client = kept ? std::move(kept)
+                    : client_for(base_url_, with_cert ? options_.client_cert : std::string(),
+                                 with_cert ? options_.client_key : std::string());
+  if (!out.client && with_cert) {
+    out.error = make_error(ErrorCode::InvalidArgument, "the client certificate \"" + options_.client_cert +
+                                                           "\" and key \"" + options_.client_key +
+                                                           "\" do not load as a pair");
+    return out;
+  }
   if (!out.client) {
     out.error = make_error(ErrorCode::InvalidArgument,
                            "agent URL \"" + base_url_ + "\" is not http(s)://host[:port]");

@@ -30,7 +30,7 @@ ErrorCode error_code_from_wire(std::string_view code) {
   if (code == "ResourceExhausted" || code == code::kPayloadTooLarge) return ErrorCode::ResourceExhausted;
   if (code == "Unsupported") return ErrorCode::Unsupported;
   if (code == "Unavailable") return ErrorCode::Unavailable;
-  if (code == code::kUnauthorized) return ErrorCode::RemoteAccess;
+  if (code == code::kUnauthorized || code == code::kForbidden) return ErrorCode::RemoteAccess;
   if (code == "InvalidArgument" || code == code::kMalformedJson || code == code::kMethodNotAllowed ||
       code == code::kUnsupportedMediaType) {
     return ErrorCode::InvalidArgument;

@@ -108,12 +108,14 @@ json GrantRequest::to_json() const {
   if (!provider.empty()) body["provider"] = provider;
   if (!save.empty()) body["save"] = {{"file", save}};
   if (!writer.empty()) body["writer"] = writer;
+  if (!peer.empty()) body["peer"] = peer;
   return body;
 }
 
 json RingGrantRequest::to_json() const {
   json body{{"ttlSeconds", ttl_seconds}, {"save", {{"file", save}, {"bytes", bytes}}}};
   if (!provider.empty()) body["provider"] = provider;
+  if (!peer.empty()) body["peer"] = peer;
   return body;
 }
 

@@ -73,7 +73,9 @@ HttpAgentApi::HttpAgentApi(const AgentDirectory& directory, const HttpAgentOptio
                .write_timeout = options.read_timeout,
                .slow_timeout = options.slow_timeout,
                .ca_cert = options.ca_cert,
-               .server_name = options.server_name} {}
+               .server_name = options.server_name,
+               .client_cert = options.client_cert,
+               .client_key = options.client_key} {}
 
 Result<api::AgentClient> HttpAgentApi::client(const std::string& node) const {
   const auto url = directory_.url(node);
@@ -135,14 +137,16 @@ Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& a
   auto g = ask.region.empty() ? c->create_ring_grant({.save = ask.save,
                                                       .bytes = ask.length,
                                                       .ttl_seconds = ask.ttl_seconds,
-                                                      .provider = ask.provider})
+                                                      .provider = ask.provider,
+                                                      .peer = ask.peer})
                               : c->create_grant(ask.region, {.offset = 0,
                                                              .length = ask.length,
                                                              .access = "write",
                                                              .ttl_seconds = ask.ttl_seconds,
                                                              .provider = ask.provider,
                                                              .save = ask.save,
-                                                             .writer = ask.writer});
+                                                             .writer = ask.writer,
+                                                             .peer = ask.peer});
   if (!g) return g.error();
   // An older agent names the provider only in the key.
   if (g->provider.empty()) g->provider = g->key.value("provider", "");

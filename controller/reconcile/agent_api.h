@@ -49,6 +49,7 @@ struct GrantAsk {
   std::string provider;  // empty: the agent's primary transport
   std::string save;      // the file the target writes as verified bytes land; empty: none
   std::string writer;    // the job ("namespace/name"): the target region's updatedBy when the write commits
+  std::string peer;      // the node whose agent writes through it (only its identity may use it); "": any
 };
 
 // Errors carry the agent's own code and message ("NotFound: no region \"x\""). An agent that does not answer
@@ -83,6 +84,10 @@ struct HttpAgentOptions {
   // https agents: the CA to trust instead of the system's (read at each call, so a rotated CA is taken).
   std::string ca_cert;
   std::string server_name;  // https agents: the name their certificates carry (empty: their address)
+  // https agents: the certificate (and key) the controller presents, naming it conduit:controller
+  // (docs/security.md). Empty: the token alone says who calls.
+  std::string client_cert;
+  std::string client_key;
   std::chrono::milliseconds connect_timeout{2000};
   std::chrono::milliseconds read_timeout{10000};
   // Loading, allocating and saving a region of many GiB takes minutes, not seconds.

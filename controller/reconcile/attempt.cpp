@@ -417,7 +417,10 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
                  .ttl_seconds = options_.grant_ttl_seconds,
                  .provider = "",
                  .save = "",
-                 .writer = p.job_name()};
+                 .writer = p.job_name(),
+                 // The source's agent writes every target, except in a Chain, where the hop feeding each
+                 // one changes as hops fail (docs/broadcast.md): those grants name no peer.
+                 .peer = spec.strategy == Strategy::Chain ? std::string() : spec.source.node};
     // Saved as the bytes land where the target is host memory (a region of host memory, or none).
     if (!t.file.empty()) {
       auto memory = t.region.empty() ? std::string("host") : t.create ? t.create->memory : std::string();

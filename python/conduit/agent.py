@@ -8,7 +8,8 @@ Defaults come from the environment: ``CONDUIT_AGENT_URL`` (else the CLI's ``COND
 http://127.0.0.1:7070), ``CONDUIT_TOKEN`` or ``CONDUIT_TOKEN_FILE``, ``CONDUIT_IMPORT_SOCKET``, and for an
 https agent ``CONDUIT_CA_CERT`` (the CA that signed its certificate; else the system's) and
 ``CONDUIT_TLS_SERVER_NAME`` (the name its certificate carries, checked instead of the address; the chart's
-agents share one certificate naming their Service).
+agents share one certificate naming their Service), and ``CONDUIT_CLIENT_CERT`` / ``CONDUIT_CLIENT_KEY``
+(a certificate naming ``conduit:operator`` that the agent takes instead of the token; docs/security.md).
 """
 
 from __future__ import annotations
@@ -132,7 +133,8 @@ class Agent:
     def __init__(self, url: str | None = None, token: str | None = None, token_file: str | os.PathLike[str] |
                  None = None, import_socket: str | os.PathLike[str] | None = None, *,
                  timeout: float = 30.0, ca_cert: str | os.PathLike[str] | None = None,
-                 tls_server_name: str | None = None) -> None:
+                 tls_server_name: str | None = None,
+                 client_cert: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None) -> None:
         self.url = (url or os.environ.get("CONDUIT_AGENT_URL") or os.environ.get("CONDUIT_AGENT")
                     or DEFAULT_URL).rstrip("/")
         if token is None and token_file is None:
@@ -151,6 +153,13 @@ class Agent:
         name = tls_server_name if tls_server_name is not None else os.environ.get("CONDUIT_TLS_SERVER_NAME")
         if name and self.url.startswith("https://"):
             self._session.mount("https://", _NamedTlsAdapter(name))
+        if client_cert is None and os.environ.get("CONDUIT_CLIENT_CERT"):
+            client_cert = (os.environ["CONDUIT_CLIENT_CERT"], os.environ.get("CONDUIT_CLIENT_KEY", ""))
+        if client_cert is not None:
+            cert, key = (os.fspath(client_cert[0]), os.fspath(client_cert[1]))
+            if not cert or not key:
+                raise ValueError("client_cert wants (certificate file, key file)")
+            self._session.cert = (cert, key)
         self._node: str | None = None
 
     def __repr__(self) -> str:

@@ -42,6 +42,11 @@ class Unauthorized(ConduitError):
     """401: no token, or the wrong one."""
 
 
+class Forbidden(ConduitError):
+    """403: the agent knows the caller (its client certificate) and does not let it do this, or the
+    certificate names no Conduit identity (docs/security.md)."""
+
+
 class NotFound(ConduitError):
     """404: no such region, grant, transfer or file (``NotFound``), or no such route (``RouteNotFound``:
     an agent older than this SDK)."""
@@ -83,6 +88,7 @@ _BY_CODE: dict[str, type[ConduitError]] = {
     "InvalidArgument": InvalidArgument,
     "MalformedJson": InvalidArgument,
     "Unauthorized": Unauthorized,
+    "Forbidden": Forbidden,
     "NotFound": NotFound,
     "RouteNotFound": NotFound,
     "AlreadyExists": Conflict,
@@ -92,7 +98,8 @@ _BY_CODE: dict[str, type[ConduitError]] = {
     "Unavailable": Unavailable,
 }
 
-_BY_STATUS: dict[int, type[ConduitError]] = {400: InvalidArgument, 401: Unauthorized, 404: NotFound,
+_BY_STATUS: dict[int, type[ConduitError]] = {400: InvalidArgument, 401: Unauthorized, 403: Forbidden,
+                                             404: NotFound,
                                              409: Conflict, 422: Unprocessable, 503: Unavailable}
 
 

@@ -52,6 +52,10 @@ struct ClientOptions {
   // https: the name the agent's certificate must carry, checked instead of the address called. Empty: the
   // address. One certificate can then serve every agent of an install (docs/security.md).
   std::string server_name{};
+  // https: the certificate (and its key) this caller presents, which the agent maps to an identity
+  // (docs/security.md: the controller, an agent, an operator). Empty: none; the token alone says who calls.
+  std::string client_cert{};
+  std::string client_key{};
 };
 
 class AgentClient {

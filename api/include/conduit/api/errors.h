@@ -12,6 +12,7 @@ namespace conduit::api {
 // The codes an agent's HTTP layer answers with that no ErrorCode names (the rest are wire_code()'s).
 namespace code {
 inline constexpr const char* kUnauthorized = "Unauthorized";                  // 401
+inline constexpr const char* kForbidden = "Forbidden";                        // 403: the caller may not
 inline constexpr const char* kMalformedJson = "MalformedJson";                // 400
 inline constexpr const char* kBadRequest = "BadRequest";                      // 400, not parsable as HTTP
 inline constexpr const char* kRouteNotFound = "RouteNotFound";                // 404
@@ -35,7 +36,8 @@ int http_status(ErrorCode code);
 // something beyond the agent (PeerUnreachable, RemoteAccessDenied, TimedOut, ...) read as Provider: the
 // caller did reach the agent, and to the caller it is the agent that failed. PeerUnreachable is kept for an
 // agent that does not answer at all. Unauthorized (a missing or wrong bearer token) is RemoteAccess: the
-// agent refused us access, as the Kubernetes client reads a 401/403 too.
+// agent refused us access, as the Kubernetes client reads a 401/403 too; so is Forbidden (the caller is known
+// and may not do this: docs/security.md).
 ErrorCode error_code_from_wire(std::string_view code);
 
 // An HTTP error status without an agent error body (a proxy or another server answered): only the statuses

@@ -103,6 +103,7 @@ struct GrantRequest {
   std::string provider{};  // empty: the agent's primary transport (left out of the body)
   std::string save{};      // a file the target writes verified bytes to as they land; empty: none
   std::string writer{};    // who writes: the region's updatedBy once a write commits; empty: left out
+  std::string peer{};      // the node whose agent uses the grant (docs/security.md); empty: any agent's
   nlohmann::json to_json() const;
 };
 
@@ -113,6 +114,7 @@ struct RingGrantRequest {
   std::uint64_t bytes = 0;  // the size it will have: the whole stream
   std::uint64_t ttl_seconds = 600;
   std::string provider{};
+  std::string peer{};  // as GrantRequest's
   nlohmann::json to_json() const;
 };
 

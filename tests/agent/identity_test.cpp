@@ -1,0 +1,214 @@
+// Who may call what (docs/security.md, "Identities"): a real agent over HTTPS with --client-ca-file, called
+// by each kind of caller on each kind of route, and the outcomes the table in the docs names and no other;
+// then two agents whose landing reports are let in or refused by the grant's peer.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_process.h"
+#include "temp_dir.h"
+#include "tls_files.h"
+
+namespace conduit {
+namespace {
+
+using namespace std::chrono_literals;
+using json = nlohmann::json;
+using testing::AgentOptions;
+using testing::AgentProcess;
+using testing::CertFiles;
+using testing::TestCa;
+
+constexpr std::uint64_t MiB = 1 << 20;
+constexpr const char* kToken = "test-token-0123456789";
+
+AgentOptions identity_agent(const CertFiles& serving, const TestCa& ca, std::vector<std::string> extra = {}) {
+  AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  o.tls_cert = serving.cert.string();
+  o.tls_key = serving.key.string();
+  o.ca_cert = ca.cert().string();
+  o.extra_args = {"--client-ca-file", ca.cert().string()};
+  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
+  return o;
+}
+
+// One caller: a client certificate or none, the token or none.
+struct Caller {
+  std::string name;
+  std::optional<CertFiles> cert;
+  bool token = false;
+};
+
+// The status `caller` gets for `method path body`; 0 when the TLS handshake (or anything before an answer)
+// fails.
+int status_of(const std::string& url, const std::filesystem::path& ca, const Caller& caller,
+              const std::string& method, const std::string& path, const json& body = nullptr) {
+  auto client = caller.cert ? std::make_unique<httplib::Client>(url, caller.cert->cert.string(),
+                                                                caller.cert->key.string())
+                            : std::make_unique<httplib::Client>(url);
+  client->set_ca_cert_path(ca.string());
+  client->set_connection_timeout(2s);
+  client->set_read_timeout(5s);
+  httplib::Headers headers;
+  if (caller.token) headers.emplace("Authorization", std::string("Bearer ") + kToken);
+  httplib::Result r = method == "GET"      ? client->Get(path, headers)
+                      : method == "DELETE" ? client->Delete(path, headers)
+                                           : client->Post(path, headers, body.dump(), "application/json");
+  return r ? r->status : 0;
+}
+
+class AgentIdentity : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(ca.ok() && other_ca.ok()) << "openssl could not make certificates"; }
+
+  testing::TempDir dir;
+  TestCa ca{dir.path() / "ca", "conduit-test-ca"};
+  TestCa other_ca{dir.path() / "other", "someone-elses-ca"};
+};
+
+TEST_F(AgentIdentity, EachCallerGetsExactlyWhatTheTableSays) {
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca));
+  ASSERT_TRUE(a.started());
+  ASSERT_EQ(a.post("/v1/regions", {{"name", "r"}, {"bytes", MiB}, {"memory", "host"}}).status, 201);
+  // A grant the controller made for node-b's agent, which writes into it and reports what landed.
+  auto g = a.post("/v1/regions/r/grants",
+                  {{"length", MiB}, {"access", "write"}, {"ttlSeconds", 600}, {"peer", "node-b"}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  ASSERT_EQ(g.body.value("peer", ""), "node-b");
+  const std::string grant = g.body["id"];
+
+  const std::vector<Caller> callers{
+      {"nothing", std::nullopt, false},
+      {"token (operator)", std::nullopt, true},
+      {"another CA's certificate", other_ca.issue("conduit:controller", "DNS:x"), false},
+      {"an expired certificate", ca.issue("conduit:controller", "DNS:x", /*expired=*/true), false},
+      {"conduit:controller", ca.issue("conduit:controller", "DNS:x"), false},
+      {"conduit:operator", ca.issue("conduit:operator", "DNS:x"), false},
+      {"conduit:agent:node-b", ca.issue("conduit:agent:node-b", "DNS:x"), false},
+      {"conduit:agent:node-c (another node)", ca.issue("conduit:agent:node-c", "DNS:x"), false},
+      {"conduit:agent (any agent)", ca.issue("conduit:agent", "DNS:x"), false},
+      {"a certificate naming no identity", ca.issue("mallory", "DNS:x"), false},
+      // A known certificate wins over the token: an agent's certificate with the token is still an agent.
+      {"conduit:agent:node-c with the token", ca.issue("conduit:agent:node-c", "DNS:x"), true},
+  };
+  ASSERT_TRUE(ca.ok() && other_ca.ok());
+
+  struct Route {
+    std::string method, path;
+    json body;
+  };
+  int created = 0;
+  auto routes = [&] {
+    return std::vector<Route>{
+        {"GET", "/healthz", nullptr},
+        {"GET", "/v1/regions", nullptr},
+        {"POST",
+         "/v1/regions",
+         {{"name", "n" + std::to_string(++created)}, {"bytes", 4096}, {"memory", "host"}}},
+        {"POST",
+         "/v1/regions/r/grants",
+         {{"length", 4096}, {"access", "write"}, {"ttlSeconds", 60}, {"peer", "node-b"}}},
+        {"GET", "/v1/regions/r/checksum", nullptr},
+        {"POST", "/v1/grants/" + grant + "/landed", {{"offset", 0}, {"length", 4096}}},
+        // r onto itself through the grant: a transfer that starts and ends at once.
+        {"POST",
+         "/v1/transfers",
+         {{"source", {{"region", "r"}, {"length", 4096}}},
+          {"targets", {{{"grant", g.body["key"]}, {"url", a.url()}, {"region", "r"}}}}}},
+    };
+  };
+  // Columns as routes() lists them. 0: no answer (the handshake fails).
+  const std::map<std::string, std::vector<int>> expected{
+      {"nothing", {200, 401, 401, 401, 401, 401, 401}},
+      {"token (operator)", {200, 200, 201, 201, 200, 200, 202}},
+      {"another CA's certificate", {0, 0, 0, 0, 0, 0, 0}},
+      {"an expired certificate", {0, 0, 0, 0, 0, 0, 0}},
+      {"conduit:controller", {200, 200, 201, 201, 200, 200, 202}},
+      {"conduit:operator", {200, 200, 201, 201, 200, 200, 202}},
+      {"conduit:agent:node-b", {200, 403, 403, 403, 200, 200, 202}},
+      {"conduit:agent:node-c (another node)", {200, 403, 403, 403, 403, 403, 403}},
+      {"conduit:agent (any agent)", {200, 403, 403, 403, 200, 200, 202}},
+      {"a certificate naming no identity", {200, 403, 403, 403, 403, 403, 403}},
+      {"conduit:agent:node-c with the token", {200, 403, 403, 403, 403, 403, 403}},
+  };
+  for (const Caller& caller : callers) {
+    std::vector<int> got;
+    for (const Route& route : routes()) {
+      got.push_back(status_of(a.url(), ca.cert(), caller, route.method, route.path, route.body));
+    }
+    EXPECT_EQ(got, expected.at(caller.name)) << caller.name;
+  }
+}
+
+TEST_F(AgentIdentity, TheReasonNamesTheCallerAndWhatItMayNotDo) {
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca));
+  ASSERT_TRUE(a.started());
+  const Caller agent{"b", ca.issue("conduit:agent:node-b", "DNS:x"), false};
+  const Caller nobody{"m", ca.issue("mallory", "DNS:x"), false};
+  auto error_of = [&](const Caller& caller, const std::string& path) {
+    httplib::Client client(a.url(), caller.cert->cert.string(), caller.cert->key.string());
+    client.set_ca_cert_path(ca.cert().string());
+    auto r = client.Get(path);
+    return r ? json::parse(r->body, nullptr, false) : json();
+  };
+  const json refused = error_of(agent, "/v1/regions");
+  EXPECT_EQ(refused["error"]["code"], "Forbidden");
+  EXPECT_EQ(refused["error"]["message"], "the agent of node \"node-b\" may not GET /v1/regions");
+  const json unknown = error_of(nobody, "/v1/regions");
+  EXPECT_EQ(unknown["error"]["code"], "Forbidden");
+  EXPECT_NE(unknown["error"]["message"].get<std::string>().find("\"mallory\", which is no Conduit identity"),
+            std::string::npos)
+      << unknown.dump();
+}
+
+TEST_F(AgentIdentity, AgentsPresentTheirCertificatesAndOnlyTheGrantsPeerMayReportLandedBytes) {
+  // Two agents with certificates of their own nodes and no token for each other. Node-a sends to node-b
+  // with crc32c: every landing report is a call a -> b that b lets in only for the grant's peer.
+  const CertFiles a_client = ca.issue("conduit:agent:node-a", "DNS:node-a");
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca,
+                                {"--peer-ca-file", ca.cert().string(), "--peer-client-cert",
+                                 a_client.cert.string(), "--peer-client-key", a_client.key.string()}));
+  AgentProcess b(identity_agent(ca.issue("node-b", "DNS:node-b,IP:127.0.0.1"), ca));
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 8 * MiB + 4321;
+  testing::load_seeded(a, "src", size, 7);
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "dst"}, {"bytes", size}, {"memory", "host"}}).status, 201);
+
+  auto send_through = [&](const std::string& peer) {
+    auto g = b.post("/v1/regions/dst/grants",
+                    {{"length", size}, {"access", "write"}, {"ttlSeconds", 600}, {"peer", peer}});
+    EXPECT_EQ(g.status, 201) << g.body.dump();
+    const json body{
+        {"source", {{"region", "src"}}},
+        {"targets",
+         {{{"grant", g.body["key"]}, {"grantId", g.body["id"]}, {"url", b.url()}, {"region", "dst"}}}},
+        {"verify", "crc32c"}};
+    auto started = a.post("/v1/transfers", body);
+    EXPECT_EQ(started.status, 202) << started.body.dump();
+    json now;
+    for (int i = 0; i < 200; ++i) {
+      now = a.get("/v1/transfers/" + started.body.value("id", "")).body;
+      const std::string state = now.value("state", "");
+      if (state != "Queued" && state != "Running") break;
+      std::this_thread::sleep_for(50ms);
+    }
+    return now;
+  };
+  const json mine = send_through("node-a");
+  EXPECT_EQ(mine.value("state", ""), "Succeeded") << mine.dump();
+  const std::string whole = "/checksum?slice=" + std::to_string(size);
+  EXPECT_EQ(b.get("/v1/regions/dst" + whole).body["crc32c"], a.get("/v1/regions/src" + whole).body["crc32c"]);
+
+  const json theirs = send_through("node-c");
+  EXPECT_EQ(theirs.value("state", ""), "Failed") << theirs.dump();
+  EXPECT_NE(theirs.dump().find("may not POST /v1/grants/"), std::string::npos) << theirs.dump();
+}
+
+}  // namespace
+}  // namespace conduit
