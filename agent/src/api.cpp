@@ -446,8 +446,9 @@ void install_region_routes(Router& r, AgentState& state) {
       // Checked here as well as in load() so an escaping path is refused before anything is opened.
       if (auto path = state.regions.data_path(*request->file); !path) return send_error(res, path.error());
     }
-    auto region = request->file ? state.regions.load(request->name, *request->file)
-                                : state.regions.create(request->name, request->bytes, request->memory);
+    auto region = request->file ? state.regions.load(request->name, *request->file, request->tenancy)
+                                : state.regions.create(request->name, request->bytes, request->memory,
+                                                       request->tenancy);
     if (!region) return send_error(res, region.error());
     res.set_header("Location", "/v1/regions/" + request->name);
     send_json(res, 201, region_json(state, **region));
@@ -640,6 +641,8 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!request) return send_error(res, request.error());
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
+    // The agent checks again what the controller checked: a job reaches only its namespace's regions.
+    if (auto why = (*region)->tenancy().refusal(*name, request->job_namespace)) return forbid(res, req, *why);
     const std::uint64_t size = (*region)->bytes();
     const std::uint64_t length = request->length.value_or(size - std::min(request->offset, size));
     if (request->offset > size || length > size - request->offset || length == 0) {
@@ -777,6 +780,14 @@ void install_transfer_routes(Router& r, AgentState& state) {
         if (!body) return;
         auto request = TransferRequest::from_json(*body);
         if (!request) return send_error(res, request.error());
+        if (!request->source_region.empty()) {
+          auto source = state.regions.get(request->source_region);
+          if (source) {
+            if (auto why = (*source)->tenancy().refusal(request->source_region, request->job_namespace)) {
+              return forbid(res, req, *why);
+            }
+          }
+        }
         if (caller().role == Role::Agent) {
           // An agent resuming a chain asks a hop to send on what it wrote there: only a region a grant is
           // made for it on, never a file.

@@ -59,8 +59,9 @@ std::optional<std::uint64_t> parse_decimal(std::string_view text) {
 }  // namespace
 
 Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body) {
-  Fields f(body, {"name", "bytes", "memory", "file", "mode"});
+  Fields f(body, {"name", "bytes", "memory", "file", "mode", "namespace", "sharedWith"});
   CreateRegionRequest request;
+  request.tenancy = parse_tenancy(f);
   if (auto name = f.string("name", Need::Required)) {
     if (auto valid = validate_name(*name); !valid) f.fail("name", valid.error().message);
     request.name = std::move(*name);
@@ -106,9 +107,10 @@ Result<std::string> parse_save_region(const nlohmann::json& body) {
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
-  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer"});
+  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer", "namespace"});
   CreateGrantRequest request;
   request.peer = parse_peer(f);
+  request.job_namespace = parse_job_namespace(f);
   if (auto writer = f.string("writer")) {
     if (writer->size() > 253) f.fail("writer", "must be at most 253 characters");
     request.writer = std::move(*writer);

@@ -14,6 +14,7 @@
 
 #include "conduit/common/result.h"
 #include "conduit/transport.h"
+#include "tenancy.h"
 
 namespace conduit::agent {
 
@@ -23,6 +24,7 @@ struct CreateRegionRequest {
   std::uint64_t bytes = 0;          // set when allocating
   std::string memory = "host";      // "host" | "cuda:N"
   std::optional<std::string> file;  // set when loading
+  Tenancy tenancy;                  // namespace, sharedWith
 };
 Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body);
 
@@ -41,6 +43,7 @@ struct CreateGrantRequest {
   std::uint64_t save_bytes = 0;     // ring grants: the size the file will have
   std::string writer;               // who writes through it: the region's updatedBy once a write commits
   std::string peer;                 // the node whose agent uses it (Grant::peer); "" = any agent
+  std::string job_namespace;        // the job's namespace: the region must admit it (tenancy.h)
 };
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body);

@@ -114,10 +114,11 @@ Status validate_name(const std::string& name) {
                         "with a letter or digit)");
 }
 
-Region::Region(std::string name, MemoryRegion memory, std::string source)
+Region::Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy)
     : name_(std::move(name)),
       memory_(std::move(memory)),
       source_(std::move(source)),
+      tenancy_(std::move(tenancy)),
       created_(std::chrono::system_clock::now()) {}
 
 std::string Region::memory_label() const {
@@ -186,6 +187,7 @@ nlohmann::json Region::to_json() const {
   for (const char* key : {"version", "updatedBy", "updatedAt"}) {
     if (u.contains(key)) j[key] = u[key];
   }
+  tenancy_.add_to(j);
   return j;
 }
 
@@ -244,16 +246,17 @@ Status RegionStore::reserve(const std::string& name, std::uint64_t bytes) const 
   return check_room(regions_, *scratch_, name, bytes, cap_);
 }
 
-Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source) {
+Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source,
+                                      Tenancy tenancy) {
   std::lock_guard lock(mu_);
   if (auto room = check_room(regions_, *scratch_, name, memory.size(), cap_); !room) return room.error();
-  auto region = std::make_shared<Region>(name, std::move(memory), std::move(source));
+  auto region = std::make_shared<Region>(name, std::move(memory), std::move(source), std::move(tenancy));
   regions_.emplace(name, region);
   return region;
 }
 
-Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t bytes,
-                                      const std::string& memory) {
+Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t bytes, const std::string& memory,
+                                      Tenancy tenancy) {
   if (auto valid = validate_name(name); !valid) return valid.error();
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "region size must be at least 1 byte");
   int device = -1;
@@ -270,7 +273,7 @@ Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t byt
   auto allocated =
       device >= 0 ? cuda::allocate(device, bytes) : MemoryRegion::allocate_host(bytes, Populate::Background);
   if (!allocated) return allocated.error();
-  return insert(name, std::move(allocated).value(), "allocated");
+  return insert(name, std::move(allocated).value(), "allocated", std::move(tenancy));
 }
 
 Result<SourceFile> RegionStore::open_file(const std::string& file) const {
@@ -314,7 +317,7 @@ Status SourceFile::unchanged() const {
   return {};
 }
 
-Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file) {
+Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file, Tenancy tenancy) {
   if (auto valid = validate_name(name); !valid) return valid.error();
   auto opened = open_file(file);
   if (!opened) return opened.error();
@@ -327,7 +330,7 @@ Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& 
   if (!allocated) return allocated.error();
   if (auto read = read_all(fd.get(), allocated->bytes(), file); !read) return read.error();
   return insert(name, std::move(allocated).value(),
-                "file:" + fs::path(file).lexically_normal().generic_string());
+                "file:" + fs::path(file).lexically_normal().generic_string(), std::move(tenancy));
 }
 
 Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes) {

@@ -23,6 +23,7 @@
 #include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
 #include "conduit/transport.h"
+#include "tenancy.h"
 
 namespace conduit::agent {
 
@@ -31,13 +32,14 @@ Status validate_name(const std::string& name);
 
 class Region {
  public:
-  Region(std::string name, MemoryRegion memory, std::string source);
+  Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy = {});
 
   const std::string& name() const { return name_; }
   const MemoryRegion& memory() const { return memory_; }
   std::uint64_t bytes() const { return memory_.size(); }
   std::string memory_label() const;                      // "host", "cuda:0"
   const std::string& source() const { return source_; }  // "allocated", "file:<path>", "imported"
+  const Tenancy& tenancy() const { return tenancy_; }    // fixed when made
 
   // Users: transfers and grants that reference the region. Held through RegionUse.
   int users() const { return users_.load(); }
@@ -70,6 +72,7 @@ class Region {
   std::string name_;
   MemoryRegion memory_;
   std::string source_;
+  Tenancy tenancy_;
   std::atomic<int> users_{0};
   std::chrono::system_clock::time_point created_;
   mutable std::mutex update_mu_;
@@ -127,9 +130,10 @@ class RegionStore {
 
   // memory: "host" or "cuda:N" (Unsupported, saying why, where CUDA or device N is absent: the API answers
   // 422).
-  Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory);
+  Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory,
+                           Tenancy tenancy = {});
   // Loads `file` (relative to the data directory, never escaping it) into a new host region.
-  Result<RegionPtr> load(const std::string& name, const std::string& file);
+  Result<RegionPtr> load(const std::string& name, const std::string& file, Tenancy tenancy = {});
   // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
   Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes);
   // Opens a CUDA IPC handle (64 bytes) of a local process's allocation on `device`; the exporter keeps it
@@ -158,7 +162,8 @@ class RegionStore {
   Result<std::filesystem::path> data_path(const std::string& relative) const;
 
  private:
-  Result<RegionPtr> insert(const std::string& name, MemoryRegion memory, std::string source);
+  Result<RegionPtr> insert(const std::string& name, MemoryRegion memory, std::string source,
+                           Tenancy tenancy = {});
   Status reserve(const std::string& name, std::uint64_t bytes) const;  // name free and under the cap
 
   std::filesystem::path data_dir_;

@@ -4,6 +4,7 @@
 
 #include "conduit/common/json_fields.h"
 #include "conduit/common/time.h"
+#include "tenancy.h"
 #include "transfers.h"
 
 namespace conduit::agent {
@@ -93,8 +94,9 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (!body.is_object()) return make_error(ErrorCode::InvalidArgument, "the body must be a JSON object");
   JsonFields fields(body, "");
   fields.only({"source", "targets", "op", "strategy", "chunkBytes", "window", "verify", "deadlineSeconds",
-               "maxBytesPerSecond", "ops"});
+               "maxBytesPerSecond", "ops", "namespace"});
   TransferRequest r;
+  r.job_namespace = parse_job_namespace(fields);
 
   const json* source = fields.object("source", Need::Required);
   if (!fields.ok()) return fields.status().error();

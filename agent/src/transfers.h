@@ -84,6 +84,8 @@ struct TransferRequest {
   // Who asked for it when that was an agent (identity.h), which may then look at it and cancel it; not on
   // the wire. Empty: the controller or an operator.
   std::string requested_by;
+  // The job's namespace (tenancy.h): the source region must admit it. "" = an operator's own.
+  std::string job_namespace;
 
   // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
   static Result<TransferRequest> from_json(const nlohmann::json& body);

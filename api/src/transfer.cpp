@@ -34,6 +34,7 @@ json TransferRequest::to_json() const {
             {"deadlineSeconds", deadline_seconds},
             {"maxBytesPerSecond", max_bytes_per_second}};
   if (chain) body["strategy"] = "chain";
+  if (!ns.empty()) body["namespace"] = ns;
   if (!ops.empty()) {
     json list = json::array();
     for (const auto& op : ops)

@@ -1,5 +1,7 @@
 #include "conduit/api/wire.h"
 
+#include <algorithm>
+
 namespace conduit::api {
 
 using json = nlohmann::json;
@@ -13,9 +15,23 @@ std::string string_or_empty(const json& body, const char* key) {
 
 }  // namespace
 
-json CreateRegion::to_json() const { return {{"name", name}, {"bytes", bytes}, {"memory", memory}}; }
+json CreateRegion::to_json() const {
+  json body{{"name", name}, {"bytes", bytes}, {"memory", memory}};
+  if (!ns.empty()) body["namespace"] = ns;
+  return body;
+}
 
-json LoadRegion::to_json() const { return {{"name", name}, {"file", file}, {"mode", "load"}}; }
+json LoadRegion::to_json() const {
+  json body{{"name", name}, {"file", file}, {"mode", "load"}};
+  if (!ns.empty()) body["namespace"] = ns;
+  return body;
+}
+
+bool Region::admits(const std::string& job_ns) const {
+  if (ns.empty() || job_ns.empty() || job_ns == ns) return true;
+  return std::find(shared_with.begin(), shared_with.end(), job_ns) != shared_with.end() ||
+         std::find(shared_with.begin(), shared_with.end(), "*") != shared_with.end();
+}
 
 Region Region::from_json(const json& body) {
   Region r;
@@ -31,6 +47,12 @@ Region Region::from_json(const json& body) {
   r.version = body.value("version", std::uint64_t{0});
   r.updated_by = body.value("updatedBy", "");
   r.updated_at = body.value("updatedAt", "");
+  r.ns = body.value("namespace", "");
+  if (const auto it = body.find("sharedWith"); it != body.end() && it->is_array()) {
+    for (const auto& item : *it) {
+      if (item.is_string()) r.shared_with.push_back(item.get<std::string>());
+    }
+  }
   return r;
 }
 
@@ -41,6 +63,8 @@ json Region::to_json() const {
   out["version"] = version;
   out["updatedBy"] = updated_by;
   if (!updated_at.empty()) out["updatedAt"] = updated_at;
+  if (!ns.empty()) out["namespace"] = ns;
+  if (!shared_with.empty()) out["sharedWith"] = shared_with;
   return out;
 }
 
@@ -109,6 +133,7 @@ json GrantRequest::to_json() const {
   if (!save.empty()) body["save"] = {{"file", save}};
   if (!writer.empty()) body["writer"] = writer;
   if (!peer.empty()) body["peer"] = peer;
+  if (!ns.empty()) body["namespace"] = ns;
   return body;
 }
 
@@ -174,6 +199,7 @@ Grant Grant::from_json(const json& body) {
   }
   if (const auto it = body.find("landing"); it != body.end() && it->is_object()) g.landing = *it;
   g.registration_seconds = body.value("registrationSeconds", 0.0);
+  g.peer = body.value("peer", "");
   return g;
 }
 
@@ -184,6 +210,7 @@ json Grant::to_json() const {
   if (!gpu_path.empty()) out["gpuPath"] = gpu_path;
   if (takes_reports()) out["landing"] = landing;
   out["registrationSeconds"] = registration_seconds;
+  if (!peer.empty()) out["peer"] = peer;
   return out;
 }
 

@@ -90,10 +90,11 @@ Result<json> HttpAgentApi::node_info(const std::string& node) {
 }
 
 Result<RegionInfo> HttpAgentApi::create_region(const std::string& node, const std::string& name,
-                                               std::uint64_t bytes, const std::string& memory) {
+                                               std::uint64_t bytes, const std::string& memory,
+                                               const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->create_region({name, bytes, memory});
+  return c->create_region({.name = name, .bytes = bytes, .memory = memory, .ns = ns});
 }
 
 Result<RegionInfo> HttpAgentApi::get_region(const std::string& node, const std::string& name) {
@@ -103,10 +104,10 @@ Result<RegionInfo> HttpAgentApi::get_region(const std::string& node, const std::
 }
 
 Result<RegionInfo> HttpAgentApi::load_file(const std::string& node, const std::string& name,
-                                           const std::string& file) {
+                                           const std::string& file, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->load_region({name, file});
+  return c->load_region({.name = name, .file = file, .ns = ns});
 }
 
 Status HttpAgentApi::save_region(const std::string& node, const std::string& name, const std::string& file) {
@@ -146,7 +147,8 @@ Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& a
                                                              .provider = ask.provider,
                                                              .save = ask.save,
                                                              .writer = ask.writer,
-                                                             .peer = ask.peer});
+                                                             .peer = ask.peer,
+                                                             .ns = ask.ns});
   if (!g) return g.error();
   // An older agent names the provider only in the key.
   if (g->provider.empty()) g->provider = g->key.value("provider", "");

@@ -50,6 +50,7 @@ struct GrantAsk {
   std::string save;      // the file the target writes as verified bytes land; empty: none
   std::string writer;    // the job ("namespace/name"): the target region's updatedBy when the write commits
   std::string peer;      // the node whose agent writes through it (only its identity may use it); "": any
+  std::string ns;        // the job's namespace: the agent lets it touch only regions that admit it
 };
 
 // Errors carry the agent's own code and message ("NotFound: no region \"x\""). An agent that does not answer
@@ -61,10 +62,11 @@ class AgentApi {
   virtual std::optional<std::string> url(const std::string& node) const = 0;  // nullopt: no agent there
   virtual Result<nlohmann::json> node_info(const std::string& node) = 0;
   virtual Result<RegionInfo> create_region(const std::string& node, const std::string& name,
-                                           std::uint64_t bytes, const std::string& memory) = 0;
+                                           std::uint64_t bytes, const std::string& memory,
+                                           const std::string& ns) = 0;
   virtual Result<RegionInfo> get_region(const std::string& node, const std::string& name) = 0;
   virtual Result<RegionInfo> load_file(const std::string& node, const std::string& name,
-                                       const std::string& file) = 0;
+                                       const std::string& file, const std::string& ns) = 0;
   virtual Status save_region(const std::string& node, const std::string& name, const std::string& file) = 0;
   virtual Status delete_region(const std::string& node, const std::string& name) = 0;
   virtual Result<std::uint64_t> file_size(const std::string& node, const std::string& file) = 0;
@@ -102,10 +104,10 @@ class HttpAgentApi : public AgentApi {
   std::optional<std::string> url(const std::string& node) const override { return directory_.url(node); }
   Result<nlohmann::json> node_info(const std::string& node) override;
   Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                   const std::string& memory) override;
+                                   const std::string& memory, const std::string& ns) override;
   Result<RegionInfo> get_region(const std::string& node, const std::string& name) override;
-  Result<RegionInfo> load_file(const std::string& node, const std::string& name,
-                               const std::string& file) override;
+  Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file,
+                               const std::string& ns) override;
   Status save_region(const std::string& node, const std::string& name, const std::string& file) override;
   Status delete_region(const std::string& node, const std::string& name) override;
   Result<std::uint64_t> file_size(const std::string& node, const std::string& file) override;

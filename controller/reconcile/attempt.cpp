@@ -35,6 +35,14 @@ std::string reason_for(const Error& e) {
 
 std::string on(const std::string& node) { return " on node \"" + node + "\""; }
 
+// A job reaches only its own namespace's regions and those shared with it; the agent checks again.
+std::optional<std::string> not_shared(const RegionInfo& r, const std::string& what,
+                                      const std::string& job_ns) {
+  if (r.admits(job_ns)) return std::nullopt;
+  return what + " belongs to namespace " + r.ns + ", which does not share it with namespace " + job_ns +
+         " (the region's sharedWith: docs/security.md)";
+}
+
 // fn(0), ..., fn(n - 1) at once, a thread each but the first (n is a job's targets: at most 16), answers in
 // index order. Each call waits on an agent, not a CPU. A thread that cannot start runs its call here.
 template <typename T, typename F>
@@ -132,6 +140,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     request.source_file = spec.source.file;  // read as it goes out
   }
   request.length = p.run.length;
+  request.ns = p.key.ns;  // the source agent checks the source region admits it
   request.chunk_bytes = spec.chunk_bytes;
   request.window = spec.window;
   request.verify = spec.verify;
@@ -263,6 +272,9 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
       return AttemptError{reason_for(r.error()),
                           "looking up the source region" + on(src.node) + ": " + r.error().message};
     }
+    if (auto why = not_shared(*r, "source region \"" + src.region + "\"" + on(src.node), p.key.ns)) {
+      return AttemptError{reason::kRegionNotShared, *why, /*permanent=*/true};
+    }
     p.run.source = NodeRef{src.node, src.region};
     p.run.source_temporary = false;
     p.run.length = r->bytes;
@@ -286,7 +298,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
       if (!save_run(p)) return std::nullopt;
     }
     if (!region) {
-      auto r = agents_.load_file(src.node, name, src.file);
+      auto r = agents_.load_file(src.node, name, src.file, p.key.ns);
       if (!r && r.error().code == ErrorCode::AlreadyExists) r = agents_.get_region(src.node, name);
       if (!r) return source_file_error(r.error(), "loading");
       region = *r;
@@ -327,6 +339,9 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
                             what(t) + " does not exist; add create: {bytes: N} to allocate it"};
       }
       if (!r) return AttemptError{reason_for(r.error()), "looking up " + what(t) + ": " + r.error().message};
+      if (auto why = not_shared(*r, what(t), p.key.ns)) {
+        return AttemptError{reason::kRegionNotShared, *why, /*permanent=*/true};
+      }
       if (auto e = check_size(t, *r)) return e;
       continue;
     }
@@ -358,7 +373,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
   // so N targets cost one round trip, not N.
   auto created = in_parallel<Result<RegionInfo>>(to_create.size(), [&](std::size_t j) {
     const auto& t = targets[to_create[j].target];
-    return agents_.create_region(t.node, t.region, t.create->bytes, t.create->memory);
+    return agents_.create_region(t.node, t.region, t.create->bytes, t.create->memory, p.key.ns);
   });
   std::optional<AttemptError> error;
   for (std::size_t j = 0; j < to_create.size(); ++j) {
@@ -420,7 +435,8 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
                  .writer = p.job_name(),
                  // The source's agent writes every target, except in a Chain, where the hop feeding each
                  // one changes as hops fail (docs/broadcast.md): those grants name no peer.
-                 .peer = spec.strategy == Strategy::Chain ? std::string() : spec.source.node};
+                 .peer = spec.strategy == Strategy::Chain ? std::string() : spec.source.node,
+                 .ns = p.key.ns};
     // Saved as the bytes land where the target is host memory (a region of host memory, or none).
     if (!t.file.empty()) {
       auto memory = t.region.empty() ? std::string("host") : t.create ? t.create->memory : std::string();

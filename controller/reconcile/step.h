@@ -36,6 +36,8 @@ inline constexpr const char* kUnsupported = "Unsupported";
 inline constexpr const char* kNodeNotFound = "NodeNotFound";
 inline constexpr const char* kRegionNotFound = "RegionNotFound";
 inline constexpr const char* kRegionAlreadyExists = "RegionAlreadyExists";
+// A region of another namespace that does not share it with the job's (docs/security.md, "Tenancy").
+inline constexpr const char* kRegionNotShared = "RegionNotShared";
 inline constexpr const char* kSourceFileNotFound = "SourceFileNotFound";
 inline constexpr const char* kSizeMismatch = "SizeMismatch";
 inline constexpr const char* kInsufficientMemory = "InsufficientMemory";

@@ -213,10 +213,17 @@ class Agent:
     def region(self, name: str) -> Region:
         return Region.from_json(self.request("GET", f"/v1/regions/{check_name(name)}"))
 
-    def create_region(self, name: str, nbytes: int, memory: str = "host") -> Region:
-        """Allocate NBYTES of zeroed memory (``host`` or ``cuda:N``) as region NAME, owned by the agent."""
-        return Region.from_json(self.request("POST", "/v1/regions",
-                                             {"name": check_name(name), "bytes": nbytes, "memory": memory}))
+    def create_region(self, name: str, nbytes: int, memory: str = "host", *, namespace: str | None = None,
+                      shared_with: Iterable[str] = ()) -> Region:
+        """Allocate NBYTES of zeroed memory (``host`` or ``cuda:N``) as region NAME, owned by the agent.
+        ``namespace``: only TransferJobs of that namespace, or of one in ``shared_with`` (``"*"``: all), may
+        use it (docs/security.md, "Tenancy"); without one any job may."""
+        body: dict[str, Any] = {"name": check_name(name), "bytes": nbytes, "memory": memory}
+        if namespace is not None:
+            body["namespace"] = namespace
+        if shared_with:
+            body["sharedWith"] = list(shared_with)
+        return Region.from_json(self.request("POST", "/v1/regions", body))
 
     def load_region(self, name: str, file: str) -> Region:
         """A new host region NAME holding FILE (relative to the agent's data directory)."""

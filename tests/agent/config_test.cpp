@@ -140,7 +140,8 @@ TEST(AgentConfig, BadInputGetsOneLineNamingTheSetting) {
 TEST(AgentConfig, TokenFileIsRequiredUnlessInsecure) {
   auto r = parse({});
   ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().message, "--token-file is required (or --insecure-no-auth for local testing)");
+  EXPECT_EQ(r.error().message,
+            "--token-file is required (or --client-ca-file, or --insecure-no-auth for local testing)");
   auto from_env = parse({}, {"CONDUIT_TOKEN_FILE=/run/secrets/token"});
   ASSERT_TRUE(from_env) << error_of(from_env);
   EXPECT_EQ(from_env->config.token_file, "/run/secrets/token");

@@ -205,6 +205,7 @@ TEST(WireSpec, RequestBodiesValidate) {
   request.chain = true;  // a full body for the schema check; no agent would take a Chain with a ring target
   request.follow_grant = "g-fedcba9876543210";
   request.ops = {{.source_offset = 0, .target_offset = 4096, .length = 512}};
+  request.ns = "team-a";
   const json body = request.to_json();
   EXPECT_EQ(errors_of(body, "TransferRequest"), std::vector<std::string>{}) << body.dump();
   // Every field the spec names is one we send: a field renamed in the spec shows up here.

@@ -160,12 +160,14 @@ class FakeAgents : public AgentApi {
     return info;
   }
   Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                   const std::string& memory) override {
+                                   const std::string& memory, const std::string& ns) override {
     std::lock_guard lock(mu_);  // the reconciler creates a job's target regions at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
-    return n.regions[name] = RegionInfo{name, bytes, memory};
+    RegionInfo made{name, bytes, memory};
+    made.ns = ns;
+    return n.regions[name] = made;
   }
   Result<RegionInfo> get_region(const std::string& node, const std::string& name) override {
     if (auto e = reach(node)) return *e;
@@ -173,13 +175,15 @@ class FakeAgents : public AgentApi {
     if (n.regions.count(name) == 0) return make_error(ErrorCode::NotFound, "NotFound: region " + name);
     return n.regions[name];
   }
-  Result<RegionInfo> load_file(const std::string& node, const std::string& name,
-                               const std::string& file) override {
+  Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file,
+                               const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.files.count(file) == 0) return make_error(ErrorCode::NotFound, "NotFound: file " + file);
     if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
-    return n.regions[name] = RegionInfo{name, file_bytes, "host"};
+    RegionInfo made{name, file_bytes, "host"};
+    made.ns = ns;
+    return n.regions[name] = made;
   }
   Status save_region(const std::string& node, const std::string& name, const std::string& file) override {
     if (auto e = reach(node)) return *e;

@@ -196,6 +196,57 @@ TEST_F(LocalMode, RemovingTheJobFileCancelsTheTransferAndRevokesTheGrant) {
       << "the loaded source is released";
 }
 
+TEST_F(LocalMode, AJobReachesOnlyItsNamespacesRegionsUntilTheOwnerSharesThem) {
+  // Regions of team-a on node-b: one private, one shared with team-b. A job of team-b names each.
+  source_file("w.bin", MiB, 5);
+  ASSERT_EQ(b.post("/v1/regions",
+                   {{"name", "private"}, {"bytes", MiB}, {"memory", "host"}, {"namespace", "team-a"}})
+                .status,
+            201);
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "shared"},
+                                   {"bytes", MiB},
+                                   {"memory", "host"},
+                                   {"namespace", "team-a"},
+                                   {"sharedWith", {"team-b"}}})
+                .status,
+            201);
+  auto job = [](const std::string& name, const std::string& region) {
+    return "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata: {name: " + name +
+           ", namespace: team-b}\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: "
+           "node-b, region: " +
+           region + "}\n";
+  };
+  auto controller = start_controller();
+  apply("into-private", job("into-private", "private"));
+  apply("into-shared", job("into-shared", "shared"));
+
+  ASSERT_TRUE(eventually([&] { return phase("into-private") == "Failed"; }, 30s))
+      << read_job("into-private").dump(2);
+  const json failed = condition("into-private", "Failed");
+  EXPECT_EQ(failed["reason"], "RegionNotShared");
+  EXPECT_NE(failed.value("message", "")
+                .find("belongs to namespace team-a, which does not share it with "
+                      "namespace team-b"),
+            std::string::npos)
+      << failed.dump();
+  ASSERT_TRUE(eventually([&] { return phase("into-shared") == "Succeeded"; }, 30s))
+      << read_job("into-shared").dump(2);
+
+  // The agent checks again: a grant or a transfer that names team-b on team-a's private region is refused
+  // even with the operator's credentials the controller holds.
+  auto grant = b.post("/v1/regions/private/grants", {{"access", "write"}, {"namespace", "team-b"}});
+  EXPECT_EQ(grant.status, 403) << grant.body.dump();
+  EXPECT_EQ(grant.body["error"]["code"], "Forbidden");
+  auto into = b.post("/v1/regions/shared/grants", {{"access", "write"}});
+  ASSERT_EQ(into.status, 201) << into.body.dump();
+  auto send = b.post("/v1/transfers",
+                     {{"source", {{"region", "private"}}},
+                      {"namespace", "team-b"},
+                      {"targets", {{{"grant", into.body["key"]}, {"url", b.url()}, {"region", "shared"}}}}});
+  EXPECT_EQ(send.status, 403) << send.body.dump();
+  EXPECT_EQ(b.get("/v1/regions/private").body["namespace"], "team-a");
+}
+
 // Every REST hop over TLS: the controller to both agents (--agent-ca-file), and the source agent's landing
 // reports to the target agent (--peer-ca-file), with a file saved as it lands; then a controller that does
 // not trust the agents' CA fails the job at once with the reason.

@@ -289,10 +289,10 @@ TEST(ReconcilerMemoryCap, ARegionOverTheWholeCapFailsAtOnceOneOverWhatIsFreeIsRe
   struct CappedAgents : FakeAgents {
     std::uint64_t used = 0;
     Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                     const std::string& memory) override {
+                                     const std::string& memory, const std::string& ns) override {
       if (node == "node-b" && used + bytes > 128 * MiB)
         return make_error(ErrorCode::ResourceExhausted, "ResourceExhausted: would exceed the memory cap");
-      return FakeAgents::create_region(node, name, bytes, memory);
+      return FakeAgents::create_region(node, name, bytes, memory, ns);
     }
   };
   ManualClock clock;

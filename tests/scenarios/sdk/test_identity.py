@@ -32,6 +32,9 @@ def test_an_operator_certificate_needs_no_token(tls_agent: tuple[str, CA]) -> No
     agent = conduit.Agent(url, token="", ca_cert=ca.cert, client_cert=(op.cert, op.key))
     agent.create_region("weights", 1 << 20)
     assert [r.name for r in agent.regions()] == ["weights"]
+    # A region of team-a that team-b's jobs may use too (docs/security.md, "Tenancy").
+    shared = agent.create_region("kv", 1 << 20, namespace="team-a", shared_with=["team-b"])
+    assert (shared.raw["namespace"], shared.raw["sharedWith"]) == ("team-a", ["team-b"])
 
 
 def test_an_agents_certificate_may_not_manage_regions(tls_agent: tuple[str, CA]) -> None:

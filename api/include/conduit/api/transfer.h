@@ -44,6 +44,7 @@ struct TransferRequest {
     std::uint64_t length = 0;
   };
   std::vector<RangeOp> ops{};
+  std::string ns{};  // the job's namespace: the source region must belong to it or be shared with it
   nlohmann::json to_json() const;
 };
 

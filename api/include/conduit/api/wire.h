@@ -19,6 +19,7 @@ struct CreateRegion {
   std::string name;
   std::uint64_t bytes = 0;
   std::string memory = "host";  // "host" | "cuda:N"
+  std::string ns{};             // the namespace it belongs to (docs/security.md, "Tenancy"); "": none
   nlohmann::json to_json() const;
 };
 
@@ -26,6 +27,7 @@ struct CreateRegion {
 struct LoadRegion {
   std::string name;
   std::string file;
+  std::string ns{};  // as CreateRegion's
   nlohmann::json to_json() const;
 };
 
@@ -42,6 +44,10 @@ struct Region {
   std::uint64_t version = 0;  // one more per write that committed every byte into it
   std::string updated_by{};   // the writer of that version
   std::string updated_at{};   // RFC 3339; empty at version 0
+  std::string ns{};           // the namespace it belongs to; "": none, anyone's
+  std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
+  // Whether a job of namespace `job_ns` may use it: the agent's rule (agent/src/tenancy.h), read back.
+  bool admits(const std::string& job_ns) const;
   static Region from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
@@ -104,6 +110,7 @@ struct GrantRequest {
   std::string save{};      // a file the target writes verified bytes to as they land; empty: none
   std::string writer{};    // who writes: the region's updatedBy once a write commits; empty: left out
   std::string peer{};      // the node whose agent uses the grant (docs/security.md); empty: any agent's
+  std::string ns{};        // the job's namespace: the region must belong to it or be shared with it
   nlohmann::json to_json() const;
 };
 
@@ -159,6 +166,7 @@ struct Grant {
   // landing reports (a read grant, CUDA memory).
   nlohmann::json landing{};
   double registration_seconds = 0;  // what registering the range took on the target
+  std::string peer{};               // the node whose agent may use it; "" any agent's
   bool takes_reports() const { return landing.is_object(); }
   bool ring() const { return takes_reports() && landing.value("ring", false); }
   std::string save_file() const;  // "" when it saves none

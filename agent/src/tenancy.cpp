@@ -1,0 +1,55 @@
+#include "tenancy.h"
+
+#include <algorithm>
+
+#include "regions.h"
+
+namespace conduit::agent {
+
+bool Tenancy::admits(const std::string& job_ns) const {
+  if (ns.empty() || job_ns.empty() || job_ns == ns) return true;
+  return std::any_of(shared_with.begin(), shared_with.end(),
+                     [&](const std::string& s) { return s == "*" || s == job_ns; });
+}
+
+std::optional<std::string> Tenancy::refusal(const std::string& region, const std::string& job_ns) const {
+  if (admits(job_ns)) return std::nullopt;
+  return "region " + region + " belongs to namespace " + ns + ", which does not share it with namespace " +
+         job_ns + " (sharedWith, docs/security.md)";
+}
+
+void Tenancy::add_to(nlohmann::json& region) const {
+  if (!ns.empty()) region["namespace"] = ns;
+  if (!shared_with.empty()) region["sharedWith"] = shared_with;
+}
+
+namespace {
+
+bool valid_namespace(const std::string& name) { return static_cast<bool>(validate_name(name)); }
+
+}  // namespace
+
+std::string parse_job_namespace(JsonFields& f) {
+  auto ns = f.string("namespace");
+  if (!ns) return {};
+  if (!valid_namespace(*ns)) f.fail("namespace", "must be a namespace name (a DNS-1123 label)");
+  return std::move(*ns);
+}
+
+Tenancy parse_tenancy(JsonFields& f) {
+  Tenancy out;
+  out.ns = parse_job_namespace(f);
+  if (const nlohmann::json* shared = f.array("sharedWith")) {
+    if (shared->size() > 64) f.fail("sharedWith", "at most 64 namespaces");
+    for (const auto& item : *shared) {
+      if (!item.is_string() || (item != "*" && !valid_namespace(item.get<std::string>()))) {
+        f.fail("sharedWith", "each item must be a namespace name or \"*\"");
+        break;
+      }
+      out.shared_with.push_back(item.get<std::string>());
+    }
+  }
+  return out;
+}
+
+}  // namespace conduit::agent

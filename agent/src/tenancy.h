@@ -1,0 +1,36 @@
+// Which namespace a region belongs to, and which others it is shared with (docs/security.md, "Tenancy").
+// A TransferJob's grants and transfers name the job's namespace; the agent lets them touch a region only
+// when the region belongs to that namespace or is shared with it, checking again what the controller
+// checked, so a controller's credentials alone do not reach another tenant's memory. A region that belongs
+// to no namespace (made by an operator or shared by a local process without one) is anyone's.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "conduit/common/json_fields.h"
+#include "conduit/common/result.h"
+
+namespace conduit::agent {
+
+struct Tenancy {
+  std::string ns;                        // "" = no namespace: anyone's
+  std::vector<std::string> shared_with;  // namespaces let in besides ns; "*" = every namespace
+
+  // Whether a job of namespace `job_ns` may read or write the region ("" = an operator's own request).
+  bool admits(const std::string& job_ns) const;
+  // Why not (the region, both namespaces, how to share), or nullopt when admits().
+  std::optional<std::string> refusal(const std::string& region, const std::string& job_ns) const;
+  // Adds {namespace, sharedWith} when set.
+  void add_to(nlohmann::json& region) const;
+};
+
+// "namespace" and "sharedWith" of a request body: Kubernetes namespace names (DNS-1123 labels), "*" too in
+// sharedWith. Problems go to `f`.
+Tenancy parse_tenancy(JsonFields& f);
+// "namespace" alone (grants, transfers): the job's.
+std::string parse_job_namespace(JsonFields& f);
+
+}  // namespace conduit::agent
