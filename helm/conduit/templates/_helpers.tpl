@@ -103,3 +103,22 @@ helm.sh/chart: {{ include "conduit.chart" .ctx }}
 {{/* Where the agent mounts its TLS Secret, and where the controller mounts the CA alone. */}}
 {{- define "conduit.tlsDir" -}}/etc/conduit/tls{{- end -}}
 {{- define "conduit.agentCaDir" -}}/etc/conduit/agent-ca{{- end -}}
+
+{{/* "true" when callers present client certificates to the agents (TLS on and agent.tls.clientCertificates.enabled). */}}
+{{- define "conduit.clientCertificates" -}}
+{{- and .Values.agent.tls.enabled .Values.agent.tls.clientCertificates.enabled | toString -}}
+{{- end -}}
+
+{{/* The Secret holding the agents' client certificate (CN conduit:agent; keys tls.crt, tls.key). */}}
+{{- define "conduit.agentClientSecretName" -}}
+{{- default (printf "%s-agent-client-tls" (include "conduit.fullname" .)) .Values.agent.tls.clientCertificates.agentSecret -}}
+{{- end -}}
+
+{{/* The Secret holding the controller's client certificate (CN conduit:controller; keys tls.crt, tls.key). */}}
+{{- define "conduit.controllerClientSecretName" -}}
+{{- default (printf "%s-controller-client-tls" (include "conduit.fullname" .)) .Values.agent.tls.clientCertificates.controllerSecret -}}
+{{- end -}}
+
+{{/* Where the agent mounts its client certificate, and where the controller mounts its own. */}}
+{{- define "conduit.peerClientDir" -}}/etc/conduit/client-tls{{- end -}}
+{{- define "conduit.agentClientDir" -}}/etc/conduit/agent-client{{- end -}}

@@ -12,9 +12,12 @@ tests/e2e/helm_test.sh):
      kubectl command run with those ServiceAccounts' tokens); TLS is on by default: the generated Secret holds a
      CA and a certificate naming the agent Service, and the real controller, given the CA and server name the
      way the Deployment gives them, reaches a real agent that serves that certificate with the DaemonSet's TLS
-     flags (found through an EndpointSlice port named https, as the Service names it); `helm upgrade` makes
-     revision 2 with the change visible and the agent token and TLS Secret kept; a given TLS Secret without
-     ca.crt is refused; `helm uninstall` removes every object.
+     flags (found through an EndpointSlice port named https, as the Service names it); identities are on by
+     default: the chart's client certificates (CN conduit:controller, conduit:agent, signed by the same CA) let
+     the controller reach the agent with its certificate and no token, and the agents' certificate is refused
+     (403) on an operator-only route; `helm upgrade` makes revision 2 with the change visible and the agent token,
+     TLS Secret and client certificates kept; a given TLS Secret without ca.crt, or a given client certificate
+     without its key, is refused; `helm uninstall` removes every object.
 
 No kubelet or controller-manager runs: pods never start and Jobs never run, so the install turns the CRD hook
 Job off (Helm would wait for it to complete) and the test runs the hook's command itself.
@@ -163,6 +166,45 @@ def test_switches_change_the_rendering(renderings):
         assert a in given, f"agent.tls.existingSecret/serverName: the rendering lacks: {a}"
     ok("TLS renderings: on by default (generated Secret, agent and controller flags, HTTPS probes, port https), "
        "off in flipped (port http, no flags), a given Secret and server name used everywhere")
+    # Identities: on with TLS by default (client certificates generated, the controller calls with its own and
+    # no token); off with TLS off and in tls-token-only (the token as before); given Secrets in tls-cert-manager.
+    identity_flags = ("- --client-ca-file=/etc/conduit/tls/ca.crt", "- --peer-client-cert=/etc/conduit/client-tls/tls.crt",
+                      "- --peer-client-key=/etc/conduit/client-tls/tls.key",
+                      "- --agent-client-cert=/etc/conduit/agent-client/tls.crt",
+                      "- --agent-client-key=/etc/conduit/agent-client/tls.key")
+    for a in (*identity_flags, "name: conduit-agent-client-tls", "name: conduit-controller-client-tls",
+              "- --token-file=/etc/conduit/token/token"):
+        assert a in default, f"identities on by default, but the default rendering lacks: {a}"
+    assert "--agent-token-file" not in default, "identities on, but the controller still gets the agents' token"
+    assert "tls-token-only" in renderings, "helm template (tls-token-only) failed"
+    token_only = renderings["tls-token-only"]
+    for v, text in (("flipped", flipped), ("tls-token-only", token_only)):
+        for a in (*identity_flags, "client-tls", "--client-ca-file"):
+            assert a not in text, f"identities off ({v}), but the rendering has: {a}"
+        assert "- --agent-token-file=/etc/conduit/token/token" in text, \
+            f"identities off ({v}): the controller does not call with the token"
+    assert "- --tls-cert=/etc/conduit/tls/tls.crt" in token_only, "tls-token-only turned TLS off"
+    for a in (*identity_flags, "secretName: conduit-agent-client-cm", "secretName: conduit-controller-client-cm"):
+        assert a in given, f"agent.tls.clientCertificates.agentSecret/controllerSecret: the rendering lacks: {a}"
+    assert "name: conduit-agent-client-tls" not in given, \
+        "agent.tls.existingSecret set, but the chart still generates client certificates"
+    ok("identity renderings: on by default (2 generated client certificates; agents take and present them, the "
+       "controller presents its own and gets no token), off in flipped and tls-token-only (token), given Secrets "
+       "in tls-cert-manager")
+
+
+def test_identities_with_a_given_certificate_need_the_client_secrets(helm):
+    r = helm("template", "conduit", CHART, "--set", "agent.tls.existingSecret=conduit-agent-tls-cm")
+    assert r.returncode != 0, "agent.tls.existingSecret without the client certificates' Secrets was accepted"
+    assert "needs agent.tls.clientCertificates.agentSecret" in r.stderr, f"refused with: {last(r.stderr, 2)}"
+    r = helm("template", "conduit", CHART, "--set", "agent.tls.existingSecret=conduit-agent-tls-cm",
+             "--set", "agent.tls.clientCertificates.enabled=false")
+    assert r.returncode == 0, f"agent.tls.existingSecret with identities off: {last(r.stderr, 2)}"
+    r = helm("template", "conduit", CHART, "--set", "agent.tls.clientCertificates.controllerSecret=mine")
+    assert r.returncode != 0 and "go with agent.tls.existingSecret" in r.stderr, \
+        f"a client certificate Secret beside a generated CA: {r.returncode} {last(r.stderr, 2)}"
+    ok("identities with agent.tls.existingSecret need agentSecret and controllerSecret (the message says so); "
+       "those Secrets without existingSecret are refused (the chart's CA signs its own)")
 
 
 @pytest.mark.parametrize("bad", BAD, ids=[b.name for b in BAD])
@@ -226,6 +268,11 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     def flag(args, name):
         return next((a.split("=", 1)[1] for a in args if a.startswith(f"{name}=")), "")
 
+    def secret_data(name):
+        """The Secret's keys and decoded values."""
+        got = json.loads(kc_ok("get", "secret", name, "-n", NS, "-o", "json", what=f"get secret {name}"))
+        return {k: base64.b64decode(v) for k, v in (got.get("data") or {}).items()}
+
     def openssl(*args):
         r = subprocess.run(["openssl", *map(str, args)], capture_output=True, text=True, timeout=30)
         return (r.stdout + r.stderr).strip()
@@ -263,6 +310,8 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
 
     assert helm_status() == "deployed", f"helm status after install: '{helm_status()}'"
     assert "kubectl get fabricnodes" in install_out, "helm install printed no NOTES with next steps"
+    assert f"CN conduit:controller,\n   Secret {REL}-controller-client-tls" in install_out, \
+        "helm install's NOTES do not say the controller calls with its client certificate"
     ok(f"helm install: STATUS deployed in {time.monotonic() - t0:.0f} s, NOTES say what to run next")
 
     kc_ok("wait", "--for=condition=Established", "--timeout=30s", "crd/transferjobs.conduit.dev",
@@ -329,11 +378,21 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     assert probes == "HTTPS HTTPS https https", f"agent probe schemes, probe port, container port name: {probes}"
     ok(f"agent DaemonSet TLS: Secret {REL}-agent-tls read-only at {tls_dir}, --tls-cert/--tls-key/--peer-ca-file "
        f"from it, --peer-tls-server-name={REL}-agent, HTTPS probes on port https")
+    # Identities, on by default: the agents name callers by certificates signed by the CA, and present their own.
+    client_dir = jp(ds, pod + '.containers[0].volumeMounts[?(@.name=="client-tls")].mountPath}')
+    assert client_dir.startswith("/"), f"agent does not mount its client certificate: {client_dir}"
+    assert jp(ds, pod + '.volumes[?(@.name=="client-tls")].secret.secretName}') == f"{REL}-agent-client-tls", \
+        "agent's client certificate volume is not the agent client Secret"
+    for f, want in (("--client-ca-file", f"{tls_dir}/ca.crt"), ("--peer-client-cert", f"{client_dir}/tls.crt"),
+                    ("--peer-client-key", f"{client_dir}/tls.key"), ("--token-file", "/etc/conduit/token/token")):
+        assert flag(agent_args, f) == want, f"agent {f}='{flag(agent_args, f)}', want {want}: {' '.join(agent_args)}"
+    ok(f"agent DaemonSet identities: --client-ca-file is the CA, --peer-client-cert/-key from {REL}-agent-client-tls "
+       f"at {client_dir}; --token-file stays for operators")
 
     dep = f"deployment/{REL}-controller"
     assert jp(dep, "{.spec.replicas}") == "2", f"controller replicas: {jp(dep, '{.spec.replicas}')}"
     args = jp(dep, pod + ".containers[0].args}")
-    for a in ("--leader-elect", f"--agent-service={REL}-agent", "--agent-token-file=", "--metrics-listen=0.0.0.0:8080"):
+    for a in ("--leader-elect", f"--agent-service={REL}-agent", "--metrics-listen=0.0.0.0:8080"):
         assert a in args, f"controller args lack {a}: {args}"
     sc = jp(dep, pod + ".containers[0].securityContext}")
     for s in ('"runAsNonRoot":true', '"readOnlyRootFilesystem":true', '"drop":["ALL"]', '"type":"RuntimeDefault"',
@@ -353,6 +412,21 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         assert flag(ctl_args, f) == want, f"controller {f}='{flag(ctl_args, f)}', want {want}: {' '.join(ctl_args)}"
     ok(f"controller Deployment TLS: only ca.crt of {REL}-agent-tls at {ca_dir}, --agent-ca-file, "
        f"--agent-tls-server-name={REL}-agent")
+    # Identities: the controller presents its own certificate; it neither gets nor mounts the operators' token.
+    ctl_client_dir = jp(dep, pod + '.containers[0].volumeMounts[?(@.name=="agent-client")].mountPath}')
+    assert ctl_client_dir.startswith("/"), f"controller does not mount its client certificate: {ctl_client_dir}"
+    assert jp(dep, pod + '.volumes[?(@.name=="agent-client")].secret.secretName}') \
+        == f"{REL}-controller-client-tls", "controller's client certificate volume is not its own Secret"
+    for f, want in (("--agent-client-cert", f"{ctl_client_dir}/tls.crt"),
+                    ("--agent-client-key", f"{ctl_client_dir}/tls.key")):
+        assert flag(ctl_args, f) == want, f"controller {f}='{flag(ctl_args, f)}', want {want}: {' '.join(ctl_args)}"
+    assert not any(a.startswith("--agent-token-file") for a in ctl_args), \
+        f"identities on, but the controller still gets the token: {' '.join(ctl_args)}"
+    secrets = jp(dep, pod + ".volumes[*].secret.secretName}").split()
+    assert f"{REL}-agent-token" not in secrets and f"{REL}-agent-client-tls" not in secrets, \
+        f"the controller mounts a Secret it does not need: {secrets}"
+    ok(f"controller Deployment identities: --agent-client-cert/-key from {REL}-controller-client-tls at "
+       f"{ctl_client_dir}; no token flag, no token volume, not the agents' client key")
 
     svc_port = jp(f"service/{REL}-agent", "{.spec.ports[0].name}")
     assert jp(f"service/{REL}-agent", "{.spec.clusterIP} {.spec.ports[0].name} {.spec.ports[0].targetPort}") \
@@ -405,6 +479,30 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     ok(f"TLS Secret {REL}-agent-tls (kubernetes.io/tls): a CA, and a certificate it signed with its key, valid over "
        f"a year, naming {', '.join(sans)}")
 
+    # The client certificates the chart generated: each in its own Secret, signed by the same CA, naming its
+    # identity by CN, usable as a TLS client certificate.
+    clients = {}
+    for who, cn in (("agent", "conduit:agent"), ("controller", "conduit:controller")):
+        data = secret_data(f"{REL}-{who}-client-tls")
+        assert sorted(data) == ["ca.crt", "tls.crt", "tls.key"], f"{REL}-{who}-client-tls keys: {sorted(data)}"
+        assert data["ca.crt"] == pem["ca.crt"], f"{REL}-{who}-client-tls's ca.crt is not the agents' CA"
+        folder = work / f"{who}-client"
+        folder.mkdir()
+        for k, v in data.items():
+            (folder / k).write_bytes(v)
+        c, k = folder / "tls.crt", folder / "tls.key"
+        text = openssl("x509", "-in", c, "-noout", "-subject", "-ext", "extendedKeyUsage")
+        assert re.search(rf"subject=\s*CN\s*=\s*{cn}\s*$", text, re.M), f"{who} client certificate: {text}"
+        assert "TLS Web Client Authentication" in text, f"{who} client certificate lacks clientAuth: {text}"
+        assert openssl("verify", "-CAfile", ca, "-purpose", "sslclient", c) == f"{c}: OK", \
+            f"the agents' CA did not sign the {who} client certificate for client use"
+        assert openssl("x509", "-in", c, "-noout", "-pubkey") == openssl("pkey", "-in", k, "-pubout"), \
+            f"{REL}-{who}-client-tls: tls.key is not the certificate's key"
+        assert jp(f"secret/{REL}-{who}-client-tls", "{.metadata.annotations.conduit\\.dev/identity}") == cn
+        clients[who] = (c, k)
+    ok(f"client certificates {REL}-agent-client-tls (CN conduit:agent) and {REL}-controller-client-tls "
+       f"(CN conduit:controller): clientAuth, signed by the agents' CA, each with its key")
+
     # ---- RBAC: what the controller's code calls is allowed, nothing else
     sa = f"system:serviceaccount:{NS}:{REL}-controller"
 
@@ -456,23 +554,34 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
           what="apply the point-to-point example")
     (work / "agent-token").write_text(token)
 
-    # A real agent as the DaemonSet runs it, TLS-wise: the installed Secret's files where the pod mounts them
-    # (here a local folder) and the DaemonSet's TLS flags with the mount path mapped to that folder. The
-    # controller gets what its pod gets: ca.crt alone, and the Deployment's two TLS flags.
+    # A real agent as the DaemonSet runs it, TLS-wise: the installed Secrets' files where the pod mounts them
+    # (here local folders) and the DaemonSet's TLS and identity flags with the mount paths mapped to those
+    # folders. The controller gets what its pod gets: ca.crt alone and its own client certificate, and the
+    # Deployment's flags (no token: identities are on).
     def mounted(obj, volume, mount, folder):
+        """The volume's Secret (its items, else every key) in FOLDER; maps the pod's paths under MOUNT there."""
         folder.mkdir()
-        keys = jp(obj, pod + f'.volumes[?(@.name=="{volume}")].secret.items[*].key}}').split() or sorted(pem)
+        data = secret_data(jp(obj, pod + f'.volumes[?(@.name=="{volume}")].secret.secretName}}'))
+        keys = jp(obj, pod + f'.volumes[?(@.name=="{volume}")].secret.items[*].key}}').split() or sorted(data)
         for k in keys:
-            (folder / k).write_bytes(pem[k])
+            (folder / k).write_bytes(data[k])
             (folder / k).chmod(0o400)
-        return lambda args, names: [a.replace(f"={mount}/", f"={folder}/") for a in args
-                                    if a.split("=", 1)[0] in names]
+        return lambda args: [a.replace(f"={mount}/", f"={folder}/") for a in args]
 
-    agent_tls = mounted(ds, "tls", tls_dir, work / "agent-tls")(
-        agent_args, ("--tls-cert", "--tls-key", "--peer-ca-file", "--peer-tls-server-name"))
-    ctl_tls = mounted(dep, "agent-ca", ca_dir, work / "controller-ca")(
-        ctl_args, ("--agent-ca-file", "--agent-tls-server-name"))
-    assert len(agent_tls) == 4 and len(ctl_tls) == 2, f"TLS flags: agent {agent_tls}, controller {ctl_tls}"
+    def pick(args, names):
+        return [a for a in args if a.split("=", 1)[0] in names]
+
+    to_agent_tls = mounted(ds, "tls", tls_dir, work / "agent-tls")
+    to_agent_client = mounted(ds, "client-tls", client_dir, work / "agent-client-tls")
+    agent_tls = pick(to_agent_client(to_agent_tls(agent_args)),
+                     ("--tls-cert", "--tls-key", "--peer-ca-file", "--peer-tls-server-name", "--client-ca-file",
+                      "--peer-client-cert", "--peer-client-key"))
+    to_ctl_ca = mounted(dep, "agent-ca", ca_dir, work / "controller-ca")
+    to_ctl_client = mounted(dep, "agent-client", ctl_client_dir, work / "controller-client-tls")
+    ctl_tls = pick(to_ctl_client(to_ctl_ca(ctl_args)), ("--agent-ca-file", "--agent-tls-server-name",
+                                                        "--agent-client-cert", "--agent-client-key",
+                                                        "--agent-token-file"))
+    assert len(agent_tls) == 7 and len(ctl_tls) == 4, f"TLS flags: agent {agent_tls}, controller {ctl_tls}"
     server_name, ca_file = flag(ctl_tls, "--agent-tls-server-name"), flag(ctl_tls, "--agent-ca-file")
     node = "gpu-node-1"
     # The node's address: not 127.0.0.1, which an EndpointSlice may not hold.
@@ -489,14 +598,22 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     def agent_log(n=2):
         return last((work / "agent.log").read_text(errors="replace"), n)
 
-    def tls_get(path, name):
+    def tls_get(path, name, cert=None, token=None, body=False):
         """GET PATH from the agent over TLS, checking its certificate against CA_FILE and NAME (as the
-        controller does with --agent-tls-server-name); the status line."""
+        controller does with --agent-tls-server-name), presenting CERT (a (certificate, key) pair) and TOKEN
+        if given; the status line (and with BODY, the whole answer)."""
         ctx = ssl.create_default_context(cafile=ca_file)
+        if cert:
+            ctx.load_cert_chain(*cert)
+        auth = f"Authorization: Bearer {token}\r\n" if token else ""
         with socket.create_connection((ip, aport), timeout=5) as raw, \
                 ctx.wrap_socket(raw, server_hostname=name) as s:
-            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n".encode())
-            return s.recv(4096).decode(errors="replace").split("\r\n", 1)[0]
+            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\n{auth}Connection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := s.recv(65536):
+                answer += chunk
+            text = answer.decode(errors="replace")
+            return text if body else text.split("\r\n", 1)[0]
 
     deadline, status = time.monotonic() + 15, ""
     while status != "HTTP/1.1 200 OK":
@@ -543,7 +660,7 @@ endpoints:
     controller = processes.start(
         [build.controller, "--kubeconfig", work / "controller.kubeconfig", "--leader-elect",
          "--leader-election-namespace", NS, "--agent-service", f"{REL}-agent", "--agent-service-namespace", NS,
-         "--agent-token-file", work / "agent-token", "--metrics-listen", f"127.0.0.1:{port}", *ctl_tls],
+         "--metrics-listen", f"127.0.0.1:{port}", *ctl_tls],
         name="controller", stdout=work / "controller.log", stderr=work / "controller.log")
 
     def controller_log(n=2):
@@ -591,12 +708,35 @@ endpoints:
         time.sleep(0.2)
     assert got[0] == f"https://{ip}:{aport}", f"FabricNode {node} agentEndpoint {got[0]}, want https"
     assert got[2] == "AgentAnswered", f"FabricNode {node} Reachable reason {got[2]}"
+    reached = time.monotonic() - t0
+
+    # Who the agent let in: the controller by its certificate alone (the agent refuses a caller with neither
+    # certificate nor token, so Reachable came from the certificate); the agents' certificate is refused on an
+    # operator-only route; the token still names an operator.
+    ctl_cert = (flag(ctl_tls, "--agent-client-cert"), flag(ctl_tls, "--agent-client-key"))
+    agent_cert = (flag(agent_tls, "--peer-client-cert"), flag(agent_tls, "--peer-client-key"))
+    calls = {
+        "nobody GET /v1/node": tls_get("/v1/node", server_name),
+        "controller GET /v1/node": tls_get("/v1/node", server_name, cert=ctl_cert),
+        "controller GET /v1/regions": tls_get("/v1/regions", server_name, cert=ctl_cert),
+        "agents GET /v1/regions": tls_get("/v1/regions", server_name, cert=agent_cert, body=True),
+        "token GET /v1/regions": tls_get("/v1/regions", server_name, token=token),
+    }
+    want = {"nobody GET /v1/node": "401", "controller GET /v1/node": "200", "controller GET /v1/regions": "200",
+            "agents GET /v1/regions": "403", "token GET /v1/regions": "200"}
+    for call, code in want.items():
+        assert calls[call].split(" ")[1:2] == [code], \
+            f"{call} with the installed Secrets' material: '{calls[call].splitlines()[0]}', want {code}"
+    assert "Forbidden" in calls["agents GET /v1/regions"] and "an agent may not GET /v1/regions" in \
+        calls["agents GET /v1/regions"], f"the agents' refusal does not say who: {calls['agents GET /v1/regions'][-200:]}"
+    ok(f"identities: the controller with {REL}-controller-client-tls and no token gets 200 (nobody: 401); the "
+       f"agents' {REL}-agent-client-tls gets 403 on GET /v1/regions ('an agent may not ...'); the token still 200")
     controller.terminate()
     agent.terminate()
     kc_ok("delete", "endpointslice", f"{REL}-agent-test", "-n", NS, what="delete the test EndpointSlice")
-    ok(f"the controller, with the Deployment's --agent-ca-file and --agent-tls-server-name, reached the agent over "
-       f"{got[0]} (EndpointSlice port {svc_port}): FabricNode {node} Reachable True ({got[2]}, agent "
-       f"{got[3] if len(got) > 3 else '?'}) in {time.monotonic() - t0:.1f} s")
+    ok(f"the controller, with the Deployment's --agent-ca-file, --agent-tls-server-name and client certificate and "
+       f"no token, reached the agent (with --client-ca-file) over {got[0]} (EndpointSlice port {svc_port}): "
+       f"FabricNode {node} Reachable True ({got[2]}, agent {got[3] if len(got) > 3 else '?'}) in {reached:.1f} s")
 
     # The CRD hook's objects, stored for real (the Job just sits there: no Job controller), then the Job's own
     # kubectl arguments run with its ServiceAccount's token against the CRDs helm installed: the upgrade path.
@@ -645,28 +785,53 @@ endpoints:
     assert token2 == token, "helm upgrade changed the generated agent token"
     changed = [k for k, v in tls_data().items() if v != pem[k]]
     assert not changed, f"helm upgrade changed the generated TLS Secret's {', '.join(changed)}"
-    ok("helm upgrade: revision 2 deployed, controller replicas 3, agent token and TLS Secret (CA, certificate, key) "
-       "kept")
+    for who, (c, k) in clients.items():
+        data = secret_data(f"{REL}-{who}-client-tls")
+        assert data["tls.crt"] == c.read_bytes() and data["tls.key"] == k.read_bytes(), \
+            f"helm upgrade changed the {who}'s client certificate"
+    ok("helm upgrade: revision 2 deployed, controller replicas 3, agent token, TLS Secret (CA, certificate, key) "
+       "and both client certificates kept")
 
     # The Secret says which names its certificate was made for (annotation conduit.dev/tls-names): the same values
     # keep the pair, a server name it does not carry makes a new one (server dry runs, which run `lookup`).
-    def upgraded_tls(*extra):
+    def upgraded_secrets(*extra):
+        """{name: data} of the Secrets the chart makes, as an upgrade with EXTRA values would write them."""
         r = helm("upgrade", REL, CHART, "-n", NS, "--dry-run=server", "-o", "json", "-f", VALUES / "monitoring.yaml",
                  "--set", "controller.replicas=3", *extra, "--kubeconfig", kube.kubeconfig)
         assert r.returncode == 0, f"helm upgrade --dry-run=server {' '.join(extra)}: {last(r.stderr, 2)}"
-        secret = next((d for d in yaml.safe_load_all(json.loads(r.stdout)["manifest"]) if d and d["kind"] == "Secret"
-                       and d["metadata"]["name"] == f"{REL}-agent-tls"), None)
-        assert secret, f"no {REL}-agent-tls Secret in the upgrade's manifest"
-        return {k: base64.b64decode(v) for k, v in secret["data"].items()}
+        return {d["metadata"]["name"]: {k: base64.b64decode(v) for k, v in d["data"].items()}
+                for d in yaml.safe_load_all(json.loads(r.stdout)["manifest"]) if d and d["kind"] == "Secret"}
 
-    assert upgraded_tls() == pem, "an upgrade with the same values would make a new TLS pair"
-    renamed = upgraded_tls("--set", "agent.tls.serverName=agents.conduit.example.com")
+    def upgraded_tls(*extra):
+        secrets = upgraded_secrets(*extra)
+        assert f"{REL}-agent-tls" in secrets, f"no {REL}-agent-tls Secret in the upgrade's manifest"
+        return secrets[f"{REL}-agent-tls"]
+
+    same = upgraded_secrets()
+    assert same[f"{REL}-agent-tls"] == pem, "an upgrade with the same values would make a new TLS pair"
+    for who, (c, _) in clients.items():
+        assert same[f"{REL}-{who}-client-tls"]["tls.crt"] == c.read_bytes(), \
+            f"an upgrade with the same values would make a new {who} client certificate"
+    renamed_all = upgraded_secrets("--set", "agent.tls.serverName=agents.conduit.example.com")
+    renamed = renamed_all[f"{REL}-agent-tls"]
     assert renamed["tls.crt"] != pem["tls.crt"] and renamed["ca.crt"] != pem["ca.crt"], \
         "agent.tls.serverName changed to a name the certificate lacks, but the upgrade keeps the old pair"
     (work / "renamed.crt").write_bytes(renamed["tls.crt"])
     assert "DNS:agents.conduit.example.com" in openssl("x509", "-in", work / "renamed.crt", "-noout", "-text"), \
         "the new certificate does not name the new agent.tls.serverName"
-    ok("TLS pair kept by an upgrade with the same names, made anew (naming it) when agent.tls.serverName changes")
+    (work / "renamed-ca.crt").write_bytes(renamed["ca.crt"])
+    for who, (c, _) in clients.items():
+        new = renamed_all[f"{REL}-{who}-client-tls"]
+        assert new["tls.crt"] != c.read_bytes() and new["ca.crt"] == renamed["ca.crt"], \
+            f"a new CA, but the {who} client certificate was not signed anew by it"
+        (work / f"renamed-{who}.crt").write_bytes(new["tls.crt"])
+        assert openssl("verify", "-CAfile", work / "renamed-ca.crt", work / f"renamed-{who}.crt").endswith(": OK"), \
+            f"the new {who} client certificate is not signed by the new CA"
+    off = upgraded_secrets("--set", "agent.tls.clientCertificates.enabled=false")
+    assert off.get(f"{REL}-agent-tls") == pem and not any("client" in n for n in off), \
+        f"identities turned off: want the TLS pair kept and no client certificates, got {sorted(off)}"
+    ok("TLS pair and client certificates kept by an upgrade with the same names, made anew together (one new CA) "
+       "when agent.tls.serverName changes; identities off keeps the pair and drops the client certificates")
 
     # A given TLS Secret that lacks ca.crt (an ACME issuer's, say) is refused at install, naming the key.
     kc_ok("create", "secret", "generic", "incomplete-tls", "-n", NS, f"--from-file=tls.crt={crt}",
@@ -675,8 +840,24 @@ endpoints:
              "--set", "agent.tls.existingSecret=incomplete-tls", "--kubeconfig", kube.kubeconfig)
     assert r.returncode != 0, "helm install with agent.tls.existingSecret lacking ca.crt was accepted"
     assert 'has no key "ca.crt"' in r.stderr, f"refused with another message: {last(r.stderr, 2)}"
-    kc_ok("delete", "secret", "incomplete-tls", "-n", NS, what="delete the incomplete TLS Secret")
-    ok("agent.tls.existingSecret without ca.crt: the install is refused, naming the missing key")
+    # With identities, each given client certificate Secret needs tls.crt and tls.key.
+    kc_ok("create", "secret", "generic", "given-tls", "-n", NS, f"--from-file=tls.crt={crt}",
+          f"--from-file=tls.key={key}", f"--from-file=ca.crt={ca}", what="create a complete TLS Secret")
+    r = helm("install", "conduit-other", CHART, "-n", NS, "--dry-run=server", "-f", VALUES / "monitoring.yaml",
+             "--set", "agent.tls.existingSecret=given-tls", "--set", "agent.tls.clientCertificates.agentSecret=given-tls",
+             "--set", "agent.tls.clientCertificates.controllerSecret=incomplete-tls", "--kubeconfig", kube.kubeconfig)
+    assert r.returncode == 0, f"helm install with given TLS and client Secrets: {last(r.stderr, 2)}"
+    kc_ok("create", "secret", "generic", "cert-only", "-n", NS, f"--from-file=tls.crt={crt}",
+          what="create a client certificate Secret without tls.key")
+    r = helm("install", "conduit-other", CHART, "-n", NS, "--dry-run=server", "-f", VALUES / "monitoring.yaml",
+             "--set", "agent.tls.existingSecret=given-tls", "--set", "agent.tls.clientCertificates.agentSecret=given-tls",
+             "--set", "agent.tls.clientCertificates.controllerSecret=cert-only", "--kubeconfig", kube.kubeconfig)
+    assert r.returncode != 0, "helm install with a controller client Secret lacking tls.key was accepted"
+    assert 'controllerSecret "cert-only" has no key "tls.key"' in r.stderr, \
+        f"refused with another message: {last(r.stderr, 2)}"
+    kc_ok("delete", "secret", "incomplete-tls", "given-tls", "cert-only", "-n", NS, what="delete the given Secrets")
+    ok("agent.tls.existingSecret without ca.crt, or a given client certificate Secret without tls.key: the install "
+       "is refused, naming the missing key")
 
     # ---- uninstall
     r = helm("get", "manifest", REL, "-n", NS, "--kubeconfig", kube.kubeconfig)
