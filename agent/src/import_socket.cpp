@@ -191,6 +191,8 @@ void ImportSocket::serve() {
       continue;
     }
 
+    // Who is there, as the kernel says: recorded on the region (and its pod found by the controller).
+    const std::optional<Importer> importer = importer_of(conn.get());
     auto req = read_request(conn.get(), stop_fd_);
     nlohmann::json reply;
     if (!req) {
@@ -233,14 +235,15 @@ void ImportSocket::serve() {
             }
             device = body["device"].get<int>();
           }
-          return regions_.import_cuda_ipc(body["name"].get<std::string>(), *handle, bytes, device);
+          return regions_.import_cuda_ipc(body["name"].get<std::string>(), *handle, bytes, device, importer);
         }
         if (req->fds.size() != 1) {
           return make_error(
               ErrorCode::InvalidArgument,
               "import request needs exactly one fd (SCM_RIGHTS), got " + std::to_string(req->fds.size()));
         }
-        return regions_.import_fd(body["name"].get<std::string>(), req->fds.front().release(), bytes);
+        return regions_.import_fd(body["name"].get<std::string>(), req->fds.front().release(), bytes,
+                                  importer);
       }();
       // Closed before replying, so a client that sees the answer sees no fd of its still open here.
       req->fds.clear();

@@ -114,11 +114,13 @@ Status validate_name(const std::string& name) {
                         "with a letter or digit)");
 }
 
-Region::Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy)
+Region::Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy,
+               std::optional<Importer> importer)
     : name_(std::move(name)),
       memory_(std::move(memory)),
       source_(std::move(source)),
       tenancy_(std::move(tenancy)),
+      importer_(std::move(importer)),
       created_(std::chrono::system_clock::now()) {}
 
 std::string Region::memory_label() const {
@@ -188,6 +190,7 @@ nlohmann::json Region::to_json() const {
     if (u.contains(key)) j[key] = u[key];
   }
   tenancy_.add_to(j);
+  if (importer_) j["importedBy"] = importer_->to_json();
   return j;
 }
 
@@ -247,10 +250,11 @@ Status RegionStore::reserve(const std::string& name, std::uint64_t bytes) const 
 }
 
 Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source,
-                                      Tenancy tenancy) {
+                                      Tenancy tenancy, std::optional<Importer> importer) {
   std::lock_guard lock(mu_);
   if (auto room = check_room(regions_, *scratch_, name, memory.size(), cap_); !room) return room.error();
-  auto region = std::make_shared<Region>(name, std::move(memory), std::move(source), std::move(tenancy));
+  auto region = std::make_shared<Region>(name, std::move(memory), std::move(source), std::move(tenancy),
+                                         std::move(importer));
   regions_.emplace(name, region);
   return region;
 }
@@ -333,7 +337,8 @@ Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& 
                 "file:" + fs::path(file).lexically_normal().generic_string(), std::move(tenancy));
 }
 
-Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes) {
+Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes,
+                                         std::optional<Importer> importer) {
   UniqueFd fd(raw_fd);
   if (auto valid = validate_name(name); !valid) return valid.error();
   if (fd.get() < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
@@ -368,11 +373,12 @@ Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, st
     ::munmap(p, bytes);
     ::close(owned);
   });
-  return insert(name, std::move(memory), "imported");
+  return insert(name, std::move(memory), "imported", {}, std::move(importer));
 }
 
 Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
-                                               std::uint64_t bytes, int device) {
+                                               std::uint64_t bytes, int device,
+                                               std::optional<Importer> importer) {
   if (auto valid = validate_name(name); !valid) return valid.error();
   if (bytes == 0)
     return make_error(ErrorCode::InvalidArgument, "\"bytes\" must be positive for a CUDA import");
@@ -380,7 +386,7 @@ Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::spa
   if (auto room = reserve(name, bytes); !room) return room.error();
   auto memory = cuda::import_ipc(handle, bytes, device);
   if (!memory) return memory.error();
-  return insert(name, std::move(*memory), "imported");
+  return insert(name, std::move(*memory), "imported", {}, std::move(importer));
 }
 
 Result<RegionPtr> RegionStore::scratch(std::uint64_t bytes, const std::string& what) {

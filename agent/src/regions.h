@@ -23,6 +23,7 @@
 #include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
 #include "conduit/transport.h"
+#include "importer.h"
 #include "tenancy.h"
 
 namespace conduit::agent {
@@ -32,7 +33,8 @@ Status validate_name(const std::string& name);
 
 class Region {
  public:
-  Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy = {});
+  Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy = {},
+         std::optional<Importer> importer = std::nullopt);
 
   const std::string& name() const { return name_; }
   const MemoryRegion& memory() const { return memory_; }
@@ -40,6 +42,8 @@ class Region {
   std::string memory_label() const;                      // "host", "cuda:0"
   const std::string& source() const { return source_; }  // "allocated", "file:<path>", "imported"
   const Tenancy& tenancy() const { return tenancy_; }    // fixed when made
+  // The process that shared it over the import socket (importer.h); nullopt for any other region.
+  const std::optional<Importer>& importer() const { return importer_; }
 
   // Users: transfers and grants that reference the region. Held through RegionUse.
   int users() const { return users_.load(); }
@@ -73,6 +77,7 @@ class Region {
   MemoryRegion memory_;
   std::string source_;
   Tenancy tenancy_;
+  std::optional<Importer> importer_;
   std::atomic<int> users_{0};
   std::chrono::system_clock::time_point created_;
   mutable std::mutex update_mu_;
@@ -135,11 +140,13 @@ class RegionStore {
   // Loads `file` (relative to the data directory, never escaping it) into a new host region.
   Result<RegionPtr> load(const std::string& name, const std::string& file, Tenancy tenancy = {});
   // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
-  Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes);
+  Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes,
+                              std::optional<Importer> importer = std::nullopt);
   // Opens a CUDA IPC handle (64 bytes) of a local process's allocation on `device`; the exporter keeps it
   // allocated while the region lives.
   Result<RegionPtr> import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
-                                    std::uint64_t bytes, int device);
+                                    std::uint64_t bytes, int device,
+                                    std::optional<Importer> importer = std::nullopt);
 
   // `file` (relative to the data directory) opened for reading: NotFound, InvalidArgument (not a regular
   // file, empty, outside the directory).
@@ -163,7 +170,7 @@ class RegionStore {
 
  private:
   Result<RegionPtr> insert(const std::string& name, MemoryRegion memory, std::string source,
-                           Tenancy tenancy = {});
+                           Tenancy tenancy = {}, std::optional<Importer> importer = std::nullopt);
   Status reserve(const std::string& name, std::uint64_t bytes) const;  // name free and under the cap
 
   std::filesystem::path data_dir_;

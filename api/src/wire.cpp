@@ -48,6 +48,7 @@ Region Region::from_json(const json& body) {
   r.updated_by = body.value("updatedBy", "");
   r.updated_at = body.value("updatedAt", "");
   r.ns = body.value("namespace", "");
+  if (const auto it = body.find("importedBy"); it != body.end() && it->is_object()) r.imported_by = *it;
   if (const auto it = body.find("sharedWith"); it != body.end() && it->is_array()) {
     for (const auto& item : *it) {
       if (item.is_string()) r.shared_with.push_back(item.get<std::string>());
@@ -65,6 +66,7 @@ json Region::to_json() const {
   if (!updated_at.empty()) out["updatedAt"] = updated_at;
   if (!ns.empty()) out["namespace"] = ns;
   if (!shared_with.empty()) out["sharedWith"] = shared_with;
+  if (imported_by.is_object()) out["importedBy"] = imported_by;
   return out;
 }
 

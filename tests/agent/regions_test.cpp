@@ -24,6 +24,7 @@
 #include "conduit/pattern.h"
 #include "file_bytes.h"
 #include "import_socket.h"
+#include "importer.h"
 #include "temp_dir.h"
 
 namespace conduit::agent {
@@ -382,6 +383,11 @@ TEST_F(RegionStoreTest, ImportSocketSharesMemfdWithoutCopying) {
     ASSERT_TRUE(r.ok());
     EXPECT_EQ((*r)->bytes(), kBytes);
     EXPECT_EQ((*r)->source(), "imported");
+    // Who shared it, as the kernel says: this process (the socket's peer credentials).
+    ASSERT_TRUE((*r)->importer());
+    EXPECT_EQ((*r)->importer()->pid, ::getpid());
+    EXPECT_EQ((*r)->importer()->uid, ::getuid());
+    EXPECT_EQ((*r)->to_json()["importedBy"]["pid"], ::getpid());
     EXPECT_EQ(bytes_of(*r), memfd_bytes(fd, kBytes));
     (*r)->memory().bytes()[12345] = std::byte{0xAB};
     EXPECT_EQ(memfd_bytes(fd, kBytes)[12345], std::byte{0xAB});
@@ -400,6 +406,21 @@ TEST_F(RegionStoreTest, ImportSocketSharesMemfdWithoutCopying) {
     ::close(fd);
   }
   EXPECT_FALSE(fs::exists(sock));
+}
+
+TEST(Importer, PodUidComesFromEitherCgroupDriverAndNothingElse) {
+  // cgroup v2 with the systemd driver (underscores), v1 with cgroupfs (dashes), and not in a pod.
+  EXPECT_EQ(
+      pod_uid_from_cgroup("0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-"
+                          "pod3f2a1b4c_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/cri-containerd-0123abcd.scope\n"),
+      "3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b");
+  EXPECT_EQ(pod_uid_from_cgroup("12:memory:/kubepods/besteffort/pod3F2A1B4C-5D6E-47F8-9A0B-1C2D3E4F5A6B/"
+                                "0123456789abcdef\n11:cpu:/kubepods/besteffort/pod3f2a1b4c-5d6e-47f8-9a0b-"
+                                "1c2d3e4f5a6b/0123456789abcdef\n"),
+            "3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b");
+  EXPECT_EQ(pod_uid_from_cgroup("0::/user.slice/user-0.slice/session-1.scope\n"), "");
+  EXPECT_EQ(pod_uid_from_cgroup("0::/podman-1234.scope\n"), "") << "a pod word without a UID";
+  EXPECT_EQ(pod_uid_from_cgroup("0::/pod3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b0/x"), "") << "a longer hex run";
 }
 
 TEST_F(RegionStoreTest, ImportSocketLifecycle) {

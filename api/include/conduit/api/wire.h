@@ -46,6 +46,8 @@ struct Region {
   std::string updated_at{};   // RFC 3339; empty at version 0
   std::string ns{};           // the namespace it belongs to; "": none, anyone's
   std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
+  // Shared over the import socket: {pid, uid, podUID?} of the process, as the kernel said; null otherwise.
+  nlohmann::json imported_by{};
   // Whether a job of namespace `job_ns` may use it: the agent's rule (agent/src/tenancy.h), read back.
   bool admits(const std::string& job_ns) const;
   static Region from_json(const nlohmann::json& body);
