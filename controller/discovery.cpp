@@ -6,19 +6,8 @@
 #include "reconcile/transfer_job.h"
 
 namespace conduit::controller {
-namespace {
 
 using json = nlohmann::json;
-
-// The agent's readiness check `name` ("rdma", "gpu") as {ok, message}; absent: not ok, "not reported".
-std::pair<bool, std::string> agent_check(const json& info, const std::string& name) {
-  for (const auto& c : info.value("checks", json::array())) {
-    if (c.value("name", "") == name) return {c.value("ok", false), c.value("message", "")};
-  }
-  return {false, "the agent reported no " + name + " check"};
-}
-
-}  // namespace
 
 std::map<std::string, std::string> agents_from_endpoint_slices(const std::vector<json>& slices) {
   std::map<std::string, std::string> found;
@@ -66,10 +55,19 @@ std::pair<int, int> NodeDiscovery::reachable_counts() const {
 void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, ObjectStore& store) {
   const auto now_time = std::chrono::system_clock::now();
   const std::string now = format_rfc3339(now_time);
-  for (const auto& node : directory.nodes()) {
-    const json spec{{"nodeName", node}, {"agentEndpoint", directory.url(node).value_or("")}};
+  // The directory's nodes, then those that left it since they were written.
+  std::vector<std::string> nodes = directory.nodes();
+  for (const auto& [node, status] : last_) {
+    if (!directory.url(node)) nodes.push_back(node);
+  }
+  for (const auto& node : nodes) {
+    const auto url = directory.url(node);
+    if (url) endpoints_[node] = *url;
+    const json spec{{"nodeName", node}, {"agentEndpoint", endpoints_[node]}};
     json status = last_.count(node) > 0 ? last_[node] : json::object();
-    auto info = agents.node_info(node);
+    auto info = url ? agents.node_info(node)
+                    : Result<json>(make_error(ErrorCode::PeerUnreachable,
+                                              "the agent is not among the agent Service's ready endpoints"));
     // Conditions are set in place on the last status: lastTransitionTime moves only when one changes.
     const auto set = [&](const char* type, const char* value, const char* reason,
                          const std::string& message) {
@@ -121,6 +119,11 @@ void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, Objec
       for (const char* type : {"RDMAReady", "GPUReady"}) {
         set(type, "Unknown", "AgentUnreachable", "the agent does not answer");
       }
+    }
+    if (facts_ != nullptr) {
+      const auto known = facts_->get(node);
+      facts_->set(node, info ? NodeFacts::answered(*info, now_time)
+                             : known.value_or(NodeFacts{}).unanswered(info.error(), now_time));
     }
     if (auto s = store.upsert_node(node, spec, status); !s) {
       log::warn("writing the FabricNode failed", {{"node", node}, {"error", s.error().message}});

@@ -25,8 +25,6 @@ namespace {
 
 constexpr int kUsageError = 2;
 constexpr std::chrono::seconds kSyncTimeout{60};
-// With the agent client's 2 s connect timeout, a dead agent shows Reachable=False within ~7 s.
-constexpr std::chrono::seconds kDiscoveryPeriod{5};
 
 // What the reconciling half reads and writes through while leader election runs: a replica that is not sure
 // it still leads (no renewal within the renew deadline, on its own clock) neither reads a job to reconcile
@@ -85,8 +83,13 @@ class LeaderOnlyStore : public ObjectStore {
 // replica may have moved the jobs on.
 class Acting {
  public:
-  Acting(ObjectStore& store, AgentApi& agents, ControlLoopOptions options, std::function<bool()> leading)
-      : store_(store), agents_(agents), options_(std::move(options)), leading_(std::move(leading)) {}
+  Acting(ObjectStore& store, AgentApi& agents, FabricFacts& facts, ControlLoopOptions options,
+         std::function<bool()> leading)
+      : store_(store),
+        agents_(agents),
+        facts_(facts),
+        options_(std::move(options)),
+        leading_(std::move(leading)) {}
   ~Acting() { stop(); }
 
   void start() {
@@ -94,6 +97,7 @@ class Acting {
     if (controller_) return;
     ReconcilerOptions reconciler_options;
     reconciler_options.may_act = leading_;
+    reconciler_options.facts = &facts_;
     reconciler_ = std::make_unique<Reconciler>(store_, agents_, system_clock(), reconciler_options);
     controller_ = std::make_unique<ControlLoop>(store_, *reconciler_, options_);
     controller_->start();
@@ -119,6 +123,7 @@ class Acting {
  private:
   ObjectStore& store_;
   AgentApi& agents_;
+  FabricFacts& facts_;
   ControlLoopOptions options_;
   std::function<bool()> leading_;
   std::mutex mu_;
@@ -223,7 +228,8 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   controller_options.on_reconciled = [&metrics_sink](double seconds, const char* error) {
     if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
   };
-  Acting acting(acting_store, agents, controller_options, leading);
+  FabricFacts facts;  // discovery's, read before each attempt
+  Acting acting(acting_store, agents, facts, controller_options, leading);
   MetricsServer metrics(
       ready,
       [&acting, &leader] {
@@ -289,7 +295,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     acting.start();
   }
 
-  NodeDiscovery discovery;
+  NodeDiscovery discovery(&facts);
   auto next_discovery = std::chrono::steady_clock::now();
   while (true) {
     const timespec tick{0, 200'000'000};

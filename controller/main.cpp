@@ -234,7 +234,10 @@ int run(int argc, char** argv) {
   agent_options.client_key = agent_client_key;
   HttpAgentApi agents(directory, agent_options);
   LocalStore store(local_dir);
-  Reconciler reconciler(store, agents);
+  FabricFacts facts;  // discovery's, read before each attempt
+  ReconcilerOptions reconciler_options;
+  reconciler_options.facts = &facts;
+  Reconciler reconciler(store, agents, system_clock(), reconciler_options);
   // Reconciles report into the metrics when they are served; the controller stops before they go away.
   std::unique_ptr<MetricsServer> metrics;
   ControlLoopOptions controller_options;
@@ -254,7 +257,7 @@ int run(int argc, char** argv) {
   }
   log::info("conduit-controller started",
             {{"mode", "local"}, {"dir", local_dir}, {"agents", std::to_string(directory.nodes().size())}});
-  NodeDiscovery discovery;
+  NodeDiscovery discovery(&facts);
   const auto discover = [&] {
     discovery.run(agents, directory, store);
     if (metrics) {
@@ -267,7 +270,7 @@ int run(int argc, char** argv) {
 
   int exit_code = 0;
   bool once_seen = false;
-  auto next_discovery = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto next_discovery = std::chrono::steady_clock::now() + kDiscoveryPeriod;
   while (true) {
     const timespec tick{0, 200'000'000};
     const int sig = sigtimedwait(&signals, nullptr, &tick);
@@ -284,7 +287,7 @@ int run(int argc, char** argv) {
     }
     if (std::chrono::steady_clock::now() >= next_discovery) {
       discover();
-      next_discovery = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      next_discovery = std::chrono::steady_clock::now() + kDiscoveryPeriod;
     }
   }
   controller.stop();

@@ -161,7 +161,12 @@ Result<json> AgentClient::call(Method method, const std::string& path, const jso
       why = "the server's certificate is not trusted (it must be signed by the CA and name \"" +
             options_.server_name + "\"), or TLS failed";
     }
-    return make_error(ErrorCode::PeerUnreachable, who_ + " did not answer " + what + ": " + why);
+    // A TLS failure is an agent that is there and that we do not trust (or that does not trust us):
+    // RemoteAccess, which waiting does not fix, not PeerUnreachable, which it may.
+    const bool tls = answered.error() == httplib::Error::SSLConnection ||
+                     answered.error() == httplib::Error::SSLServerVerification;
+    return make_error(tls ? ErrorCode::RemoteAccess : ErrorCode::PeerUnreachable,
+                      who_ + " did not answer " + what + ": " + why);
   }
   const int status = answered->status;
   std::string body_text = std::move(answered->body);

@@ -1,13 +1,12 @@
-// Starting an attempt: check the nodes, make the source and target regions ready, take grants on the targets
-// and start one agent transfer on the source. Each thing the job comes to hold is recorded in the run
-// annotation as soon as it exists (regions before they are created), so a restart can find and release it.
+// Starting an attempt once the pre-flight let it (hold.cpp): make the source and target regions ready, take
+// grants on the targets and start one agent transfer on the source. Each thing the job comes to hold is
+// recorded in the run annotation as soon as it exists (regions before they are created), so a restart can
+// find and release it.
 #include <algorithm>
 #include <optional>
-#include <set>
-#include <system_error>
-#include <thread>
 
 #include "conduit/common/log.h"
+#include "in_parallel.h"
 #include "job_status.h"
 #include "pass.h"
 
@@ -43,39 +42,11 @@ std::optional<std::string> not_shared(const RegionInfo& r, const std::string& wh
          " (the region's sharedWith: docs/security.md)";
 }
 
-// fn(0), ..., fn(n - 1) at once, a thread each but the first (n is a job's targets: at most 16), answers in
-// index order. Each call waits on an agent, not a CPU. A thread that cannot start runs its call here.
-template <typename T, typename F>
-std::vector<T> in_parallel(std::size_t n, const F& fn) {
-  std::vector<std::optional<T>> answers(n);
-  std::vector<std::thread> threads;
-  for (std::size_t i = 1; i < n; ++i) {
-    try {
-      threads.emplace_back([&answers, &fn, i] { answers[i].emplace(fn(i)); });
-    } catch (const std::system_error&) {
-      answers[i].emplace(fn(i));
-    }
-  }
-  if (n > 0) answers[0].emplace(fn(0));
-  for (auto& t : threads) t.join();
-  std::vector<T> out;
-  out.reserve(n);
-  for (auto& a : answers) out.push_back(std::move(*a));
-  return out;
-}
-
 }  // namespace
 
 std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
+  // Every node has an agent and answers: the pre-flight said so (hold.cpp).
   const auto& spec = p.spec();
-  std::set<std::string> nodes{spec.source.node};
-  for (const auto& t : spec.targets) nodes.insert(t.node);
-  for (const auto& node : nodes) {
-    if (agents_.url(node)) continue;
-    return AttemptError{reason::kNodeNotFound,
-                        "no conduit-agent is known on node \"" + node +
-                            "\"; check the node name (FabricNodes list the known ones)"};
-  }
   if (spec.strategy == Strategy::Chain) {
     // Each hop forwards from its region what landed there: every target needs one, in host memory.
     for (std::size_t i = 0; i < spec.targets.size(); ++i) {
@@ -201,9 +172,12 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
       (resumed > 0 ? ", resuming after " + std::to_string(resumed) +
                          " bytes earlier attempts left in place (verified again)"
                    : "");
-  set_condition(p.status, "Running", true, "TransferStarted", message, p.now, p.generation);
+  // The transport that runs is in status.targets[].transport; a fallback says why in the condition too.
+  const std::string condition_message = p.fallback.empty() ? message : message + "; " + p.fallback;
+  set_condition(p.status, "Running", true, "TransferStarted", condition_message, p.now, p.generation);
   track(p, *started);
   store_.record_event(p.key, "Normal", "Started", message);
+  if (!p.fallback.empty()) store_.record_event(p.key, "Warning", "TransportFallback", p.fallback);
   log::info("transfer started", {{"job", p.job_name()},
                                  {"node", spec.source.node},
                                  {"transfer", started->id},
@@ -414,8 +388,8 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
 
 std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
   const auto& spec = p.spec();
-  const std::string wanted =
-      spec.transport == TransportType::Auto ? "" : std::string(to_string(spec.transport));
+  // The spec's transport, or the one the pre-flight fell back to.
+  const std::string& wanted = p.transport;
   // A target that landed in an earlier attempt keeps what that attempt recorded of it.
   p.run.transports.resize(spec.targets.size(), "");
   p.run.saved_as_landed.resize(spec.targets.size(), false);

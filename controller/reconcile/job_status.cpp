@@ -5,11 +5,22 @@
 #include <cstdio>
 #include <iterator>
 
+#include "conduit/api/reasons.h"
+
 namespace conduit::controller {
 
 using json = nlohmann::json;
 
 bool is_terminal_phase(std::string_view p) { return p == phase::kSucceeded || p == phase::kFailed; }
+
+std::optional<std::string> waiting_message(const json& status) {
+  if (status.value("phase", "") != phase::kPending) return std::nullopt;
+  const json* running = find_condition(status, "Running");
+  if (running == nullptr || running->value("status", "") != "False" ||
+      running->value("reason", "") != api::reason::kPeerUnreachable)
+    return std::nullopt;
+  return running->value("message", "");
+}
 
 std::string outcome_summary(const json& status) {
   if (status.value("phase", "") == phase::kSucceeded) {

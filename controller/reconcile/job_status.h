@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,6 +33,10 @@ inline void set_condition(nlohmann::json& status, const std::string& type, bool 
   conduit::set_condition(status, {type, value ? "True" : "False", reason, message, generation}, now);
 }
 using conduit::find_condition;
+
+// A job the pre-flight holds Pending names the nodes it waits for in its Running condition (False,
+// PeerUnreachable); that message, or nullopt for a job that waits for no node.
+std::optional<std::string> waiting_message(const nlohmann::json& status);
 
 // What --once-job prints for a finished job: "Succeeded: 5368709120 bytes, 2.1 GB/s, <Complete message>" or
 // "Failed: <reason>: <message>". Byte counts are read as 64-bit: jobs move more than 2 GiB.

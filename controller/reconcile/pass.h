@@ -29,6 +29,8 @@ struct Reconciler::Pass {
   std::optional<std::chrono::milliseconds> wait;
   std::vector<GrantInfo> grants_taken;  // run.grants as their agents answered, taken this pass
   std::string source_memory = "host";   // the source region's memory ("host", "cuda:0"); files: host
+  std::string transport;  // what the pre-flight said to ask the targets' agents for ("": their choice)
+  std::string fallback;   // why that is not the spec's transport (allowFallback); "" when it is
 
   const TransferJobSpec& spec() const { return *view.spec; }
   std::string job_name() const { return key.ns.empty() ? key.name : key.ns + "/" + key.name; }

@@ -78,6 +78,7 @@ void refresh_view(JobView& view, const json& job, const json& status) {
   view.start_time = time_field(status, "startTime");
   view.completion_time = time_field(status, "completionTime");
   view.retries = status.value("retries", 0U);
+  view.waiting = waiting_message(status);
 }
 
 }  // namespace
@@ -248,6 +249,17 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       if (!save_run(p)) return false;
       return true;
     case StepKind::StartAttempt: {
+      const Preflight check = check_nodes(p, /*ask_all=*/false);
+      if (check.verdict == Preflight::Verdict::Fail) {
+        fail(p, check.reason, check.message);
+        return true;
+      }
+      if (check.verdict == Preflight::Verdict::Wait) {
+        hold(p, check);
+        return false;
+      }
+      p.transport = check.transport;
+      p.fallback = check.fallback;
       p.memory.ending = false;
       p.memory.attempt_started = p.now;
       const auto error = start_attempt(p);
@@ -256,6 +268,15 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         save_run(p);
         p.store_error = true;
         return false;
+      }
+      if (error && error->reason == reason::kPeerUnreachable) {
+        // A node stopped answering since its facts were learnt: wait for it, as the pre-flight would have.
+        if (const Preflight again = check_nodes(p, /*ask_all=*/true);
+            again.verdict == Preflight::Verdict::Wait) {
+          release(p, /*drop_source=*/false);
+          hold(p, again);
+          return false;
+        }
       }
       if (error) {
         const Step next = error->permanent

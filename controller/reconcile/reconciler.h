@@ -12,6 +12,8 @@
 
 #include "agent_api.h"
 #include "clock.h"
+#include "node_facts.h"
+#include "preflight.h"
 #include "step.h"
 #include "store/object_store.h"
 
@@ -27,6 +29,9 @@ struct ReconcilerOptions {
   // election, a reconcile under way when the replica froze must not act on agents after it thaws: its store
   // writes are refused anyway, but a step may call an agent before it writes.
   std::function<bool()> may_act;
+  // What discovery learnt about the nodes (FabricNodes), checked before each attempt; null: nothing known,
+  // every node is asked only when the attempt reaches it. Outlives the reconciler.
+  FabricFacts* facts = nullptr;
 };
 
 class Reconciler {
@@ -66,6 +71,13 @@ class Reconciler {
   };
 
   bool run_step(Pass& p, const Step& step);  // true: decide again in this pass
+  // Pre-flight (hold.cpp): the verdict on the nodes this attempt touches. Nodes whose facts say they do not
+  // answer are asked again first (every node with `ask_all`), so one that is back runs the job at once.
+  Preflight check_nodes(Pass& p, bool ask_all);
+  std::optional<NodeFacts> facts_for(const Pass& p, const std::string& node, bool ask);
+  // Keeps the job Pending (Running=False, PeerUnreachable) until the nodes answer or the deadline passes;
+  // spends no attempt.
+  void hold(Pass& p, const Preflight& check);
   Observation observe(Pass& p);
   std::optional<AttemptError> start_attempt(Pass& p);
   bool streams_source(const Pass& p);

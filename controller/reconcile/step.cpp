@@ -153,6 +153,13 @@ Step decide(const JobView& job, const RunState& run, const Observation& seen, Ti
   std::optional<TimePoint> deadline;
   if (job.start_time && spec.active_deadline_seconds) {
     deadline = *job.start_time + std::chrono::seconds(*spec.active_deadline_seconds);
+    if (now >= *deadline && job.waiting) {
+      // Held by the pre-flight to the end: the cause is the node, not a slow transfer.
+      return {StepKind::Fail, reason::kPeerUnreachable,
+              "activeDeadlineSeconds (" + std::to_string(*spec.active_deadline_seconds) +
+                  " s) passed while " + *job.waiting,
+              std::nullopt};
+    }
     if (now >= *deadline) {
       return {StepKind::Fail, reason::kDeadlineExceeded,
               "the job ran longer than activeDeadlineSeconds (" +

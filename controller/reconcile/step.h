@@ -8,6 +8,8 @@
 //                              |                                 DeadlineExceeded) --> Failed --(ttl)-->
 //                              \--Suspend <--> Resume (Suspended)
 //   any phase + deletionTimestamp --Finalize--> finalizer removed
+//   StartAttempt whose pre-flight finds a node not answering: Pending, no attempt spent, until it answers (or
+//   Failed PeerUnreachable at the deadline); one finding a transport a node cannot serve: Failed at once.
 #pragma once
 
 #include <chrono>
@@ -59,6 +61,7 @@ struct JobView {
   std::optional<TimePoint> start_time;
   std::optional<TimePoint> completion_time;
   std::uint32_t retries = 0;
+  std::optional<std::string> waiting;  // held Pending for nodes that do not answer: what it waits for
 };
 
 // What the source agent said about run.transfer this pass.

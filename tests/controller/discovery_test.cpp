@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "conduit/common/condition.h"
 #include "fakes.h"
 
 namespace conduit::controller {
@@ -81,6 +82,42 @@ TEST(NodeDiscovery, EachGpuInAFabricNodeNamesItsNearestNics) {
   EXPECT_EQ(gpus[0]["nearestNics"], nlohmann::json({"mlx5_0", "mlx5_1"}));
   EXPECT_EQ(gpus[0]["nicDistance"], "SameSwitch");
   EXPECT_EQ(gpus[1]["nearestNics"], nlohmann::json({"mlx5_2"}));
+}
+
+// What a FabricNode says is what the pre-flight reads; a node whose agent left the agent Service's endpoints
+// (its pod is not ready) turns unreachable in both, instead of staying as it was last seen.
+TEST(NodeDiscovery, FabricFactsFollowTheFabricNodesAndAnAgentThatLeftIsUnreachable) {
+  testing::ManualClock clock;
+  testing::MemoryStore store(clock);
+  testing::FakeAgents agents;
+  FabricFacts facts;
+  for (const char* node : {"node-a", "node-b"}) {
+    agents.add_node(node);
+    agents.nodes[node].info = {{"fabric", {{{"provider", "efa"}}, {{"provider", "tcp;ofi_rxm"}}}},
+                               {"checks", {{{"name", "rdma"}, {"ok", true}, {"message", ""}}}}};
+  }
+  AgentDirectory directory;
+  directory.set("node-a", "http://node-a:7070");
+  directory.set("node-b", "http://node-b:7070");
+  NodeDiscovery discovery(&facts);
+  discovery.run(agents, directory, store);
+  ASSERT_TRUE(facts.get("node-a"));
+  EXPECT_TRUE(facts.get("node-a")->reachable);
+  EXPECT_EQ(facts.get("node-a")->rdma_ready, true);
+  EXPECT_EQ(facts.get("node-a")->transports, (std::vector<std::string>{"efa", "tcp"}));
+
+  agents.nodes["node-a"].down = true;
+  directory.remove("node-b");
+  discovery.run(agents, directory, store);
+  EXPECT_FALSE(facts.get("node-a")->reachable);
+  EXPECT_NE(facts.get("node-a")->unreachable_why.find("did not answer"), std::string::npos);
+  EXPECT_EQ(facts.get("node-a")->transports, (std::vector<std::string>{"efa", "tcp"})) << "kept as last seen";
+  EXPECT_FALSE(facts.get("node-b")->reachable);
+  const json* reachable = find_condition(store.node_status["node-b"], "Reachable");
+  ASSERT_NE(reachable, nullptr) << store.node_status["node-b"].dump(2);
+  EXPECT_EQ((*reachable)["status"], "False");
+  EXPECT_NE((*reachable)["message"].get<std::string>().find("ready endpoints"), std::string::npos);
+  EXPECT_EQ(discovery.reachable_counts(), (std::pair<int, int>{0, 2}));
 }
 
 }  // namespace
