@@ -110,9 +110,20 @@ const std::string& utf8(const YAML::Node& node, const std::string& text) {
   } catch (const json::type_error&) {
     refuse(node, "a string that is not valid UTF-8");
   }
-  // U+FFFE and U+FFFF are not YAML characters at all; yaml-cpp reads them (from UTF-16) but writes U+FFFD.
-  if (text.find("\xEF\xBF\xBE") != std::string::npos || text.find("\xEF\xBF\xBF") != std::string::npos) {
-    refuse(node, "a string holding U+FFFE or U+FFFF");
+  // Unicode's noncharacters (U+FDD0..U+FDEF, and U+xFFFE and U+xFFFF of every plane) are not YAML
+  // characters: yaml-cpp reads them (from UTF-16, say) but writes U+FFFD, so the file would not read back.
+  // The text is valid UTF-8 here, so each lead byte says how long its sequence is.
+  for (std::size_t i = 0; i < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    char32_t cp = n == 1 ? lead : lead & (0x7F >> n);
+    for (std::size_t k = 1; k < n && i + k < text.size(); ++k) {
+      cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    }
+    if ((cp >= 0xFDD0 && cp <= 0xFDEF) || (cp & 0xFFFE) == 0xFFFE) {
+      refuse(node, "a string holding a Unicode noncharacter");
+    }
+    i += n;
   }
   return text;
 }

@@ -200,6 +200,12 @@ TEST(YamlJson, HostileDocumentsAreRefusedOrRoundTrip) {
   EXPECT_FALSE(parse_yaml("name: \"\xf8\x05\"").ok());
   EXPECT_FALSE(parse_yaml("\xff: 1").ok());
   EXPECT_FALSE(parse_yaml("a: \"\xef\xbf\xbf\"").ok());  // U+FFFF: not a YAML character
+  // Other noncharacters, as UTF-8 and as the UTF-16 a NUL second byte makes yaml-cpp read (the fuzzer's find:
+  // U+FDEA came back U+FFFD).
+  EXPECT_FALSE(parse_yaml("a: \"\xef\xb7\xaa\"").ok());      // U+FDEA
+  EXPECT_FALSE(parse_yaml("a: \"\xf0\x9f\xbf\xbe\"").ok());  // U+1FFFE
+  EXPECT_FALSE(parse_yaml(std::string("\xfa\x00\xea\xfd", 4)).ok());
+  EXPECT_TRUE(parse_yaml("a: \"\xef\xb7\xb0\"").ok());  // U+FDF0, a character
 
   // Strings yaml-cpp wrote plain and read back otherwise (a lone "\r" came back as null).
   const json fragile{{"cr", "\r"},   {"lead", " a"}, {"trail", "a "}, {"tab", "a\tb"}, {"ctl", "\x05"},
