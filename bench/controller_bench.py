@@ -85,6 +85,23 @@ def make_tls(work):
             f"{work}/ca.crt", "--peer-tls-server-name", "conduit-agent"]
 
 
+def make_identities(work):
+    """--identities: client certificates from make_tls's CA for the controller (conduit:controller) and the
+    agents (conduit:agent), as the chart makes them (docs/security.md, "Identities"). The agents' flags."""
+    for who, cn in (("controller", "conduit:controller"), ("agent-client", "conduit:agent")):
+        subprocess.run(["openssl", "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", f"{work}/{who}.key", "-out", f"{work}/{who}.csr", "-subj", f"/CN={cn}"],
+                       check=True, capture_output=True)
+        with open(f"{work}/{who}.ext", "w") as f:
+            f.write("extendedKeyUsage=clientAuth\n")
+        subprocess.run(["openssl", "x509", "-req", "-in", f"{work}/{who}.csr", "-CA", f"{work}/ca.crt", "-CAkey",
+                        f"{work}/ca.key", "-set_serial", "2" if who == "controller" else "3", "-days", "1",
+                        "-extfile", f"{work}/{who}.ext", "-out", f"{work}/{who}.crt"],
+                       check=True, capture_output=True)
+    return ["--client-ca-file", f"{work}/ca.crt", "--peer-client-cert", f"{work}/agent-client.crt",
+            "--peer-client-key", f"{work}/agent-client.key"]
+
+
 class Agent:
     def __init__(self, work, name, bin_dir, token, log_level, tls_args=()):
         self.name = name
@@ -151,6 +168,8 @@ def main():
                     help="the target region each timed job creates (MiB); moved in about 0.25 s")
     ap.add_argument("--tls", action="store_true",
                     help="agents serve HTTPS (one certificate naming conduit-agent); the controller checks it")
+    ap.add_argument("--identities", action="store_true",
+                    help="with --tls: the controller and the agents call with client certificates, not the token")
     ap.add_argument("--log-level", default="warn", help="the controller's and agents'")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (logs) and say where")
     args = ap.parse_args()
@@ -176,6 +195,10 @@ def main():
         with open(f"{work}/token", "w") as f:
             f.write(token + "\n")
         tls_args = make_tls(work) if args.tls else []
+        if args.identities:
+            if not args.tls:
+                ap.error("--identities needs --tls")
+            tls_args += make_identities(work)
         a = Agent(work, "node-a", bin_dir, token, args.log_level, tls_args)
         b = Agent(work, "node-b", bin_dir, token, args.log_level, tls_args)
         procs += [a.proc, b.proc]
@@ -184,7 +207,9 @@ def main():
 
         controller = subprocess.Popen(
             [f"{bin_dir}/conduit-controller", "--kubeconfig", kubeconfig, "--namespace", NS, "--agents",
-             f"node-a={a.url},node-b={b.url}", "--agent-token-file", f"{work}/token", "--log-level", args.log_level,
+             f"node-a={a.url},node-b={b.url}", "--log-level", args.log_level,
+             *(["--agent-client-cert", f"{work}/controller.crt", "--agent-client-key", f"{work}/controller.key"]
+               if args.identities else ["--agent-token-file", f"{work}/token"]),
              *(["--agent-ca-file", f"{work}/ca.crt", "--agent-tls-server-name", "conduit-agent"] if args.tls else [])],
             stdout=open(f"{work}/controller.out", "w"), stderr=open(f"{work}/controller.log", "w"))
         procs.append(controller)
