@@ -422,6 +422,14 @@ bool may_touch_region(const AgentState& state, const std::string& name) {
   return false;
 }
 
+// Whether the caller may look at or cancel transfer `id`: anyone but an agent, or the agent that asked for
+// it. An unknown transfer passes, so the handler answers NotFound as for anyone.
+bool may_see_transfer(const AgentState& state, const std::string& id) {
+  if (caller().role != Role::Agent) return true;
+  auto status = state.transfers.get(id);
+  return !status || status->requested_by == caller().describe();
+}
+
 // A region as GET shows it, with the rails (and their NICs) each transport registers it on: the ones
 // nearest its memory (conduit/rail_choice.h), decided again at each registration from the same inputs.
 json region_json(const AgentState& state, const Region& region) {
@@ -831,12 +839,8 @@ void install_transfer_routes(Router& r, AgentState& state) {
         if (!id) return;
         const auto wait = parse_wait_query(req.params);
         if (!wait) return send_error(res, wait.error());
-        if (caller().role == Role::Agent) {
-          auto status = state.transfers.get(*id);
-          if (status && status->requested_by != caller().describe()) {
-            return forbid(res, req, "an agent sees only the transfers it asked for");
-          }
-        }
+        if (!may_see_transfer(state, *id))
+          return forbid(res, req, "an agent sees only the transfers it asked for");
         std::optional<LongPoll> slot;
         if (wait->count() > 0) {
           slot.emplace(state);
@@ -854,11 +858,8 @@ void install_transfer_routes(Router& r, AgentState& state) {
       [&state](const Request& req, Response& res) {
         const auto id = path_id(req, res);
         if (!id) return;
-        if (caller().role == Role::Agent) {
-          auto status = state.transfers.get(*id);
-          if (status && status->requested_by != caller().describe()) {
-            return forbid(res, req, "an agent cancels only the transfers it asked for");
-          }
+        if (!may_see_transfer(state, *id)) {
+          return forbid(res, req, "an agent cancels only the transfers it asked for");
         }
         if (auto cancelled = state.transfers.cancel(*id); !cancelled)
           return send_error(res, cancelled.error());

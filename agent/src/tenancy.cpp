@@ -1,15 +1,12 @@
 #include "tenancy.h"
 
-#include <algorithm>
-
+#include "conduit/api/wire.h"
 #include "regions.h"
 
 namespace conduit::agent {
 
 bool Tenancy::admits(const std::string& job_ns) const {
-  if (ns.empty() || job_ns.empty() || job_ns == ns) return true;
-  return std::any_of(shared_with.begin(), shared_with.end(),
-                     [&](const std::string& s) { return s == "*" || s == job_ns; });
+  return api::namespace_admits(ns, shared_with, job_ns);
 }
 
 std::optional<std::string> Tenancy::refusal(const std::string& region, const std::string& job_ns) const {

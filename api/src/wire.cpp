@@ -27,10 +27,11 @@ json LoadRegion::to_json() const {
   return body;
 }
 
-bool Region::admits(const std::string& job_ns) const {
+bool namespace_admits(const std::string& ns, const std::vector<std::string>& shared_with,
+                      const std::string& job_ns) {
   if (ns.empty() || job_ns.empty() || job_ns == ns) return true;
-  return std::find(shared_with.begin(), shared_with.end(), job_ns) != shared_with.end() ||
-         std::find(shared_with.begin(), shared_with.end(), "*") != shared_with.end();
+  return std::any_of(shared_with.begin(), shared_with.end(),
+                     [&](const std::string& s) { return s == "*" || s == job_ns; });
 }
 
 Region Region::from_json(const json& body) {

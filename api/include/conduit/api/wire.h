@@ -31,6 +31,12 @@ struct LoadRegion {
   nlohmann::json to_json() const;
 };
 
+// The tenancy rule, one for the agent that enforces it and the controller that checks it first
+// (docs/security.md, "Tenancy"): a job of namespace `job_ns` ("" = an operator's own request) may use a
+// region of namespace `ns` ("" = none, anyone's) shared with `shared_with` ("*" = every namespace).
+bool namespace_admits(const std::string& ns, const std::vector<std::string>& shared_with,
+                      const std::string& job_ns);
+
 // Region, as POST /v1/regions and GET /v1/regions[/{name}] answer it.
 struct Region {
   std::string name;
@@ -48,8 +54,8 @@ struct Region {
   std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
   // Shared over the import socket: {pid, uid, podUID?} of the process, as the kernel said; null otherwise.
   nlohmann::json imported_by{};
-  // Whether a job of namespace `job_ns` may use it: the agent's rule (agent/src/tenancy.h), read back.
-  bool admits(const std::string& job_ns) const;
+  // Whether a job of namespace `job_ns` may use it (namespace_admits).
+  bool admits(const std::string& job_ns) const { return namespace_admits(ns, shared_with, job_ns); }
   static Region from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
