@@ -12,6 +12,7 @@
 #include "controller/kube/client.h"
 #include "controller/kube/kube_config.h"
 #include "controller/kube/kube_list_watch.h"
+#include "controller/kube/kube_pod_directory.h"
 #include "controller/kube/kube_store.h"
 #include "controller/kube/leader_election.h"
 #include "controller/kube/watcher.h"
@@ -83,11 +84,12 @@ class LeaderOnlyStore : public ObjectStore {
 // replica may have moved the jobs on.
 class Acting {
  public:
-  Acting(ObjectStore& store, AgentApi& agents, FabricFacts& facts, ControlLoopOptions options,
-         std::function<bool()> leading)
+  Acting(ObjectStore& store, AgentApi& agents, FabricFacts& facts, PodDirectory& pods,
+         ControlLoopOptions options, std::function<bool()> leading)
       : store_(store),
         agents_(agents),
         facts_(facts),
+        pods_(pods),
         options_(std::move(options)),
         leading_(std::move(leading)) {}
   ~Acting() { stop(); }
@@ -98,6 +100,7 @@ class Acting {
     ReconcilerOptions reconciler_options;
     reconciler_options.may_act = leading_;
     reconciler_options.facts = &facts_;
+    reconciler_options.pods = &pods_;
     reconciler_ = std::make_unique<Reconciler>(store_, agents_, system_clock(), reconciler_options);
     controller_ = std::make_unique<ControlLoop>(store_, *reconciler_, options_);
     controller_->start();
@@ -124,6 +127,7 @@ class Acting {
   ObjectStore& store_;
   AgentApi& agents_;
   FabricFacts& facts_;
+  PodDirectory& pods_;
   ControlLoopOptions options_;
   std::function<bool()> leading_;
   std::mutex mu_;
@@ -229,7 +233,8 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     if (metrics_sink != nullptr) metrics_sink->reconciled(seconds, error);
   };
   FabricFacts facts;  // discovery's, read before each attempt
-  Acting acting(acting_store, agents, facts, controller_options, leading);
+  kube::KubePodDirectory pods(client);
+  Acting acting(acting_store, agents, facts, pods, controller_options, leading);
   MetricsServer metrics(
       ready,
       [&acting, &leader] {

@@ -650,7 +650,7 @@ void install_grant_routes(Router& r, AgentState& state) {
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
     // The agent checks again what the controller checked: a job reaches only its namespace's regions.
-    if (auto why = (*region)->tenancy().refusal(*name, request->job_namespace)) return forbid(res, req, *why);
+    if (auto why = refusal(**region, request->job_namespace, request->pod)) return forbid(res, req, *why);
     const std::uint64_t size = (*region)->bytes();
     const std::uint64_t length = request->length.value_or(size - std::min(request->offset, size));
     if (request->offset > size || length > size - request->offset || length == 0) {
@@ -791,7 +791,7 @@ void install_transfer_routes(Router& r, AgentState& state) {
         if (!request->source_region.empty()) {
           auto source = state.regions.get(request->source_region);
           if (source) {
-            if (auto why = (*source)->tenancy().refusal(request->source_region, request->job_namespace)) {
+            if (auto why = refusal(**source, request->job_namespace, request->source_pod)) {
               return forbid(res, req, *why);
             }
           }

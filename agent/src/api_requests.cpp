@@ -107,8 +107,10 @@ Result<std::string> parse_save_region(const nlohmann::json& body) {
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
-  f.only({"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer", "namespace"});
+  f.only(
+      {"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer", "namespace", "pod"});
   CreateGrantRequest request;
+  request.pod = parse_pod(f);
   request.peer = parse_peer(f);
   request.job_namespace = parse_job_namespace(f);
   if (auto writer = f.string("writer")) {

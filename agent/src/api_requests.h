@@ -44,6 +44,7 @@ struct CreateGrantRequest {
   std::string writer;               // who writes through it: the region's updatedBy once a write commits
   std::string peer;                 // the node whose agent uses it (Grant::peer); "" = any agent
   std::string job_namespace;        // the job's namespace: the region must admit it (tenancy.h)
+  std::string pod;                  // the pod the job addressed: the region must be one it shared
 };
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body);
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body);

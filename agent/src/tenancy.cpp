@@ -33,6 +33,29 @@ std::string parse_job_namespace(JsonFields& f) {
   return std::move(*ns);
 }
 
+std::string parse_pod(JsonFields& f) {
+  auto pod = f.string("pod");
+  if (!pod) return {};
+  const bool uid =
+      !pod->empty() && pod->size() <= 64 && pod->find_first_not_of("0123456789abcdef-") == std::string::npos;
+  if (!uid) f.fail("pod", "must be a pod UID (lowercase hex digits and '-')");
+  return std::move(*pod);
+}
+
+std::optional<std::string> refusal(const Region& region, const std::string& job_ns, const std::string& pod) {
+  if (auto why = region.tenancy().refusal(region.name(), job_ns)) return why;
+  const std::string owner = region.importer() ? region.importer()->pod_uid : "";
+  if (!pod.empty() && owner != pod) {
+    return "region " + region.name() + " was not shared by pod " + pod +
+           (owner.empty() ? "" : " but by pod " + owner) + " (docs/pods.md)";
+  }
+  if (pod.empty() && !owner.empty() && !job_ns.empty()) {
+    return "region " + region.name() + " was shared by pod " + owner +
+           ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)";
+  }
+  return std::nullopt;
+}
+
 Tenancy parse_tenancy(JsonFields& f) {
   Tenancy out;
   out.ns = parse_job_namespace(f);

@@ -15,6 +15,8 @@
 
 namespace conduit::agent {
 
+class Region;
+
 struct Tenancy {
   std::string ns;                        // "" = no namespace: anyone's
   std::vector<std::string> shared_with;  // namespaces let in besides ns; "*" = every namespace
@@ -32,5 +34,14 @@ struct Tenancy {
 Tenancy parse_tenancy(JsonFields& f);
 // "namespace" alone (grants, transfers): the job's.
 std::string parse_job_namespace(JsonFields& f);
+// "pod" (grants, a transfer's source): the UID of the pod a podSelector job addressed.
+std::string parse_pod(JsonFields& f);
+
+// Why a job's request (namespace `job_ns`, addressing pod UID `pod` or none) may not touch `region`, or
+// nullopt. Tenancy first; then a region a pod shared (importedBy.podUID) is reached only by a job that
+// addressed that pod, and a job that addressed a pod only reaches that pod's regions, so no job claims a
+// pod's memory by naming its node and region, nor another region by naming a pod. An operator's own
+// request (no namespace, no pod) is not a job's and passes.
+std::optional<std::string> refusal(const Region& region, const std::string& job_ns, const std::string& pod);
 
 }  // namespace conduit::agent

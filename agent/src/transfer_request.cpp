@@ -101,7 +101,8 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   const json* source = fields.object("source", Need::Required);
   if (!fields.ok()) return fields.status().error();
   JsonFields src(*source, "source");
-  src.only({"region", "file", "offset", "length", "followGrant"});
+  src.only({"region", "file", "offset", "length", "followGrant", "pod"});
+  r.source_pod = parse_pod(src);
   if (src.ok() && src.has("region") == src.has("file"))
     src.fail("region", "give exactly one of region or file");
   r.source_region = region_name(src, "region");

@@ -86,6 +86,8 @@ struct TransferRequest {
   std::string requested_by;
   // The job's namespace (tenancy.h): the source region must admit it. "" = an operator's own.
   std::string job_namespace;
+  // The pod a podSelector job addressed as its source (tenancy.h): the source region must be one it shared.
+  std::string source_pod;
 
   // Strict: unknown fields, wrong types, zero/oversized values are InvalidArgument naming the field.
   static Result<TransferRequest> from_json(const nlohmann::json& body);

@@ -25,6 +25,7 @@ json TransferRequest::to_json() const {
     source["file"] = source_file;
   }
   if (!follow_grant.empty()) source["followGrant"] = follow_grant;
+  if (!source_pod.empty()) source["pod"] = source_pod;
   json body{{"source", std::move(source)},
             {"targets", std::move(out_targets)},
             {"op", op},

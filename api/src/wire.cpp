@@ -137,6 +137,7 @@ json GrantRequest::to_json() const {
   if (!writer.empty()) body["writer"] = writer;
   if (!peer.empty()) body["peer"] = peer;
   if (!ns.empty()) body["namespace"] = ns;
+  if (!pod.empty()) body["pod"] = pod;
   return body;
 }
 

@@ -19,6 +19,10 @@ const Resource& leases() {
   static const Resource r{"coordination.k8s.io", "v1", "Lease", "leases", true};
   return r;
 }
+const Resource& pods() {
+  static const Resource r{"", "v1", "Pod", "pods", true};
+  return r;
+}
 const Resource& namespaces() {
   static const Resource r{"", "v1", "Namespace", "namespaces", false};
   return r;

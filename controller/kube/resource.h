@@ -23,6 +23,7 @@ const Resource& transfer_jobs();                // conduit.dev/v1alpha1, namespa
 const Resource& fabric_nodes();                 // conduit.dev/v1alpha1, cluster-scoped
 const Resource& events();                       // v1
 const Resource& leases();                       // coordination.k8s.io/v1
+const Resource& pods();                         // v1, namespaced
 const Resource& namespaces();                   // v1, cluster-scoped
 const Resource& custom_resource_definitions();  // apiextensions.k8s.io/v1, cluster-scoped
 }  // namespace resources

@@ -148,7 +148,8 @@ Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& a
                                                              .save = ask.save,
                                                              .writer = ask.writer,
                                                              .peer = ask.peer,
-                                                             .ns = ask.ns});
+                                                             .ns = ask.ns,
+                                                             .pod = ask.pod});
   if (!g) return g.error();
   // An older agent names the provider only in the key.
   if (g->provider.empty()) g->provider = g->key.value("provider", "");

@@ -51,6 +51,7 @@ struct GrantAsk {
   std::string writer;    // the job ("namespace/name"): the target region's updatedBy when the write commits
   std::string peer;      // the node whose agent writes through it (only its identity may use it); "": any
   std::string ns;        // the job's namespace: the agent lets it touch only regions that admit it
+  std::string pod;       // the UID of the pod the target is (podSelector): the region must be one it shared
 };
 
 // Errors carry the agent's own code and message ("NotFound: no region \"x\""). An agent that does not answer

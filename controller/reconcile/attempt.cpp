@@ -42,6 +42,46 @@ std::optional<std::string> not_shared(const RegionInfo& r, const std::string& wh
          " (the region's sharedWith: docs/security.md)";
 }
 
+// A pod's region belongs to the pod: a podSelector job's region must be one its pod shared with the agent
+// (importedBy.podUID, which the agent reads from the process's cgroup), and a region a pod shared is reached
+// only through a podSelector that picks that pod. The agent checks both again (agent/src/tenancy.h).
+std::optional<Reconciler::AttemptError> pod_ownership(const RegionInfo& r, const std::string& what,
+                                                      const std::optional<PodRef>& pod) {
+  // importedBy as the agent wrote it: {pid, uid, podUID?, containerID?}; anything else reads as absent.
+  const auto field = [&r](const char* key) {
+    const auto& by = r.imported_by;
+    if (!by.is_object() || !by.contains(key)) return std::string();
+    return by[key].is_string() ? by[key].get<std::string>() : by[key].dump();
+  };
+  const std::string uid = field("podUID");
+  auto refuse = [](const char* reason, std::string message) {
+    return Reconciler::AttemptError{reason, std::move(message), /*permanent=*/true};
+  };
+  if (!pod) {
+    if (uid.empty()) return std::nullopt;
+    return refuse(
+        reason::kRegionOwnedByPod,
+        what + " was shared by pod UID " + uid +
+            ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)");
+  }
+  if (uid == pod->uid) {
+    if (pod->container_id.empty() || field("containerID") == pod->container_id) return std::nullopt;
+    return refuse(reason::kRegionNotOwnedByPod, what + " was shared by another container of pod " +
+                                                    pod->name + " than the one the job names (container ID " +
+                                                    pod->container_id + ")");
+  }
+  const std::string maker = !r.imported_by.is_object() ? "the agent's API"
+                            : uid.empty()              ? "process " + field("pid") + ", which runs in no pod"
+                                                       : "another pod (UID " + uid + ")";
+  return refuse(reason::kRegionNotOwnedByPod, what + " was not shared by pod " + pod->name + " (UID " +
+                                                  pod->uid + ") but made by " + maker);
+}
+
+std::string missing(const std::string& what, const std::optional<PodRef>& pod) {
+  if (!pod) return what + " does not exist";
+  return what + " does not exist: pod " + pod->name + " has not shared it (yet)";
+}
+
 }  // namespace
 
 std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
@@ -75,8 +115,8 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   json targets = json::array();
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
     const auto& t = spec.targets[i];
-    json entry{{"node", t.node}, {"region", t.region}, {"state", "Preparing"}};
-    if (!t.file.empty()) entry["file"] = t.file;
+    json entry = target_entry(t);
+    entry["state"] = "Preparing";
     if (p.run.target_landed(i)) {
       entry["state"] = "Succeeded";  // in an earlier attempt: not sent again
       entry["bytes"] = p.run.length;
@@ -112,6 +152,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   }
   request.length = p.run.length;
   request.ns = p.key.ns;  // the source agent checks the source region admits it
+  if (spec.source.pod) request.source_pod = spec.source.pod->uid;  // ... and that it is that pod's
   request.chunk_bytes = spec.chunk_bytes;
   request.window = spec.window;
   request.verify = spec.verify;
@@ -241,11 +282,12 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
     if (!r) {
       if (r.error().code == ErrorCode::NotFound) {
         return AttemptError{reason::kRegionNotFound,
-                            "source region \"" + src.region + "\" does not exist" + on(src.node)};
+                            missing("source region \"" + src.region + "\"" + on(src.node), src.pod)};
       }
       return AttemptError{reason_for(r.error()),
                           "looking up the source region" + on(src.node) + ": " + r.error().message};
     }
+    if (auto e = pod_ownership(*r, "source region \"" + src.region + "\"" + on(src.node), src.pod)) return e;
     if (auto why = not_shared(*r, "source region \"" + src.region + "\"" + on(src.node), p.key.ns)) {
       return AttemptError{reason::kRegionNotShared, *why, /*permanent=*/true};
     }
@@ -310,9 +352,11 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
       auto r = agents_.get_region(t.node, t.region);
       if (!r && r.error().code == ErrorCode::NotFound) {
         return AttemptError{reason::kRegionNotFound,
-                            what(t) + " does not exist; add create: {bytes: N} to allocate it"};
+                            t.pod ? missing(what(t), t.pod)
+                                  : what(t) + " does not exist; add create: {bytes: N} to allocate it"};
       }
       if (!r) return AttemptError{reason_for(r.error()), "looking up " + what(t) + ": " + r.error().message};
+      if (auto e = pod_ownership(*r, what(t), t.pod)) return e;
       if (auto why = not_shared(*r, what(t), p.key.ns)) {
         return AttemptError{reason::kRegionNotShared, *why, /*permanent=*/true};
       }
@@ -410,7 +454,8 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
                  // The source's agent writes every target, except in a Chain, where the hop feeding each
                  // one changes as hops fail (docs/broadcast.md): those grants name no peer.
                  .peer = spec.strategy == Strategy::Chain ? std::string() : spec.source.node,
-                 .ns = p.key.ns};
+                 .ns = p.key.ns,
+                 .pod = t.pod ? t.pod->uid : std::string()};
     // Saved as the bytes land where the target is host memory (a region of host memory, or none).
     if (!t.file.empty()) {
       auto memory = t.region.empty() ? std::string("host") : t.create ? t.create->memory : std::string();

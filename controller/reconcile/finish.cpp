@@ -44,8 +44,7 @@ void Reconciler::track(Pass& p, const TransferInfo& t) {
   set_stages(p.status, t);
   json targets = json::array();
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
-    json entry{{"node", spec.targets[i].node}, {"region", spec.targets[i].region}};
-    if (!spec.targets[i].file.empty()) entry["file"] = spec.targets[i].file;
+    json entry = target_entry(spec.targets[i]);
     if (i < p.run.transports.size() && !p.run.transports[i].empty()) entry["transport"] = p.run.transports[i];
     if (i < t.targets.size()) {
       entry["state"] = target_state(t.targets[i], p.run.length, spec.verify);

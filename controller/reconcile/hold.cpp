@@ -1,12 +1,14 @@
-// The pre-flight as the reconciler carries it out: the facts of the nodes an attempt touches (discovery's,
-// asked again where they say a node does not answer), the verdict (preflight.h), and a job held Pending
-// while a node does not answer, which spends no attempt of its backoffLimit.
+// The pre-flight as the reconciler carries it out: the pods a podSelector job runs over (pods.h), the facts
+// of the nodes an attempt touches (discovery's, asked again where they say a node does not answer), the
+// verdict (preflight.h), and a job held Pending while a node does not answer or no pod is Ready, which spends
+// no attempt of its backoffLimit.
 #include <algorithm>
 
 #include "conduit/common/log.h"
 #include "in_parallel.h"
 #include "job_status.h"
 #include "pass.h"
+#include "pods.h"
 
 namespace conduit::controller {
 
@@ -33,6 +35,41 @@ std::optional<NodeFacts> Reconciler::facts_for(const Pass& p, const std::string&
   return fresh;
 }
 
+std::optional<bool> Reconciler::pick_pods(Pass& p) {
+  auto list = [&](const std::string& selector) { return options_.pods->list_pods(p.key.ns, selector); };
+  PodResolution picked = resolve_pods(p.spec(), p.key.ns, list);
+  if (picked.verdict == PodResolution::Verdict::Wait) {
+    hold(p, {picked.reason, picked.message});
+    return false;
+  }
+  if (picked.verdict == PodResolution::Verdict::Fail) {
+    fail(p, picked.reason, picked.message);
+    return true;
+  }
+  auto over = with_pods(p.spec(), picked.pods);  // resolve_pods checked it
+  if (!over) {
+    fail(p, reason::kInvalidSpec, over.error().message);
+    return true;
+  }
+  p.view.spec = std::move(*over);
+  p.run.pods = std::move(picked.pods);
+  p.status["pods"] = pods_status(p.run.pods);
+  std::string chosen;
+  std::size_t left_out = 0;
+  for (const auto& pod : p.run.pods) {
+    if (pod.selected) chosen += (chosen.empty() ? "" : ", ") + pod.name + " (" + pod.node + ")";
+    if (!pod.selected) ++left_out;
+  }
+  const std::string message =
+      "runs over pods " + chosen +
+      (left_out > 0 ? "; " + std::to_string(left_out) + " left out (status.pods)" : "");
+  store_.record_event(p.key, "Normal", "PodsPicked", message);
+  log::info("podSelector resolved", {{"job", p.job_name()}, {"message", message}});
+  // Before anything is asked of an agent: a restart must run over these pods, not pick again.
+  if (!save_run(p)) return false;
+  return std::nullopt;
+}
+
 Preflight Reconciler::check_nodes(Pass& p, bool ask_all) {
   const auto& spec = p.spec();
   // The source and every target: one that landed earlier is asked too, whether its region still holds the
@@ -47,22 +84,23 @@ Preflight Reconciler::check_nodes(Pass& p, bool ask_all) {
   return preflight(spec, nodes);
 }
 
-void Reconciler::hold(Pass& p, const Preflight& check) {
-  const bool held_before = waiting_message(p.stored_status).has_value();
+void Reconciler::hold(Pass& p, const Waiting& why) {
+  const auto before = waiting_of(p.stored_status);
+  const bool held_before = before && before->reason == why.reason;
   // As batch/v1 Job: activeDeadlineSeconds counts from when the controller took the job up, waiting included.
   if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now, TimePrecision::Millis);
   p.status["phase"] = phase::kPending;
   p.status["throughputBytesPerSecond"] = 0;
   p.status["throughput"] = "";
-  set_condition(p.status, "Running", false, check.reason, check.message, p.now, p.generation);
+  set_condition(p.status, "Running", false, why.reason, why.message, p.now, p.generation);
   if (p.status.contains("targets") && p.status["targets"].is_array()) {
     for (std::size_t i = 0; i < p.status["targets"].size(); ++i) {
       if (!p.run.target_landed(i)) p.status["targets"][i]["state"] = "Pending";
     }
   }
   if (!held_before) {
-    store_.record_event(p.key, "Warning", check.reason, check.message);
-    log::warn("job waits for nodes that do not answer", {{"job", p.job_name()}, {"message", check.message}});
+    store_.record_event(p.key, "Warning", why.reason, why.message);
+    log::warn("job held Pending", {{"job", p.job_name()}, {"reason", why.reason}, {"message", why.message}});
   }
   p.wait = kHoldRecheck;
   const auto started = parse_rfc3339(p.status.value("startTime", ""));

@@ -13,13 +13,20 @@ using json = nlohmann::json;
 
 bool is_terminal_phase(std::string_view p) { return p == phase::kSucceeded || p == phase::kFailed; }
 
-std::optional<std::string> waiting_message(const json& status) {
+json target_entry(const TargetSpec& target) {
+  json entry{{"node", target.node}, {"region", target.region}};
+  if (!target.file.empty()) entry["file"] = target.file;
+  if (target.pod) entry["pod"] = target.pod->name;
+  return entry;
+}
+
+std::optional<Waiting> waiting_of(const json& status) {
   if (status.value("phase", "") != phase::kPending) return std::nullopt;
   const json* running = find_condition(status, "Running");
-  if (running == nullptr || running->value("status", "") != "False" ||
-      running->value("reason", "") != api::reason::kPeerUnreachable)
-    return std::nullopt;
-  return running->value("message", "");
+  if (running == nullptr || running->value("status", "") != "False") return std::nullopt;
+  const std::string why = running->value("reason", "");
+  if (why != reason::kPeerUnreachable && why != reason::kNoReadyPods) return std::nullopt;
+  return Waiting{why, running->value("message", "")};
 }
 
 std::string outcome_summary(const json& status) {

@@ -11,6 +11,7 @@
 #include "agent_api.h"
 #include "clock.h"
 #include "conduit/common/condition.h"
+#include "step.h"
 #include "transfer_job.h"
 
 namespace conduit::controller {
@@ -34,9 +35,12 @@ inline void set_condition(nlohmann::json& status, const std::string& type, bool 
 }
 using conduit::find_condition;
 
-// A job the pre-flight holds Pending names the nodes it waits for in its Running condition (False,
-// PeerUnreachable); that message, or nullopt for a job that waits for no node.
-std::optional<std::string> waiting_message(const nlohmann::json& status);
+// A job held Pending says what for in its Running condition (False, PeerUnreachable for nodes that do not
+// answer, NoReadyPods for a podSelector that matches no Ready pod); nullopt for a job that waits for nothing.
+std::optional<Waiting> waiting_of(const nlohmann::json& status);
+
+// What status.targets[] says of a target before its state: {node, region, file?, pod?}.
+nlohmann::json target_entry(const TargetSpec& target);
 
 // What --once-job prints for a finished job: "Succeeded: 5368709120 bytes, 2.1 GB/s, <Complete message>" or
 // "Failed: <reason>: <message>". Byte counts are read as 64-bit: jobs move more than 2 GiB.

@@ -5,6 +5,7 @@
 #include "conduit/common/log.h"
 #include "job_status.h"
 #include "pass.h"
+#include "pods.h"
 
 namespace conduit::controller {
 
@@ -78,7 +79,7 @@ void refresh_view(JobView& view, const json& job, const json& status) {
   view.start_time = time_field(status, "startTime");
   view.completion_time = time_field(status, "completionTime");
   view.retries = status.value("retries", 0U);
-  view.waiting = waiting_message(status);
+  view.waiting = waiting_of(status);
 }
 
 }  // namespace
@@ -103,6 +104,14 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key, Error* e
   p.run = p.stored_run;
   p.generation = p.job.value("metadata", json::object()).value("generation", std::int64_t{0});
   auto spec = TransferJobSpec::parse(p.job.value("spec", json()));
+  if (spec && spec->selects_pods() && options_.pods == nullptr) {
+    spec =
+        make_error(ErrorCode::Unsupported,
+                   "podSelector needs conduit-controller in Kubernetes mode (local mode has no pods); name "
+                   "the node instead");
+  } else if (spec && spec->selects_pods() && !p.run.pods.empty()) {
+    spec = with_pods(*spec, p.run.pods);  // the pods its first attempt picked
+  }
   if (spec) {
     p.view.spec = std::move(*spec);
   } else {
@@ -249,13 +258,16 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       if (!save_run(p)) return false;
       return true;
     case StepKind::StartAttempt: {
+      if (p.spec().selects_pods()) {
+        if (const auto stop = pick_pods(p)) return *stop;
+      }
       const Preflight check = check_nodes(p, /*ask_all=*/false);
       if (check.verdict == Preflight::Verdict::Fail) {
         fail(p, check.reason, check.message);
         return true;
       }
       if (check.verdict == Preflight::Verdict::Wait) {
-        hold(p, check);
+        hold(p, {check.reason, check.message});
         return false;
       }
       p.transport = check.transport;
@@ -274,7 +286,7 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         if (const Preflight again = check_nodes(p, /*ask_all=*/true);
             again.verdict == Preflight::Verdict::Wait) {
           release(p, /*drop_source=*/false);
-          hold(p, again);
+          hold(p, {again.reason, again.message});
           return false;
         }
       }

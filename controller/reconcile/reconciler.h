@@ -16,6 +16,7 @@
 #include "preflight.h"
 #include "step.h"
 #include "store/object_store.h"
+#include "store/pod_directory.h"
 
 namespace conduit::controller {
 
@@ -32,12 +33,21 @@ struct ReconcilerOptions {
   // What discovery learnt about the nodes (FabricNodes), checked before each attempt; null: nothing known,
   // every node is asked only when the attempt reaches it. Outlives the reconciler.
   FabricFacts* facts = nullptr;
+  // Where podSelector jobs find their pods (Kubernetes mode); null: such jobs are Unsupported (local mode).
+  PodDirectory* pods = nullptr;
 };
 
 class Reconciler {
  public:
   Reconciler(ObjectStore& store, AgentApi& agents, Clock clock = system_clock(),
              ReconcilerOptions options = {});
+
+  // Why an attempt could not start.
+  struct AttemptError {
+    std::string reason;
+    std::string message;
+    bool permanent = false;  // Fail now whatever the reason: retrying cannot help (a region over a whole cap)
+  };
 
   // Why a reconcile did not get its job where it meant to (for conduit_controller_reconcile_errors_total).
   enum class Error : std::uint8_t { None, StoreRead, StoreWrite };
@@ -64,20 +74,18 @@ class Reconciler {
                           // transfer to end within a second: the next one waits
   };
   struct Pass;
-  struct AttemptError {
-    std::string reason;
-    std::string message;
-    bool permanent = false;  // Fail now whatever the reason: retrying cannot help (a region over a whole cap)
-  };
 
   bool run_step(Pass& p, const Step& step);  // true: decide again in this pass
   // Pre-flight (hold.cpp): the verdict on the nodes this attempt touches. Nodes whose facts say they do not
   // answer are asked again first (every node with `ask_all`), so one that is back runs the job at once.
   Preflight check_nodes(Pass& p, bool ask_all);
   std::optional<NodeFacts> facts_for(const Pass& p, const std::string& node, bool ask);
-  // Keeps the job Pending (Running=False, PeerUnreachable) until the nodes answer or the deadline passes;
-  // spends no attempt.
-  void hold(Pass& p, const Preflight& check);
+  // Keeps the job Pending (Running=False, PeerUnreachable or NoReadyPods) until what it waits for is there
+  // or the deadline passes; spends no attempt.
+  void hold(Pass& p, const Waiting& why);
+  // podSelector: picks the pods at the first attempt (pods.h); the job runs over them from then on. nullopt:
+  // picked, go on; else the job was held (false) or failed (true), which run_step returns.
+  std::optional<bool> pick_pods(Pass& p);
   Observation observe(Pass& p);
   std::optional<AttemptError> start_attempt(Pass& p);
   bool streams_source(const Pass& p);

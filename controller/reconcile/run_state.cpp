@@ -67,6 +67,11 @@ RunState RunState::from_job(const json& job) {
   }
   if (j.contains("notBefore") && j["notBefore"].is_string())
     run.not_before = parse_rfc3339(j["notBefore"].get<std::string>());
+  if (j.contains("pods") && j["pods"].is_array()) {
+    for (const auto& p : j["pods"]) {
+      if (auto pick = PodPick::from_json(p)) run.pods.push_back(std::move(*pick));
+    }
+  }
   return run;
 }
 
@@ -95,6 +100,10 @@ json RunState::to_json() const {
   if (std::find(landed.begin(), landed.end(), true) != landed.end()) j["landed"] = landed;
   if (!sent.empty()) j["sent"] = sent;
   if (not_before) j["notBefore"] = format_rfc3339(*not_before, TimePrecision::Millis);
+  if (!pods.empty()) {
+    j["pods"] = json::array();
+    for (const auto& p : pods) j["pods"].push_back(p.to_json(/*with_entry=*/true));
+  }
   return j;
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "clock.h"
+#include "pods.h"
 
 namespace conduit::controller {
 
@@ -48,6 +49,8 @@ struct RunState {
   // Grants of earlier attempts whose revoke failed (their node did not answer): revoked again by every
   // later release and before the next attempt, so a key does not outlive its transfer by the grant TTL.
   std::vector<NodeRef> unrevoked;
+  // What the job's podSelectors picked at its first attempt (pods.h): every later attempt runs over them.
+  std::vector<PodPick> pods;
 
   static RunState from_job(const nlohmann::json& job);  // empty when the annotation is absent or unreadable
   nlohmann::json to_json() const;

@@ -154,10 +154,10 @@ Step decide(const JobView& job, const RunState& run, const Observation& seen, Ti
   if (job.start_time && spec.active_deadline_seconds) {
     deadline = *job.start_time + std::chrono::seconds(*spec.active_deadline_seconds);
     if (now >= *deadline && job.waiting) {
-      // Held by the pre-flight to the end: the cause is the node, not a slow transfer.
-      return {StepKind::Fail, reason::kPeerUnreachable,
+      // Held to the end: the cause is what it waited for (a node, pods), not a slow transfer.
+      return {StepKind::Fail, job.waiting->reason,
               "activeDeadlineSeconds (" + std::to_string(*spec.active_deadline_seconds) +
-                  " s) passed while " + *job.waiting,
+                  " s) passed while " + job.waiting->message,
               std::nullopt};
     }
     if (now >= *deadline) {

@@ -48,7 +48,21 @@ inline constexpr const char* kTransferLost = "TransferLost";
 inline constexpr const char* kSaveFailed = "SaveFailed";
 inline constexpr const char* kAgentError = "AgentError";
 inline constexpr const char* kBackoffLimitExceeded = "BackoffLimitExceeded";
+// podSelector (pods.h): no pod that can take part matches yet (the job waits); the source's matches several;
+// a pod's region on its node is not one that pod shared; a region a pod shared, named by node and region;
+// the controller may not list pods.
+inline constexpr const char* kNoReadyPods = "NoReadyPods";
+inline constexpr const char* kAmbiguousPodSelector = "AmbiguousPodSelector";
+inline constexpr const char* kRegionNotOwnedByPod = "RegionNotOwnedByPod";
+inline constexpr const char* kRegionOwnedByPod = "RegionOwnedByPod";
+inline constexpr const char* kPodsUnknown = "PodsUnknown";
 }  // namespace reason
+
+// A job held Pending names why (PeerUnreachable, NoReadyPods) and what it waits for in its Running condition.
+struct Waiting {
+  std::string reason;
+  std::string message;
+};
 
 // The job as far as the decision needs it.
 struct JobView {
@@ -61,7 +75,8 @@ struct JobView {
   std::optional<TimePoint> start_time;
   std::optional<TimePoint> completion_time;
   std::uint32_t retries = 0;
-  std::optional<std::string> waiting;  // held Pending for nodes that do not answer: what it waits for
+  // Held Pending (for nodes that do not answer, for Ready pods): why and what it waits for.
+  std::optional<Waiting> waiting;
 };
 
 // What the source agent said about run.transfer this pass.

@@ -1,5 +1,6 @@
 #include "transfer_job.h"
 
+#include <algorithm>
 #include <set>
 #include <utility>
 
@@ -89,6 +90,20 @@ class Checker {
   JsonFields fields(const json& object, const std::string& path) {
     return JsonFields(object, path, problems_, /*null_is_absent=*/true);
   }
+  std::optional<LabelSelector> selector(const json& object, const std::string& path) {
+    return LabelSelector::parse(object, path, problems_);
+  }
+  // A container name (a DNS-1123 label), only beside a podSelector.
+  std::string container(JsonFields& f, bool pod_selector, const std::string& path) {
+    auto name = f.text("container", Need::Optional, 63);
+    if (!name) return {};
+    if (!is_dns1123_label(*name))
+      fail(path + ".container", "\"" + *name + "\" is not a container name (a DNS-1123 label)");
+    if (!pod_selector)
+      fail(path,
+           "container applies to a podSelector: it names which of the pod's containers shared the region");
+    return *name;
+  }
 
   template <typename E>
   std::optional<E> one_of(JsonFields& f, const char* key,
@@ -128,15 +143,17 @@ class Checker {
   JsonProblems problems_{JsonProblems::Keep::All};
 };
 
-void parse_source(Checker& c, JsonFields& fields, SourceSpec& out, bool& pod_selector) {
+void parse_source(Checker& c, JsonFields& fields, SourceSpec& out) {
   const json* source = fields.object("source", Need::Required);
   if (source == nullptr) return;
   auto f = c.fields(*source, "spec.source");
-  f.only({"node", "region", "file", "podSelector"});
+  f.only({"node", "region", "file", "podSelector", "container"});
   auto node = f.text("node", Need::Optional, 253);
   auto region = f.text("region", Need::Optional, 63);
   auto file = f.text("file", Need::Optional, 1024);
-  pod_selector = source->contains("podSelector");
+  const bool pod_selector = f.has("podSelector");
+  if (pod_selector) out.pod_selector = c.selector((*source)["podSelector"], "spec.source.podSelector");
+  out.container = c.container(f, pod_selector, "spec.source");
   c.node(node, "spec.source.node");
   c.region(region, "spec.source.region");
   c.file(file, "spec.source.file");
@@ -170,15 +187,24 @@ void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
       continue;
     }
     auto f = c.fields(targets[i], path);
-    f.only({"node", "region", "create", "file"});
+    f.only({"node", "region", "create", "file", "podSelector", "container"});
     TargetSpec target;
-    auto node = f.text("node", Need::Required, 253);
+    auto node = f.text("node", Need::Optional, 253);
+    const bool pod_selector = f.has("podSelector");
+    if (pod_selector) target.pod_selector = c.selector(targets[i]["podSelector"], path + ".podSelector");
+    target.container = c.container(f, pod_selector, path);
+    if (node.has_value() == pod_selector) c.fail(path, "a target needs exactly one of node or podSelector");
     auto region = f.text("region", Need::Optional, 63);
     c.node(node, path + ".node");
     c.region(region, path + ".region");
     auto file = f.text("file", Need::Optional, 1024);
     c.file(file, path + ".file");
     if (!region && !file) c.fail(path, "a target needs a region, a file, or both");
+    if (pod_selector && (!region || file || f.has("create"))) {
+      c.fail(
+          path,
+          "a podSelector target is the region each pod shared: it takes region, and neither file nor create");
+    }
     if (!region && f.has("create"))
       c.fail(path, "create applies to a region; a file target with no region needs none");
     if (const json* create = f.object("create")) {
@@ -203,31 +229,43 @@ void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
   }
 }
 
-// The CRD's CEL rules across fields.
-void check_cross_field(Checker& c, const TransferJobSpec& s) {
+// The CRD's CEL rules across fields. A target still given by a podSelector has no node yet: the rules that
+// need one are checked again once its pods are known (`resolved`), when a Fanout or Chain may have come
+// down to one target, which check_resolved's caller (pods.cpp) runs as PointToPoint.
+void check_cross_field(Checker& c, const TransferJobSpec& s, bool resolved) {
   const auto n = s.targets.size();
+  const bool selects = std::any_of(s.targets.begin(), s.targets.end(),
+                                   [](const TargetSpec& t) { return t.pod_selector.has_value(); });
   if (s.strategy == Strategy::PointToPoint && n != 1) {
     c.fail("spec", "strategy PointToPoint needs exactly one target; use Fanout or Chain for more");
   }
-  if (s.strategy == Strategy::Fanout && n < 2)
+  if (!resolved && !selects && s.strategy == Strategy::Fanout && n < 2)
     c.fail("spec", "strategy Fanout needs at least 2 targets; use PointToPoint for one");
-  if (s.strategy == Strategy::Chain && n < 2)
+  if (!resolved && !selects && s.strategy == Strategy::Chain && n < 2)
     c.fail("spec", "strategy Chain needs at least 2 targets; use PointToPoint for one");
   std::set<std::pair<std::string, std::string>> seen;
   std::set<std::pair<std::string, std::string>> files;
   for (const auto& t : s.targets) {
-    if (!s.source.region.empty() && t.node == s.source.node && t.region == s.source.region) {
-      c.fail("spec", "a target may not be the source region itself (same node and same region)");
+    if (t.pod_selector) {
+      // As the CRD: which node a pod is on is not known before the job starts, so shm cannot be promised.
+      if (s.transport == TransportType::Shm)
+        c.fail("spec", "transport shm needs source.node and every target on the source's node");
+      continue;
+    }
+    const std::string target = t.pod ? " (pod " + t.pod->name + ")" : "";
+    if (!s.source.region.empty() && !s.source.node.empty() && t.node == s.source.node &&
+        t.region == s.source.region) {
+      c.fail("spec", "a target may not be the source region itself (same node and same region)" + target);
     }
     if (!t.region.empty() && !seen.insert({t.node, t.region}).second)
-      c.fail("spec", "targets must be unique by node and region");
+      c.fail("spec", "targets must be unique by node and region" + target);
     if (!t.file.empty() && !files.insert({t.node, t.file}).second)
       c.fail("spec", "two targets on one node may not write the same file (\"" + t.file + "\" on \"" +
                          t.node + "\")");
     if (!t.file.empty() && t.node == s.source.node && t.file == s.source.file)
       c.fail("spec", "a target may not write the source file itself (same node and same file)");
-    if (s.transport == TransportType::Shm && t.node != s.source.node) {
-      c.fail("spec", "transport shm needs source.node and every target on the source's node");
+    if (s.transport == TransportType::Shm && (s.source.node.empty() || t.node != s.source.node)) {
+      c.fail("spec", "transport shm needs source.node and every target on the source's node" + target);
     }
   }
 }
@@ -242,8 +280,7 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
   auto f = c.fields(spec, "spec");
   f.only({"source", "targets", "strategy", "transport", "chunkBytes", "window", "verify", "backoffLimit",
           "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond"});
-  bool pod_selector = false;
-  parse_source(c, f, s.source, pod_selector);
+  parse_source(c, f, s.source);
   parse_targets(c, spec, s.targets);
   s.strategy = c.one_of<Strategy>(f, "strategy",
                                   {{"PointToPoint", Strategy::PointToPoint},
@@ -272,14 +309,22 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
   s.suspend = f.boolean("suspend").value_or(false);
   s.max_bytes_per_second = static_cast<std::uint64_t>(
       f.i64("maxBytesPerSecond", Need::Optional, 0, std::int64_t{1} << 40).value_or(0));
-  check_cross_field(c, s);
+  check_cross_field(c, s, /*resolved=*/false);
   if (!c.ok()) return make_error(ErrorCode::InvalidArgument, c.message());
-  if (pod_selector) {
-    return make_error(ErrorCode::Unsupported,
-                      "spec.source.podSelector is not resolved to a pod's node yet (in either mode of "
-                      "conduit-controller); name source.node instead");
-  }
   return s;
+}
+
+Status TransferJobSpec::check_resolved() const {
+  Checker c;
+  check_cross_field(c, *this, /*resolved=*/true);
+  if (!c.ok()) return make_error(ErrorCode::InvalidArgument, c.message());
+  return {};
+}
+
+bool TransferJobSpec::selects_pods() const {
+  return source.pod_selector.has_value() ||
+         std::any_of(targets.begin(), targets.end(),
+                     [](const TargetSpec& t) { return t.pod_selector.has_value(); });
 }
 
 }  // namespace conduit::controller

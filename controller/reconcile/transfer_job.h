@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conduit/common/result.h"
+#include "label_selector.h"
 
 namespace conduit::controller {
 
@@ -20,10 +21,21 @@ enum class TransportType : std::uint8_t { Auto, Efa, Verbs, Tcp, Shm };
 std::string_view to_string(Strategy strategy);
 std::string_view to_string(TransportType type);
 
+// The pod a podSelector picked (pods.h): the node and region come from it, and the region must be one that
+// pod shared with its node's agent.
+struct PodRef {
+  std::string name;
+  std::string uid;
+  std::string container_id;  // with `container`: the region must be one that container's process shared
+};
+
 struct SourceSpec {
-  std::string node;
-  std::string region;  // exactly one of region and file
-  std::string file;    // relative to the source agent's data directory
+  std::string node;                           // empty while a pod_selector is not resolved
+  std::string region;                         // exactly one of region and file
+  std::string file;                           // relative to the source agent's data directory
+  std::optional<LabelSelector> pod_selector;  // instead of node: the one Ready pod it matches
+  std::string container;                      // with pod_selector: the container that shared the region
+  std::optional<PodRef> pod;                  // once resolved
 };
 
 struct CreateSpec {
@@ -32,10 +44,14 @@ struct CreateSpec {
 };
 
 struct TargetSpec {
-  std::string node;
+  std::string node;  // empty while a pod_selector is not resolved
   std::string region;
   std::optional<CreateSpec> create;
   std::string file;  // save the region here once the bytes are in; empty: don't
+  // Instead of node: one target per Ready pod it matches, each the region that pod shared (pods.h).
+  std::optional<LabelSelector> pod_selector;
+  std::string container;      // with pod_selector: the container that shared the region; "": any of the pod's
+  std::optional<PodRef> pod;  // once resolved
 };
 
 struct TransferJobSpec {
@@ -53,9 +69,13 @@ struct TransferJobSpec {
   bool suspend = false;
   std::uint64_t max_bytes_per_second = 0;
 
-  // InvalidArgument listing every problem ("spec.chunkBytes: 1024 is below the minimum 4096; ..."), or
-  // Unsupported for forms this controller cannot carry out yet (source.podSelector without Kubernetes).
+  // InvalidArgument listing every problem ("spec.chunkBytes: 1024 is below the minimum 4096; ...").
   static Result<TransferJobSpec> parse(const nlohmann::json& spec);
+  // The rules across fields again, for a spec whose selectors were replaced by the pods they picked
+  // (pods.h): InvalidArgument naming each rule broken.
+  Status check_resolved() const;
+  // Whether the source or a target is still a podSelector.
+  bool selects_pods() const;
 };
 
 // DNS-1123 label (region names) and subdomain (node names), as the CRD patterns say.

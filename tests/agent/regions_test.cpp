@@ -423,6 +423,25 @@ TEST(Importer, PodUidComesFromEitherCgroupDriverAndNothingElse) {
   EXPECT_EQ(pod_uid_from_cgroup("0::/pod3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b0/x"), "") << "a longer hex run";
 }
 
+TEST(Importer, ContainerIdIsTheSegmentUnderThePodsCgroup) {
+  EXPECT_EQ(container_id_from_cgroup(
+                "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-"
+                "pod3f2a1b4c_5d6e_47f8_9a0b_1c2d3e4f5a6b.slice/cri-containerd-0123ABCD.scope\n"),
+            "0123abcd");
+  EXPECT_EQ(container_id_from_cgroup("8:pids:/kubepods/besteffort/pod3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b/"
+                                     "0123456789abcdef\n"),
+            "0123456789abcdef");
+  EXPECT_EQ(container_id_from_cgroup("8:pids:/kubepods/besteffort/pod3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b\n"),
+            "")
+      << "the pod's own cgroup: no container";
+  EXPECT_EQ(container_id_from_cgroup("8:pids:/kubepods/besteffort/pod3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b\n"
+                                     "7:cpu:/other/0123\n"),
+            "")
+      << "a segment on another line is not the pod's";
+  EXPECT_EQ(container_id_from_cgroup("0::/kubepods/pod3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b/not-hex\n"), "");
+  EXPECT_EQ(container_id_from_cgroup("0::/user.slice/0123456789abcdef\n"), "") << "in no pod";
+}
+
 TEST_F(RegionStoreTest, ImportSocketLifecycle) {
   const std::string sock = (tmp.path() / "import.sock").string();
   sockaddr_un addr{};
@@ -500,6 +519,30 @@ TEST_F(RegionStoreTest, ImportWithBadRequestGetsErrorAndNoRegion) {
   EXPECT_EQ(ok["region"]["name"], "good");
   EXPECT_EQ(ok["region"]["bytes"], 4096);
   ::close(fd);
+}
+
+// A region a pod's process shared is that pod's: a TransferJob reaches it only by addressing the pod
+// (podSelector), and addressing a pod reaches nothing else; an operator's own request is no job's.
+TEST(Tenancy, APodsRegionIsReachedOnlyThroughThatPod) {
+  TempDir tmp;
+  RegionStore store(tmp.path(), 16 * kMiB);
+  const std::string pod = "3f2a1b4c-5d6e-47f8-9a0b-1c2d3e4f5a6b";
+  auto shared = store.import_fd("kv", make_memfd(kMiB, 1), 0,
+                                Importer{.pid = 42, .uid = 0, .pod_uid = pod, .container_id = ""});
+  ASSERT_TRUE(shared.ok()) << shared.error().message;
+  auto plain = store.create("weights", kMiB, "host");
+  ASSERT_TRUE(plain.ok());
+
+  EXPECT_EQ(refusal(**shared, "team-a", pod), std::nullopt);
+  EXPECT_EQ(refusal(**shared, "", ""), std::nullopt) << "an operator's own request";
+  EXPECT_EQ(refusal(**shared, "team-a", ""),
+            "region kv was shared by pod " + pod +
+                ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)");
+  EXPECT_EQ(refusal(**shared, "team-a", "0000-other"),
+            "region kv was not shared by pod 0000-other but by pod " + pod + " (docs/pods.md)");
+  EXPECT_EQ(refusal(**plain, "team-a", pod),
+            "region weights was not shared by pod " + pod + " (docs/pods.md)");
+  EXPECT_EQ(refusal(**plain, "team-a", ""), std::nullopt);
 }
 
 }  // namespace

@@ -914,8 +914,13 @@ TEST(TransferInfoJson, CarriesTheGpuPathAndEachTargetsStagedFlag) {
 
 TEST(JobStatusGpuPath, NamesTheEndsThatRanStaged) {
   TransferJobSpec spec;
-  spec.source = {"node-a", "weights", ""};
-  spec.targets = {TargetSpec{"node-b", "w1", std::nullopt, ""}, TargetSpec{"node-c", "w2", std::nullopt, ""}};
+  spec.source.node = "node-a";
+  spec.source.region = "weights";
+  spec.targets.resize(2);
+  spec.targets[0].node = "node-b";
+  spec.targets[0].region = "w1";
+  spec.targets[1].node = "node-c";
+  spec.targets[1].region = "w2";
   TransferInfo t;
   t.gpu_path = "peermem";
   t.targets.resize(2);

@@ -520,12 +520,14 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         f"create leases.coordination.k8s.io -n {NS}",
         f"get leases.coordination.k8s.io/conduit-controller -n {NS}",
         f"update leases.coordination.k8s.io/conduit-controller -n {NS}",
+        "list pods -n team-a",
     ]
     denied = [
         "create transferjobs.conduit.dev -n team-a", "update transferjobs.conduit.dev -n team-a",
         "update transferjobs.conduit.dev --subresource=status -n team-a",
         "list fabricnodes.conduit.dev", "delete fabricnodes.conduit.dev",
-        "list endpointslices.discovery.k8s.io -n team-a", f"get secrets -n {NS}", "list pods -A",
+        "list endpointslices.discovery.k8s.io -n team-a", f"get secrets -n {NS}", "get pods -n team-a",
+        "watch pods -n team-a", "patch pods -n team-a",
         f"update leases.coordination.k8s.io/other-lease -n {NS}",
         "get leases.coordination.k8s.io/conduit-controller -n team-a",
         f"delete leases.coordination.k8s.io/conduit-controller -n {NS}", "patch customresourcedefinitions",
@@ -552,6 +554,12 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     kc_ok("create", "namespace", "team-a", what="create namespace team-a")
     kc_ok("apply", "-n", "team-a", "-f", REPO / "crds/examples/point-to-point.yaml",
           what="apply the point-to-point example")
+    # The workload that shares its memory (docs/pods.md) and the job that addresses its pods: both as the
+    # apiserver validates them (no kubelet runs here to start the Deployment's pods).
+    kc_ok("apply", "--dry-run=server", "-n", "team-a", "-f", REPO / "helm/conduit/examples/workload-with-import-socket.yaml",
+          what="the example workload with the import socket")
+    kc_ok("apply", "--dry-run=server", "-n", "team-a", "-f", REPO / "crds/examples/pod-targets.yaml",
+          what="the pod-targets example")
     (work / "agent-token").write_text(token)
 
     # A real agent as the DaemonSet runs it, TLS-wise: the installed Secrets' files where the pod mounts them

@@ -44,7 +44,8 @@ struct TransferRequest {
     std::uint64_t length = 0;
   };
   std::vector<RangeOp> ops{};
-  std::string ns{};  // the job's namespace: the source region must belong to it or be shared with it
+  std::string ns{};          // the job's namespace: the source region must belong to it or be shared with it
+  std::string source_pod{};  // the UID of the pod the job addressed: the source region must be its own
   nlohmann::json to_json() const;
 };
 

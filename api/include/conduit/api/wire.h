@@ -119,6 +119,7 @@ struct GrantRequest {
   std::string writer{};    // who writes: the region's updatedBy once a write commits; empty: left out
   std::string peer{};      // the node whose agent uses the grant (docs/security.md); empty: any agent's
   std::string ns{};        // the job's namespace: the region must belong to it or be shared with it
+  std::string pod{};       // the UID of the pod the job addressed (podSelector): the region must be its own
   nlohmann::json to_json() const;
 };
 

@@ -28,6 +28,7 @@ class JsonProblems {
 
   void add(std::string problem);
   bool ok() const { return problems_.empty(); }
+  std::size_t count() const { return problems_.size(); }
   // Whether reading goes on: always when keeping all, else until the first problem.
   bool reading() const { return keep_ == Keep::All || problems_.empty(); }
   // The problems joined by "; ".

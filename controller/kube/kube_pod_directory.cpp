@@ -1,0 +1,18 @@
+#include "kube_pod_directory.h"
+
+namespace conduit::controller::kube {
+
+Result<std::vector<nlohmann::json>> KubePodDirectory::list_pods(const std::string& ns,
+                                                                const std::string& label_selector) {
+  ListOptions options;
+  options.label_selector = label_selector;
+  auto list = client_.list(resources::pods(), ns, options);
+  if (!list) return list.error();
+  std::vector<nlohmann::json> pods;
+  if (list->contains("items") && (*list)["items"].is_array()) {
+    for (auto& item : (*list)["items"]) pods.push_back(std::move(item));
+  }
+  return pods;
+}
+
+}  // namespace conduit::controller::kube
