@@ -12,16 +12,23 @@ a token, a 64 MiB memory cap, a data directory in a temp dir. One agent serves e
   - 200 clients that send their headers a byte a second, 1,000 that send nothing, 1,000 connections at once;
   - after each, the agent still runs and answers /healthz.
 
-All of it runs twice, each time against a fresh agent (the module-scoped `target` fixture's params): [http]
-plain HTTP, then [https] the agent serving HTTPS with a certificate for 127.0.0.1 from a CA made for the run
-(harness.tls), which every client trusts. The https run adds what only TLS has: 200 connections stalled
+All of it runs three times, each time against a fresh agent (the module-scoped `target` fixture's params):
+[http] plain HTTP, then [https] the agent serving HTTPS with a certificate for 127.0.0.1 from a CA made for
+the run (harness.tls), which every client trusts. The https run adds what only TLS has: 200 connections stalled
 inside the handshake (the first bytes of a ClientHello, then nothing), cut by the request deadline; idle
 connections both before the handshake (bare TCP, closed by the keep-alive timeout) and after it; and TLS
-errors (corrupt records, ended handshakes) that must not fail the requests after them. Each "ok -" line
-names the run it measured.
+errors (corrupt records, ended handshakes) that must not fail the requests after them. Then [mtls]: that
+HTTPS agent with --client-ca-file, so every handshake asks for a client certificate and verifies it; the
+clients present an operator's certificate (conduit:operator) instead of the token, to schemathesis, the huge
+bodies, the slow, idle and flooding clients and the split TLS records alike. It adds what only client
+certificates have: handshakes that stop where the agent asked for the certificate, and certificates from
+another CA, all refused while a client with the right one is answered. It skips what does not touch the
+handshake (the stalled ClientHello, bare TCP) and sends fewer schemathesis cases and split records (see
+MTLS_CASES). Each "ok -" line names the run it measured.
 
 CONDUIT_HOSTILE_CASES (default 5000) and CONDUIT_HOSTILE_SEED (default 20240611) size and seed the run;
-CONDUIT_HOSTILE_TLS_CASES (default 2000) is the https run's mixed schemathesis (see TLS_CASES).
+CONDUIT_HOSTILE_TLS_CASES (default 2000) is the https run's mixed schemathesis (see TLS_CASES),
+CONDUIT_HOSTILE_MTLS_CASES (default 100) the mtls run's.
 """
 
 import difflib
@@ -32,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -46,6 +54,11 @@ CASES = int(os.environ.get("CONDUIT_HOSTILE_CASES", "5000"))
 # differs is the transport, which the other checks attack directly), and at the full count it alone would
 # add several minutes. Its invalid-only phase is the same size as plain HTTP's.
 TLS_CASES = int(os.environ.get("CONDUIT_HOSTILE_TLS_CASES", str(min(CASES, 2000))))
+# The mtls run repeats the https run with a client certificate in each handshake: what it attacks is that
+# handshake, so schemathesis (which mostly reuses its connections) gets 10 examples per operation in both
+# phases (still over 1,000 requests each, with its coverage phase), and the split records and idle clients
+# are fewer, keeping the run under a minute.
+MTLS_CASES = int(os.environ.get("CONDUIT_HOSTILE_MTLS_CASES", str(min(CASES, 100))))
 SEED = os.environ.get("CONDUIT_HOSTILE_SEED", "20240611")
 STARTED = time.monotonic()
 
@@ -61,22 +74,26 @@ def schemathesis_binary():
 
 
 class Target:
-    """The agent under attack, with what the checks need: URL, token, data dir, and where output goes; the
-    scheme it serves (http, https) and, for https, the CA file its certificate comes from."""
+    """The agent under attack, with what the checks need: URL, token, data dir, and where output goes; the run
+    (http, https, mtls) and, over TLS, the CA file its certificate comes from. In the mtls run the clients
+    present CLIENT_CERT (harness.tls.Issued, the operator's) and no token (TOKEN is None); STRANGER is a
+    certificate with the same name from a CA the agent does not trust."""
 
-    def __init__(self, agent, work, scheme, ca=None):
+    def __init__(self, agent, work, run, ca=None, client_cert=None, stranger=None):
         self.agent = agent
         self.url = agent.url
-        self.token = agent.pool.token
+        self.token = None if client_cert else agent.pool.token
         self.data = agent.data_dir
         self.work = work
-        self.scheme = scheme
+        self.run = run
         self.ca = ca
-        self.tls = scheme == "https"
+        self.tls = run != "http"
+        self.client_cert = client_cert
+        self.stranger = stranger
 
     def ok(self, text):
-        """The line of what a check measured, naming the run (http or https)."""
-        print(f"ok - [{self.scheme}] {text}")
+        """The line of what a check measured, naming the run (http, https or mtls)."""
+        print(f"ok - [{self.run}] {text}")
 
     def alive(self, when):
         """The agent process still runs and answers /healthz."""
@@ -89,20 +106,28 @@ class Target:
 
     def keep(self, path):
         """On a failure the whole output is kept where the one line of why says."""
-        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"conduit-hostile-{self.scheme}-{path.name}"
+        kept = Path(os.environ.get("TMPDIR", "/tmp")) / f"conduit-hostile-{self.run}-{path.name}"
         shutil.copy(path, kept)
         return kept
 
     def schemathesis(self, out_name, *args):
-        """schemathesis with the shared options (the agent's token, bounded requests, no example database in the
-        repository); (exit status, the output file)."""
+        """schemathesis with the shared options (the agent's token or the client certificate, bounded requests,
+        no example database in the repository); (exit status, the output file)."""
         out = self.work / out_name
         tls = ["--tls-verify", os.fspath(self.ca)] if self.tls else []
+        if self.client_cert:
+            # No Authorization header at all, sent or left out as an invalid case: the certificate names the
+            # caller, so a request without the spec's bearer token is a valid one.
+            auth = ["--request-cert", os.fspath(self.client_cert.cert),
+                    "--request-cert-key", os.fspath(self.client_cert.key),
+                    "--generation-with-security-parameters", "false"]
+        else:
+            auth = ["-H", f"Authorization: Bearer {self.token}"]
         with open(out, "wb") as f:
             try:
                 rc = subprocess.run(
                     [schemathesis_binary(), "run", REPO / "agent/openapi.yaml", "--url", self.url,
-                     "-H", f"Authorization: Bearer {self.token}", "--seed", SEED, "--request-timeout", "10",
+                     *auth, "--seed", SEED, "--request-timeout", "10",
                      "--generation-database", "none", "--no-color", "--suppress-health-check", "all", *tls,
                      *args],
                     cwd=self.work, stdout=f, stderr=subprocess.STDOUT, timeout=600 + CASES // 10).returncode
@@ -122,24 +147,35 @@ def cases_run(out):
     return n
 
 
-@pytest.fixture(scope="module", params=["http", "https"])
+@pytest.fixture(scope="module", params=["http", "https", "mtls"])
 def target(build, request):
-    """A fresh agent for each run of the module: plain HTTP, then HTTPS (a CA and a certificate for 127.0.0.1
-    made in the work dir; the agent also trusts that CA for calls to agents, itself included)."""
-    scheme = request.param
-    work = Path(tempfile.mkdtemp(prefix=f"conduit-hostile-{scheme}."))
+    """A fresh agent for each run of the module: plain HTTP; HTTPS (a CA and a certificate for 127.0.0.1 made
+    in the work dir; the agent also trusts that CA for calls to agents, itself included); and that HTTPS agent
+    taking client certificates from the same CA (--client-ca-file), which the clients call with an
+    operator's and the agent calls itself with an agent's (conduit:agent, as the chart runs it). The token
+    file stays, as in the chart: a caller without a certificate may still use the token."""
+    run = request.param
+    work = Path(tempfile.mkdtemp(prefix=f"conduit-hostile-{run}."))
     try:
         with ProcessSet() as procs:
             new_token(work / "token")
-            tls_args, ca = [], None
-            if scheme == "https":
+            tls_args, ca, operator, stranger = [], None, None, None
+            if run != "http":
                 try:
                     ca = CA(work / "tls")
                     cert = ca.issue("hostile", dns=["localhost"], ips=["127.0.0.1"])
+                    if run == "mtls":
+                        operator = ca.issue("conduit:operator", client=True)
+                        peer = ca.issue("conduit:agent", client=True)
+                        stranger = CA(work / "other-ca", name="conduit-other-ca").issue("conduit:operator",
+                                                                                        client=True)
                 except RuntimeError as e:
                     pytest.fail(f"the test certificates could not be made: {e}", pytrace=False)
                 tls_args = ["--tls-cert", os.fspath(cert.cert), "--tls-key", os.fspath(cert.key),
                             "--peer-ca-file", os.fspath(ca.cert)]
+                if operator:
+                    tls_args += ["--client-ca-file", os.fspath(ca.cert), "--peer-client-cert", os.fspath(peer.cert),
+                                 "--peer-client-key", os.fspath(peer.key)]
             pool = AgentPool(build, work, work / "token", procs, ca=ca.cert if ca else None)
             try:
                 # Long-polls answer within a second (schemathesis checks every answer comes within 5 s).
@@ -147,9 +183,9 @@ def target(build, request):
                                    "--long-poll-max-seconds", "1", *tls_args)
             except RuntimeError as e:
                 pytest.fail(f"the agent did not start: {e}", pytrace=False)
-            hostile.trust(ca.cert if ca else None)
+            hostile.trust(ca.cert if ca else None, (operator.cert, operator.key) if operator else None)
             try:
-                yield Target(agent, work, scheme, ca.cert if ca else None)
+                yield Target(agent, work, run, ca.cert if ca else None, operator, stranger)
             finally:
                 hostile.trust(None)
     finally:
@@ -167,8 +203,10 @@ def test_invalid_requests_refused_and_change_nothing(target):
     before = hostile.cmd_snapshot(target.url, target.token, target.data)
     t0 = time.monotonic()
     # No stateful phase here: it chains valid requests (list the grants, then revoke one) on purpose.
+    examples = 10 if target.client_cert else 100  # fewer in the mtls run: see MTLS_CASES
     rc, out = target.schemathesis("negative.out", "--mode", "negative", "--phases", "examples,coverage,fuzzing",
-                                  "--max-examples", "100", "--checks", "not_a_server_error,negative_data_rejection")
+                                  "--max-examples", str(examples),
+                                  "--checks", "not_a_server_error,negative_data_rejection")
     n = cases_run(out)
     assert rc == 0, f"schemathesis (invalid only) failed, see {target.keep(out)}"
     target.ok(f"schemathesis: {n or '?'} invalid requests, every one refused with a 4xx "
@@ -187,7 +225,7 @@ def test_invalid_requests_refused_and_change_nothing(target):
 @SCHEMATHESIS_TIMEOUT
 def test_schemathesis_mixed_no_5xx_and_schemas_match(target):
     # 2. Valid and invalid requests mixed: no 5xx, documented answers match their schemas.
-    cases = TLS_CASES if target.tls else CASES  # fewer over TLS: see TLS_CASES
+    cases = {"http": CASES, "https": TLS_CASES, "mtls": MTLS_CASES}[target.run]  # see TLS_CASES, MTLS_CASES
     t0 = time.monotonic()
     rc, out = target.schemathesis("all.out", "--mode", "all", "--max-examples", str(cases // 10),
                                   "--checks", "not_a_server_error,response_schema_conformance,"
@@ -227,20 +265,45 @@ def test_slow_and_idle_clients(target):
     # the keep-alive timeout like plain idle ones; and 1,000 that complete the handshake and then send
     # nothing: their handshake started the request deadline, so those close by 10 s (13 with the margin the
     # slow clients get).
+    # In the mtls run every one of those handshakes verifies the operator's certificate, and the stalled
+    # handshakes are of the kind only client certificates have: 200 that stop where the agent asked for the
+    # certificate (TLS 1.2, whose CertificateRequest the client can see), cut by the same deadline, while 100
+    # clients that present a conduit:operator certificate from another CA, with the valid token besides, are
+    # each refused in the handshake, and a client with the operator's certificate is answered GET /v1/regions
+    # (no token: the certificate names it) within 2 s all along. The stalled ClientHello and the bare TCP
+    # connections come before the agent asks for a certificate: they are the https run's alone. The three
+    # run at the same time, with 500 idle clients (900 connections held at once; one after the other they
+    # would add 28 s).
     checks = [("slowloris", lambda: hostile.cmd_slowloris(target.url, 200, 14, 2, 13))]
-    if target.tls:
+    if target.client_cert:
+        checks += [("idle connections after the handshake", lambda: hostile.cmd_idle(target.url, 500, 13, 2)),
+                   ("client certificates", lambda: hostile.cmd_certs(
+                       target.url, 200, 100, 14, 2, 13, target.stranger.cert, target.stranger.key,
+                       target.agent.pool.token))]
+    elif target.tls:
         checks += [("stalled TLS handshakes", lambda: hostile.cmd_hello(target.url, 200, 14, 2, 13)),
                    ("idle connections", lambda: hostile.cmd_idle(target.url, 1000, 8, 2, tcp_only=True)),
                    ("idle connections after the handshake", lambda: hostile.cmd_idle(target.url, 1000, 13, 2))]
     else:
         checks += [("idle connections", lambda: hostile.cmd_idle(target.url, 1000, 8, 2))]
-    failures = []
-    for what, run in checks:
+
+    def verdict(check):
+        what, run = check
         try:
-            target.ok(f"{what}: {run()}")
+            return f"{what}: {run()}", None
         except hostile.HostileFailure as e:
-            failures.append(f"{what}: {e}")
+            return None, f"{what}: {e}"
+
+    if target.client_cert:
+        with ThreadPoolExecutor(len(checks)) as pool:
+            verdicts = list(pool.map(verdict, checks))
+    else:
+        verdicts = [verdict(check) for check in checks]
+    for line, _ in verdicts:
+        if line:
+            target.ok(line)
     target.alive("after slow and idle clients")
+    failures = [failure for _, failure in verdicts if failure]
     assert not failures, "; ".join(failures)
 
 
@@ -251,12 +314,18 @@ def test_flood(target):
 
 
 def test_tls_errors_leave_no_trace(target):
-    # 8. (https only) A TLS error on one connection must not fail another: requests whose body record arrives
+    # 8. (https, mtls) A TLS error on one connection must not fail another: requests whose body record arrives
     # in two TCP pieces are answered on a fresh agent, after 100 connections that sent a corrupt record, and
     # while a stalled handshake is ended next to them in the gate.
     if not target.tls:
         pytest.skip("TLS only")
-    target.ok("TLS errors: " + hostile.cmd_tlserrors(target.url, target.token, 100))
+    if target.client_cert:
+        # Fewer (see MTLS_CASES): 70 corrupt records, still more than the agent's 64 request threads, and no
+        # ended handshake (9 s): in test_slow_and_idle_clients a client is served while stalled ones are ended.
+        line = hostile.cmd_tlserrors(target.url, target.token, 70, before=5, after=12, ended_handshake=False)
+    else:
+        line = hostile.cmd_tlserrors(target.url, target.token, 100)
+    target.ok("TLS errors: " + line)
     target.alive("after TLS errors")
 
 
