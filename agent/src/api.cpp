@@ -451,6 +451,8 @@ void install_region_routes(Router& r, AgentState& state) {
     auto request = parse_create_region(*body);
     if (!request) return send_error(res, request.error());
     if (request->file) {
+      if (auto why = file_refusal(*request->file, request->tenancy.ns, state.config.namespace_files))
+        return forbid(res, req, *why);
       // Checked here as well as in load() so an escaping path is refused before anything is opened.
       if (auto path = state.regions.data_path(*request->file); !path) return send_error(res, path.error());
     }
@@ -482,13 +484,15 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!name) return;
     const auto body = read_json_body(state, req, res);
     if (!body) return;
-    auto file = parse_save_region(*body);
-    if (!file) return send_error(res, file.error());
-    if (auto path = state.regions.data_path(*file); !path) return send_error(res, path.error());
+    auto save = parse_save_region(*body);
+    if (!save) return send_error(res, save.error());
+    if (auto why = file_refusal(save->file, save->job_namespace, state.config.namespace_files))
+      return forbid(res, req, *why);
+    if (auto path = state.regions.data_path(save->file); !path) return send_error(res, path.error());
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
-    if (auto saved = state.regions.save(*name, *file); !saved) return send_error(res, saved.error());
-    send_json(res, 200, {{"region", *name}, {"file", *file}, {"bytes", (*region)->bytes()}});
+    if (auto saved = state.regions.save(*name, save->file); !saved) return send_error(res, saved.error());
+    send_json(res, 200, {{"region", *name}, {"file", save->file}, {"bytes", (*region)->bytes()}});
   });
 
   r.get(kRegionVersion, [&state](const Request& req, Response& res) {
@@ -631,11 +635,13 @@ void install_file_route(Router& r, AgentState& state) {
   r.post("/v1/files/stat", [&state](const Request& req, Response& res) {
     const auto body = read_json_body(state, req, res);
     if (!body) return;
-    auto path = parse_stat_file(*body);
-    if (!path) return send_error(res, path.error());
-    auto file = state.regions.open_file(*path);
+    auto stat = parse_stat_file(*body);
+    if (!stat) return send_error(res, stat.error());
+    if (auto why = file_refusal(stat->file, stat->job_namespace, state.config.namespace_files))
+      return forbid(res, req, *why);
+    auto file = state.regions.open_file(stat->file);
     if (!file) return send_error(res, file.error());
-    send_json(res, 200, {{"path", *path}, {"bytes", file->bytes()}});
+    send_json(res, 200, {{"path", stat->file}, {"bytes", file->bytes()}});
   });
 }
 
@@ -660,6 +666,8 @@ void install_grant_routes(Router& r, AgentState& state) {
     }
     std::optional<LandingSpec> landing;
     if (request->save) {
+      if (auto why = file_refusal(*request->save, request->job_namespace, state.config.namespace_files))
+        return forbid(res, req, *why);
       auto save = open_save(state, *request->save);
       if (!save) return send_error(res, save.error());
       landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
@@ -679,6 +687,8 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto request = parse_create_ring_grant(*body);
     if (!request) return send_error(res, request.error());
+    if (auto why = file_refusal(*request->save, request->job_namespace, state.config.namespace_files))
+      return forbid(res, req, *why);
     auto save = open_save(state, *request->save);
     if (!save) return send_error(res, save.error());
     const std::uint64_t wanted = std::min(state.config.pipeline_bytes, request->save_bytes);
@@ -795,6 +805,11 @@ void install_transfer_routes(Router& r, AgentState& state) {
               return forbid(res, req, *why);
             }
           }
+        }
+        if (!request->source_file.empty()) {
+          if (auto why =
+                  file_refusal(request->source_file, request->job_namespace, state.config.namespace_files))
+            return forbid(res, req, *why);
         }
         if (caller().role == Role::Agent) {
           // An agent resuming a chain asks a hop to send on what it wrote there: only a region a grant is

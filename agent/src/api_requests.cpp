@@ -96,12 +96,13 @@ Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body) {
   return request;
 }
 
-Result<std::string> parse_save_region(const nlohmann::json& body) {
-  Fields f(body, {"file"});
+Result<FileRequest> parse_save_region(const nlohmann::json& body) {
+  Fields f(body, {"file", "namespace"});
   auto file = f.string("file", Need::Required);
   if (file && file->empty()) f.fail("file", "must not be empty");
+  FileRequest request{.file = file.value_or(""), .job_namespace = parse_job_namespace(f)};
   if (!f.ok()) return f.status().error();
-  return std::move(*file);
+  return request;
 }
 
 Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
@@ -161,9 +162,10 @@ Result<std::chrono::seconds> parse_renew_grant(const nlohmann::json& body) {
 Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body) {
   JsonProblems problems;
   JsonFields f(body, "", problems);
-  f.only({"ttlSeconds", "provider", "save", "peer"});
+  f.only({"ttlSeconds", "provider", "save", "peer", "namespace"});
   CreateGrantRequest request;
   request.peer = parse_peer(f);
+  request.job_namespace = parse_job_namespace(f);
   if (auto ttl = f.u64("ttlSeconds")) {
     if (*ttl == 0 || *ttl > kMaxTtlSeconds) f.fail("ttlSeconds", "must be 1 to 86400");
     request.ttl = std::chrono::seconds(static_cast<std::int64_t>(std::min(*ttl, kMaxTtlSeconds)));
@@ -204,11 +206,12 @@ Result<LandedRequest> parse_landed(const nlohmann::json& body) {
   return request;
 }
 
-Result<std::string> parse_stat_file(const nlohmann::json& body) {
-  Fields f(body, {"path"});
+Result<FileRequest> parse_stat_file(const nlohmann::json& body) {
+  Fields f(body, {"path", "namespace"});
   auto path = f.text("path", Need::Required, 1024);
+  FileRequest request{.file = path.value_or(""), .job_namespace = parse_job_namespace(f)};
   if (!f.ok()) return f.status().error();
-  return std::move(*path);
+  return request;
 }
 
 Result<std::uint64_t> parse_commit(const nlohmann::json& body) {

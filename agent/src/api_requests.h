@@ -28,8 +28,14 @@ struct CreateRegionRequest {
 };
 Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body);
 
-// POST /v1/regions/{name}/save: {file}.
-Result<std::string> parse_save_region(const nlohmann::json& body);
+// A file named by a request, with the namespace of the job asking (tenancy.h, file_refusal).
+struct FileRequest {
+  std::string file;
+  std::string job_namespace;  // "" = an operator's own
+};
+
+// POST /v1/regions/{name}/save: {file, namespace?}.
+Result<FileRequest> parse_save_region(const nlohmann::json& body);
 
 // POST /v1/regions/{name}/grants: {offset?, length?, access, ttlSeconds?, provider?, save?: {file}, writer?}.
 // POST /v1/grants (a ring in front of a file, no region): {ttlSeconds?, provider?, save: {file, bytes}}.
@@ -61,8 +67,8 @@ struct LandedRequest {
 };
 Result<LandedRequest> parse_landed(const nlohmann::json& body);
 
-// POST /v1/files/stat: {path}.
-Result<std::string> parse_stat_file(const nlohmann::json& body);
+// POST /v1/files/stat: {path, namespace?}.
+Result<FileRequest> parse_stat_file(const nlohmann::json& body);
 
 // POST /v1/grants/{id}/commit: {bytes}.
 Result<std::uint64_t> parse_commit(const nlohmann::json& body);

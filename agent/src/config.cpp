@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 24> kSettings{{
+const std::array<Setting, 25> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -219,6 +219,15 @@ const std::array<Setting, 24> kSettings{{
     {"peer-client-key", "FILE", "PEM private key of --peer-client-cert", "none",
      [](AgentConfig& c, const std::string& v) -> Status {
        c.peer_client_key = v;
+       return {};
+     }},
+    {"namespace-files", "",
+     "a TransferJob reads and writes only files under <data-dir>/<its namespace>/ (an operator: any)",
+     "false",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto b = parse_bool(v);
+       if (!b) return b.error();
+       c.namespace_files = *b;
        return {};
      }},
     {"import-socket", "PATH", "unix socket local processes share memory over", "<data-dir>/conduit.sock",

@@ -38,6 +38,8 @@ struct AgentConfig {
   std::string peer_client_cert;
   std::string peer_client_key;
   std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)
+  // A TransferJob's files are those under <data_dir>/<its namespace>/ (tenancy.h, file_refusal).
+  bool namespace_files = false;
   std::chrono::milliseconds stall_timeout{30000};
   std::size_t max_body_bytes = 1 << 20;
   // The longest one long-poll (a region version, a transfer's end) holds its request before answering with

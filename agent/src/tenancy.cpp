@@ -1,5 +1,7 @@
 #include "tenancy.h"
 
+#include <filesystem>
+
 #include "conduit/api/wire.h"
 #include "regions.h"
 
@@ -54,6 +56,19 @@ std::optional<std::string> refusal(const Region& region, const std::string& job_
            ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> file_refusal(const std::string& file, const std::string& job_ns,
+                                        bool namespace_files) {
+  if (!namespace_files || job_ns.empty()) return std::nullopt;
+  // Lexically, as the path is asked for: data_path then refuses what escapes the data directory (.., links).
+  const std::filesystem::path normal = std::filesystem::path(file).lexically_normal();
+  if (!normal.empty() && !normal.is_absolute() && *normal.begin() == job_ns && normal != job_ns) {
+    return std::nullopt;
+  }
+  return "file \"" + file + "\" is not in namespace " + job_ns + "'s directory \"" + job_ns +
+         "/\": with --namespace-files a TransferJob reads and writes only the files of its namespace "
+         "(docs/security.md)";
 }
 
 Tenancy parse_tenancy(JsonFields& f) {

@@ -44,4 +44,10 @@ std::string parse_pod(JsonFields& f);
 // request (no namespace, no pod) is not a job's and passes.
 std::optional<std::string> refusal(const Region& region, const std::string& job_ns, const std::string& pod);
 
+// Why a job of namespace `job_ns` may not read or write `file` (relative to the data directory), or nullopt.
+// With --namespace-files a job's files are those under "<job_ns>/" only; an operator's request (no
+// namespace) reaches any file, and without the flag every request does.
+std::optional<std::string> file_refusal(const std::string& file, const std::string& job_ns,
+                                        bool namespace_files);
+
 }  // namespace conduit::agent

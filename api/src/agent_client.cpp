@@ -331,8 +331,9 @@ Status AgentClient::revoke_grant(const std::string& id) const {
   return done(call(Method::Delete, "/v1/grants/" + id, nullptr, options_.read_timeout));
 }
 
-Result<FileInfo> AgentClient::stat_file(const std::string& path) const {
-  const json body{{"path", path}};
+Result<FileInfo> AgentClient::stat_file(const std::string& path, const std::string& ns) const {
+  json body{{"path", path}};
+  if (!ns.empty()) body["namespace"] = ns;
   return decoded<FileInfo>(call(Method::Post, "/v1/files/stat", &body, options_.read_timeout));
 }
 

@@ -84,7 +84,11 @@ json regions_to_json(const std::vector<Region>& regions) {
   return {{"items", std::move(items)}};
 }
 
-json SaveRegion::to_json() const { return {{"file", file}}; }
+json SaveRegion::to_json() const {
+  json body{{"file", file}};
+  if (!ns.empty()) body["namespace"] = ns;
+  return body;
+}
 
 SaveResult SaveResult::from_json(const json& body) {
   SaveResult s;
@@ -145,6 +149,7 @@ json RingGrantRequest::to_json() const {
   json body{{"ttlSeconds", ttl_seconds}, {"save", {{"file", save}, {"bytes", bytes}}}};
   if (!provider.empty()) body["provider"] = provider;
   if (!peer.empty()) body["peer"] = peer;
+  if (!ns.empty()) body["namespace"] = ns;
   return body;
 }
 

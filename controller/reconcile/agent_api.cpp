@@ -110,10 +110,11 @@ Result<RegionInfo> HttpAgentApi::load_file(const std::string& node, const std::s
   return c->load_region({.name = name, .file = file, .ns = ns});
 }
 
-Status HttpAgentApi::save_region(const std::string& node, const std::string& name, const std::string& file) {
+Status HttpAgentApi::save_region(const std::string& node, const std::string& name, const std::string& file,
+                                 const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  auto saved = c->save_region(name, {file});
+  auto saved = c->save_region(name, {.file = file, .ns = ns});
   if (!saved) return saved.error();
   return {};
 }
@@ -124,10 +125,11 @@ Status HttpAgentApi::delete_region(const std::string& node, const std::string& n
   return c->delete_region(name);
 }
 
-Result<std::uint64_t> HttpAgentApi::file_size(const std::string& node, const std::string& file) {
+Result<std::uint64_t> HttpAgentApi::file_size(const std::string& node, const std::string& file,
+                                              const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  auto info = c->stat_file(file);
+  auto info = c->stat_file(file, ns);
   if (!info) return info.error();
   return info->bytes;
 }
@@ -139,7 +141,8 @@ Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& a
                                                       .bytes = ask.length,
                                                       .ttl_seconds = ask.ttl_seconds,
                                                       .provider = ask.provider,
-                                                      .peer = ask.peer})
+                                                      .peer = ask.peer,
+                                                      .ns = ask.ns})
                               : c->create_grant(ask.region, {.offset = 0,
                                                              .length = ask.length,
                                                              .access = "write",

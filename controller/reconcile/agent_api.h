@@ -68,9 +68,12 @@ class AgentApi {
   virtual Result<RegionInfo> get_region(const std::string& node, const std::string& name) = 0;
   virtual Result<RegionInfo> load_file(const std::string& node, const std::string& name,
                                        const std::string& file, const std::string& ns) = 0;
-  virtual Status save_region(const std::string& node, const std::string& name, const std::string& file) = 0;
+  // `ns`: the job's namespace; with --namespace-files the agent lets a job reach only files under "<ns>/".
+  virtual Status save_region(const std::string& node, const std::string& name, const std::string& file,
+                             const std::string& ns) = 0;
   virtual Status delete_region(const std::string& node, const std::string& name) = 0;
-  virtual Result<std::uint64_t> file_size(const std::string& node, const std::string& file) = 0;
+  virtual Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
+                                          const std::string& ns) = 0;
   virtual Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) = 0;
   virtual Status revoke_grant(const std::string& node, const std::string& id) = 0;
   virtual Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) = 0;
@@ -109,9 +112,11 @@ class HttpAgentApi : public AgentApi {
   Result<RegionInfo> get_region(const std::string& node, const std::string& name) override;
   Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file,
                                const std::string& ns) override;
-  Status save_region(const std::string& node, const std::string& name, const std::string& file) override;
+  Status save_region(const std::string& node, const std::string& name, const std::string& file,
+                     const std::string& ns) override;
   Status delete_region(const std::string& node, const std::string& name) override;
-  Result<std::uint64_t> file_size(const std::string& node, const std::string& file) override;
+  Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
+                                  const std::string& ns) override;
   Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override;
   Status revoke_grant(const std::string& node, const std::string& id) override;
   Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override;

@@ -27,6 +27,8 @@ std::string reason_for(const Error& e) {
       return reason::kUnsupported;
     case ErrorCode::InvalidArgument:
       return reason::kInvalidSpec;
+    case ErrorCode::RemoteAccess:  // 401/403: the agent refuses who asks or what (tenancy, identity)
+      return reason::kRemoteAccessDenied;
     default:
       return reason::kAgentError;
   }
@@ -262,7 +264,9 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
                                                "\" was not found under the data directory of the agent" +
                                                on(src.node) + ": " + e.message};
     }
-    return {reason_for(e), doing + " \"" + src.file + "\"" + on(src.node) + " failed: " + e.message};
+    // A refusal (another namespace's file under --namespace-files) is the same answer at every retry.
+    return {reason_for(e), doing + " \"" + src.file + "\"" + on(src.node) + " failed: " + e.message,
+            /*permanent=*/e.code == ErrorCode::RemoteAccess};
   };
   if (src.region.empty() && streams_source(p)) {
     if (p.run.source && p.run.source_temporary) {
@@ -271,7 +275,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
       p.run.source.reset();
       p.run.source_temporary = false;
     }
-    auto size = agents_.file_size(src.node, src.file);
+    auto size = agents_.file_size(src.node, src.file, p.key.ns);
     if (!size) return source_file_error(size.error(), "looking up");
     p.run.length = *size;
     if (p.run.length == 0) return AttemptError{reason::kSizeMismatch, "the source is empty (0 bytes)"};
@@ -530,7 +534,8 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
         t.region.empty() ? "a ring for file \"" + t.file + "\"" : "target region \"" + t.region + "\"";
     error =
         AttemptError{g.error().code == ErrorCode::NotFound ? reason::kRegionNotFound : reason_for(g.error()),
-                     "granting access to " + what + on(t.node) + " failed: " + g.error().message};
+                     "granting access to " + what + on(t.node) + " failed: " + g.error().message,
+                     /*permanent=*/g.error().code == ErrorCode::RemoteAccess};
   }
   if (!save_run(p)) return std::nullopt;
   return error;
@@ -542,10 +547,13 @@ std::optional<Reconciler::AttemptError> Reconciler::save_files(Pass& p) {
     const auto& t = targets[i];
     // Saved by its agent as the bytes landed, and committed before the transfer succeeded.
     if (t.file.empty() || (i < p.run.saved_as_landed.size() && p.run.saved_as_landed[i])) continue;
-    const auto s = agents_.save_region(t.node, t.region, t.file);
+    const auto s = agents_.save_region(t.node, t.region, t.file, p.key.ns);
     if (!s) {
-      return AttemptError{reason::kSaveFailed, "saving target region \"" + t.region + "\"" + on(t.node) +
-                                                   " to \"" + t.file + "\" failed: " + s.error().message};
+      const bool refused = s.error().code == ErrorCode::RemoteAccess;
+      return AttemptError{refused ? reason::kRemoteAccessDenied : reason::kSaveFailed,
+                          "saving target region \"" + t.region + "\"" + on(t.node) + " to \"" + t.file +
+                              "\" failed: " + s.error().message,
+                          refused};
     }
     log::info("target saved",
               {{"job", p.job_name()}, {"node", t.node}, {"region", t.region}, {"file", t.file}});

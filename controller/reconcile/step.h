@@ -32,6 +32,7 @@ namespace reason {
 using api::reason::kDeadlineExceeded;
 using api::reason::kNoSpaceLeft;
 using api::reason::kPeerUnreachable;
+using api::reason::kRemoteAccessDenied;
 using api::reason::kSourceFileChanged;
 inline constexpr const char* kInvalidSpec = "InvalidSpec";
 inline constexpr const char* kUnsupported = "Unsupported";

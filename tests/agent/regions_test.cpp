@@ -523,6 +523,18 @@ TEST_F(RegionStoreTest, ImportWithBadRequestGetsErrorAndNoRegion) {
 
 // A region a pod's process shared is that pod's: a TransferJob reaches it only by addressing the pod
 // (podSelector), and addressing a pod reaches nothing else; an operator's own request is no job's.
+TEST(Tenancy, WithNamespaceFilesAJobsFilesAreUnderItsNamespaceAlone) {
+  EXPECT_EQ(file_refusal("team-a/ckpt/w.bin", "team-a", true), std::nullopt);
+  EXPECT_EQ(file_refusal("./team-a/w.bin", "team-a", true), std::nullopt);
+  EXPECT_EQ(file_refusal("w.bin", "", true), std::nullopt) << "an operator's own request";
+  EXPECT_EQ(file_refusal("team-b/w.bin", "team-a", false), std::nullopt) << "without the flag";
+  for (const char* outside : {"team-b/w.bin", "w.bin", "team-a", "team-a/../team-b/w.bin", "team-ab/w.bin"}) {
+    const auto why = file_refusal(outside, "team-a", true);
+    ASSERT_TRUE(why) << outside;
+    EXPECT_NE(why->find("is not in namespace team-a's directory \"team-a/\""), std::string::npos) << *why;
+  }
+}
+
 TEST(Tenancy, APodsRegionIsReachedOnlyThroughThatPod) {
   TempDir tmp;
   RegionStore store(tmp.path(), 16 * kMiB);

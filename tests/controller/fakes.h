@@ -185,7 +185,8 @@ class FakeAgents : public AgentApi {
     made.ns = ns;
     return n.regions[name] = made;
   }
-  Status save_region(const std::string& node, const std::string& name, const std::string& file) override {
+  Status save_region(const std::string& node, const std::string& name, const std::string& file,
+                     const std::string&) override {
     if (auto e = reach(node)) return *e;
     if (nodes[node].regions.count(name) == 0) return make_error(ErrorCode::NotFound, "NotFound: region");
     nodes[node].files.insert(file);
@@ -198,7 +199,8 @@ class FakeAgents : public AgentApi {
     deleted_regions.push_back(node + ":" + name);
     return {};
   }
-  Result<std::uint64_t> file_size(const std::string& node, const std::string& file) override {
+  Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
+                                  const std::string&) override {
     if (auto e = reach(node)) return *e;
     if (nodes[node].files.count(file) == 0) return make_error(ErrorCode::NotFound, "NotFound: file " + file);
     return file_bytes;

@@ -308,5 +308,82 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
   EXPECT_NE(refused_line.find("certificate is not trusted"), std::string::npos) << refused_line;
 }
 
+// Files of namespaces (agents with --namespace-files): a team-a job reads and writes only under "team-a/" of
+// each agent's data directory, whether the file is its source, a target saved as it lands, a file target
+// with no region or a save after the transfer; a file of another namespace fails the job at once, naming the
+// rule. An operator's own request (no namespace) still reaches every file.
+TEST(LocalModeFiles, WithNamespaceFilesAJobReachesOnlyItsNamespacesFiles) {
+  conduit::testing::TempDir work{"conduit-local-files"};
+  AgentOptions options = agent_options();
+  options.extra_args.push_back("--namespace-files");
+  AgentProcess a(options);
+  AgentProcess b(options);
+  ASSERT_TRUE(a.started() && b.started());
+  std::vector<std::byte> data(4 * MiB + 123);
+  fill_pattern(data, 31);
+  for (const char* ns : {"team-a", "team-b"}) {
+    std::filesystem::create_directories(a.data_dir() / ns);
+    std::ofstream(a.data_dir() / ns / "w.bin", std::ios::binary)
+        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  }
+  std::ofstream(work.path() / "token") << a.token() << "\n";
+  std::filesystem::create_directories(work.path() / "jobs");
+  auto run = [&](const std::string& name, const std::string& source, const std::string& target) {
+    std::ofstream(work.path() / "jobs" / (name + ".yaml"))
+        << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata: {name: " << name
+        << ", namespace: team-a}\nspec:\n  source: {node: node-a, file: " << source << "}\n  targets:\n    - "
+        << target << "\n  verify: crc32c\n  backoffLimit: 3\n";
+    PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (work.path() / "jobs").string(),
+                            "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
+                            (work.path() / "token").string(), "--log-level", "warn", "--once-job",
+                            "team-a/" + name});
+    const auto line = controller.read_line(60s);
+    controller.wait();
+    return line.value_or("");
+  };
+  auto retries = [&](const std::string& name) {
+    std::ifstream in(work.path() / "jobs" / (name + ".yaml"));
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto job = parse_yaml(text);
+    return job.ok() ? job->value("status", json::object()).value("retries", 0) : -1;
+  };
+  auto crc_of = [](const std::filesystem::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return crc32c(std::as_bytes(std::span(bytes)));
+  };
+
+  // Its own namespace's files: a region saved as it lands, and a file with no region.
+  std::string line = run("own", "team-a/w.bin",
+                         "{node: node-b, region: own, create: {bytes: 4194427}, file: team-a/own.bin}");
+  EXPECT_NE(line.find("team-a/own Succeeded"), std::string::npos) << line;
+  EXPECT_EQ(crc_of(b.data_dir() / "team-a" / "own.bin"), crc32c(data));
+  line = run("ring", "team-a/w.bin", "{node: node-b, file: team-a/ring.bin}");
+  EXPECT_NE(line.find("team-a/ring Succeeded"), std::string::npos) << line;
+  EXPECT_EQ(crc_of(b.data_dir() / "team-a" / "ring.bin"), crc32c(data));
+
+  // Another namespace's, or none: refused by the agent, the job Failed at once (no retry can change that).
+  const std::pair<std::string, std::pair<std::string, std::string>> refused[] = {
+      {"their-source", {"team-b/w.bin", "{node: node-b, region: theirs, create: {bytes: 4194427}}"}},
+      {"their-save",
+       {"team-a/w.bin", "{node: node-b, region: save, create: {bytes: 4194427}, file: team-b/x.bin}"}},
+      {"top-ring", {"team-a/w.bin", "{node: node-b, file: x.bin}"}},
+  };
+  for (const auto& [name, job] : refused) {
+    line = run(name, job.first, job.second);
+    EXPECT_NE(line.find("team-a/" + name + " Failed: RemoteAccessDenied: "), std::string::npos) << line;
+    EXPECT_NE(line.find("is not in namespace team-a's directory \"team-a/\""), std::string::npos) << line;
+    EXPECT_EQ(retries(name), 0) << name;
+  }
+  EXPECT_FALSE(std::filesystem::exists(b.data_dir() / "team-b" / "x.bin"));
+  EXPECT_FALSE(std::filesystem::exists(b.data_dir() / "x.bin"));
+
+  // An operator (no namespace) reaches any file; a request naming team-a does not reach team-b's.
+  EXPECT_EQ(a.post("/v1/files/stat", {{"path", "team-b/w.bin"}}).status, 200);
+  const auto stat = a.post("/v1/files/stat", {{"path", "team-b/w.bin"}, {"namespace", "team-a"}});
+  EXPECT_EQ(stat.status, 403) << stat.body.dump();
+  EXPECT_EQ(stat.body["error"]["code"], "Forbidden");
+}
+
 }  // namespace
 }  // namespace conduit::controller

@@ -145,6 +145,9 @@ def test_switches_change_the_rendering(renderings):
     assert "- --import-socket=/run/conduit/agent.sock" in default and "path: /run/conduit" in default, \
         "agent.importSocket does not put the socket in its own host directory"
     assert "--import-socket" not in flipped, "agent.importSocket.enabled=false still passes --import-socket"
+    flag = re.compile(r"^\s*- --namespace-files$", re.M)
+    assert flag.search(default) and not flag.search(flipped), \
+        "agent.namespaceFiles does not switch --namespace-files"
     assert 'rdma/rdma_shared_device_a: "1"' in renderings["rdma-device-plugin"], \
         "agent.rdma.resourceName is not requested"
     # TLS: on by default with a generated Secret; off in flipped; a given Secret and server name in tls-cert-manager.

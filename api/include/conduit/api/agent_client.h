@@ -78,7 +78,8 @@ class AgentClient {
   // POST /v1/regions/{name}/save
   Result<SaveResult> save_region(const std::string& name, const SaveRegion& request) const;
   // GET /v1/regions/{name}/checksum
-  Result<FileInfo> stat_file(const std::string& path) const;  // POST /v1/files/stat
+  // POST /v1/files/stat; `ns`: the job's namespace (SaveRegion's).
+  Result<FileInfo> stat_file(const std::string& path, const std::string& ns = "") const;
   Result<Checksum> checksum(const std::string& region, const ChecksumQuery& query) const;
   // POST /v1/regions/{name}/staging: the agent copies that range of a staged CUDA region from its staging
   // buffer to the device (to_device), or back.

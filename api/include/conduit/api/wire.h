@@ -64,9 +64,10 @@ struct Region {
 std::vector<Region> regions_from_json(const nlohmann::json& body);
 nlohmann::json regions_to_json(const std::vector<Region>& regions);
 
-// POST /v1/regions/{name}/save: SaveRegion {file}.
+// POST /v1/regions/{name}/save: SaveRegion {file, namespace?}.
 struct SaveRegion {
   std::string file;
+  std::string ns{};  // the job's namespace: with --namespace-files the file must be under "<ns>/"
   nlohmann::json to_json() const;
 };
 
@@ -131,6 +132,7 @@ struct RingGrantRequest {
   std::uint64_t ttl_seconds = 600;
   std::string provider{};
   std::string peer{};  // as GrantRequest's
+  std::string ns{};    // as SaveRegion's
   nlohmann::json to_json() const;
 };
 
