@@ -29,10 +29,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from e2e.util import ok
+from e2e.util import ok, start_fabric
 from harness import MiB, random_file, wait_for
 from harness.agents import first_difference
-from harness.kube import agent_endpointslice
 
 PORT = 7070
 NAMESPACE = "conduit-pods"
@@ -241,25 +240,11 @@ def cluster(kube, network, agents, build, work, processes):
     def start(*nodes):
         k = kube(NAMESPACE)
         net = network(*nodes)
-        agents.network = net
-        for n in nodes:
-            agents.start(n, "--memory-cap", "1GiB", "--log-level", "warn", port=PORT)
-        r = k.kubectl("apply", "-f", "-", input=agent_endpointslice(PORT, {n: net.addr(n) for n in nodes}))
-        assert r.returncode == 0, f"Service/EndpointSlice rejected: {r.stderr.strip()}"
-        processes.start(
-            [build.controller, "--kubeconfig", k.kubeconfig, "--namespace", NAMESPACE, "--agent-service",
-             "conduit-agent", "--agent-service-namespace", NAMESPACE, "--agent-token-file", agents.token_file,
-             "--log-level", "info"], name="controller", stdout=work / "controller.out",
-            stderr=work / "controller.log")
+        reachable = start_fabric(k, net, agents, processes, build, work, NAMESPACE, nodes, PORT)
         c = Cluster(k, net, agents, processes, work, cgroups)
         made.append(c)
-
-        def reachable(node):
-            conditions = (k.get(f"/apis/conduit.dev/v1alpha1/fabricnodes/{node}").get("status") or {}).get(
-                "conditions") or []
-            return next((x.get("status") for x in conditions if x.get("type") == "Reachable"), "") == "True"
-
-        wait_for(lambda: all(reachable(n) for n in nodes), 30, "every FabricNode Reachable=True", interval=0.5)
+        wait_for(lambda: all(reachable(n) == "True" for n in nodes), 30, "every FabricNode Reachable=True",
+                 interval=0.5)
         return c
 
     yield start

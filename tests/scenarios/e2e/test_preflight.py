@@ -14,9 +14,8 @@ the agent Service's EndpointSlice listing both, and the controller in Kubernetes
 import json
 import time
 
-from e2e.util import ok
+from e2e.util import ok, start_fabric
 from harness import MiB, random_file, wait_for
-from harness.kube import agent_endpointslice
 
 NODES = ["node-a", "node-b"]
 PORT = 7070
@@ -27,19 +26,7 @@ def test_preflight_holds_for_a_node_that_does_not_answer_and_fails_a_transport_i
         kube, network, agents, build, work, processes, report):
     k = kube(NAMESPACE)
     net = network(*NODES)
-    agents.network = net
-    for n in NODES:
-        agents.start(n, "--memory-cap", "1GiB", "--log-level", "warn", port=PORT)
-    r = k.kubectl("apply", "-f", "-", input=agent_endpointslice(PORT, {n: net.addr(n) for n in NODES}))
-    assert r.returncode == 0, f"Service/EndpointSlice rejected: {r.stderr.strip()}"
-    processes.start(
-        [build.controller, "--kubeconfig", k.kubeconfig, "--namespace", NAMESPACE, "--agent-service",
-         "conduit-agent", "--agent-service-namespace", NAMESPACE, "--agent-token-file", agents.token_file,
-         "--log-level", "info"], name="controller", stdout=work / "controller.out", stderr=work / "controller.log")
-
-    def reachable(node):
-        node_status = k.get(f"/apis/conduit.dev/v1alpha1/fabricnodes/{node}").get("status") or {}
-        return next((c.get("status") for c in node_status.get("conditions") or [] if c.get("type") == "Reachable"), "")
+    reachable = start_fabric(k, net, agents, processes, build, work, NAMESPACE, NODES, PORT)
 
     def status(name):
         return k.get(f"/apis/conduit.dev/v1alpha1/namespaces/{NAMESPACE}/transferjobs/{name}").get("status") or {}
