@@ -568,6 +568,19 @@ async def poller(url, seconds, latencies, path="/healthz"):
         await asyncio.sleep(0.5)
 
 
+async def until_closed(reader, started, seconds, closed_after):
+    """Reads whatever the agent sends until it ends the connection (EOF: the seconds since STARTED go to
+    CLOSED_AFTER) or SECONDS have passed since STARTED (nothing added)."""
+    while time.monotonic() - started < seconds:
+        left = seconds - (time.monotonic() - started)
+        try:
+            if await asyncio.wait_for(reader.read(4096), timeout=max(left, 0.01)) == b"":
+                closed_after.append(time.monotonic() - started)
+                return
+        except asyncio.TimeoutError:
+            pass
+
+
 # The first 6 bytes of a TLS ClientHello: a handshake record (0x16, TLS 1.0 record version) of 0x200 bytes
 # whose first message is a ClientHello (0x01). The agent waits for the other 507 that never come.
 PARTIAL_CLIENT_HELLO = b"\x16\x03\x01\x02\x00\x01"
@@ -585,14 +598,7 @@ async def stalled_hello_client(host, port, seconds, closed_after):
     try:
         writer.write(PARTIAL_CLIENT_HELLO)
         await writer.drain()
-        while time.monotonic() - started < seconds:
-            left = seconds - (time.monotonic() - started)
-            try:
-                if await asyncio.wait_for(reader.read(4096), timeout=max(left, 0.01)) == b"":
-                    closed_after.append(time.monotonic() - started)
-                    break
-            except asyncio.TimeoutError:
-                pass
+        await until_closed(reader, started, seconds, closed_after)
     except (ConnectionError, OSError):
         closed_after.append(time.monotonic() - started)
     writer.close()
@@ -698,14 +704,7 @@ async def cert_request_stall_client(host, port, hello_context, seconds, closed_a
         await writer.drain()
         if CERTIFICATE_REQUEST in await asyncio.wait_for(server_flight(reader), timeout=seconds):
             asked.append(time.monotonic() - started)
-        while time.monotonic() - started < seconds:
-            left = seconds - (time.monotonic() - started)
-            try:
-                if await asyncio.wait_for(reader.read(4096), timeout=max(left, 0.01)) == b"":
-                    closed_after.append(time.monotonic() - started)
-                    break
-            except asyncio.TimeoutError:
-                pass
+        await until_closed(reader, started, seconds, closed_after)
     except asyncio.TimeoutError:
         pass  # no ServerHelloDone within SECONDS: counted as neither asked nor closed (before OSError: from
         # Python 3.11 this is the built-in TimeoutError, an OSError)
