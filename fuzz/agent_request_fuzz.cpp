@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   if (auto file = conduit::agent::parse_save_region(body); !file) {
     answer(file.error());
-  } else if (file->empty()) {
+  } else if (file->file.empty()) {
     std::abort();
   }
   if (auto grant = conduit::agent::parse_create_grant(body); !grant) {
