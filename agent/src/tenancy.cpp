@@ -47,15 +47,13 @@ std::string parse_pod(JsonFields& f) {
 std::optional<std::string> refusal(const Region& region, const std::string& job_ns, const std::string& pod) {
   if (auto why = region.tenancy().refusal(region.name(), job_ns)) return why;
   const std::string owner = region.importer() ? region.importer()->pod_uid : "";
-  if (!pod.empty() && owner != pod) {
+  if (api::pod_admits(owner, job_ns, pod)) return std::nullopt;
+  if (!pod.empty()) {
     return "region " + region.name() + " was not shared by pod " + pod +
            (owner.empty() ? "" : " but by pod " + owner) + " (docs/pods.md)";
   }
-  if (pod.empty() && !owner.empty() && !job_ns.empty()) {
-    return "region " + region.name() + " was shared by pod " + owner +
-           ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)";
-  }
-  return std::nullopt;
+  return "region " + region.name() + " was shared by pod " + owner +
+         ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)";
 }
 
 std::optional<std::string> file_refusal(const std::string& file, const std::string& job_ns,

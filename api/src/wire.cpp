@@ -34,6 +34,11 @@ bool namespace_admits(const std::string& ns, const std::vector<std::string>& sha
                      [&](const std::string& s) { return s == "*" || s == job_ns; });
 }
 
+bool pod_admits(const std::string& owner_pod, const std::string& job_ns, const std::string& pod) {
+  if (!pod.empty()) return owner_pod == pod;
+  return owner_pod.empty() || job_ns.empty();
+}
+
 Region Region::from_json(const json& body) {
   Region r;
   if (!body.is_object()) return r;

@@ -48,6 +48,7 @@ std::optional<std::string> not_shared(const RegionInfo& r, const std::string& wh
 // (importedBy.podUID, which the agent reads from the process's cgroup), and a region a pod shared is reached
 // only through a podSelector that picks that pod. The agent checks both again (agent/src/tenancy.h).
 std::optional<Reconciler::AttemptError> pod_ownership(const RegionInfo& r, const std::string& what,
+                                                      const std::string& job_ns,
                                                       const std::optional<PodRef>& pod) {
   // importedBy as the agent wrote it: {pid, uid, podUID?, containerID?}; anything else reads as absent.
   const auto field = [&r](const char* key) {
@@ -59,14 +60,16 @@ std::optional<Reconciler::AttemptError> pod_ownership(const RegionInfo& r, const
   auto refuse = [](const char* reason, std::string message) {
     return Reconciler::AttemptError{reason, std::move(message), /*permanent=*/true};
   };
+  const bool admitted = api::pod_admits(uid, job_ns, pod ? pod->uid : "");
   if (!pod) {
-    if (uid.empty()) return std::nullopt;
+    if (admitted) return std::nullopt;
     return refuse(
         reason::kRegionOwnedByPod,
         what + " was shared by pod UID " + uid +
             ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)");
   }
-  if (uid == pod->uid) {
+  if (admitted) {
+    // The pod's: with a container named, that container's too (the agent knows pods, not containers).
     if (pod->container_id.empty() || field("containerID") == pod->container_id) return std::nullopt;
     return refuse(reason::kRegionNotOwnedByPod, what + " was shared by another container of pod " +
                                                     pod->name + " than the one the job names (container ID " +
@@ -291,7 +294,8 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
       return AttemptError{reason_for(r.error()),
                           "looking up the source region" + on(src.node) + ": " + r.error().message};
     }
-    if (auto e = pod_ownership(*r, "source region \"" + src.region + "\"" + on(src.node), src.pod)) return e;
+    if (auto e = pod_ownership(*r, "source region \"" + src.region + "\"" + on(src.node), p.key.ns, src.pod))
+      return e;
     if (auto why = not_shared(*r, "source region \"" + src.region + "\"" + on(src.node), p.key.ns)) {
       return AttemptError{reason::kRegionNotShared, *why, /*permanent=*/true};
     }
@@ -360,7 +364,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
                                   : what(t) + " does not exist; add create: {bytes: N} to allocate it"};
       }
       if (!r) return AttemptError{reason_for(r.error()), "looking up " + what(t) + ": " + r.error().message};
-      if (auto e = pod_ownership(*r, what(t), t.pod)) return e;
+      if (auto e = pod_ownership(*r, what(t), p.key.ns, t.pod)) return e;
       if (auto why = not_shared(*r, what(t), p.key.ns)) {
         return AttemptError{reason::kRegionNotShared, *why, /*permanent=*/true};
       }

@@ -46,19 +46,17 @@ std::optional<bool> Reconciler::pick_pods(Pass& p) {
     fail(p, picked.reason, picked.message);
     return true;
   }
-  auto over = with_pods(p.spec(), picked.pods);  // resolve_pods checked it
-  if (!over) {
-    fail(p, reason::kInvalidSpec, over.error().message);
-    return true;
-  }
-  p.view.spec = std::move(*over);
+  p.view.spec = std::move(picked.spec);
   p.run.pods = std::move(picked.pods);
   p.status["pods"] = pods_status(p.run.pods);
   std::string chosen;
   std::size_t left_out = 0;
   for (const auto& pod : p.run.pods) {
-    if (pod.selected) chosen += (chosen.empty() ? "" : ", ") + pod.name + " (" + pod.node + ")";
-    if (!pod.selected) ++left_out;
+    if (pod.selected) {
+      chosen += (chosen.empty() ? "" : ", ") + pod.name + " (" + pod.node + ")";
+    } else {
+      ++left_out;
+    }
   }
   const std::string message =
       "runs over pods " + chosen +

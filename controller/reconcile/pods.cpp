@@ -163,13 +163,15 @@ PodResolution resolve_pods(const TransferJobSpec& spec, const std::string& ns, c
     if (!spec.targets[i].pod_selector) continue;
     if (auto stop = matched(*spec.targets[i].pod_selector, spec.targets[i].container, false, i)) return *stop;
   }
-  if (auto over = with_pods(spec, r.pods); !over) {
+  auto over = with_pods(spec, r.pods);
+  if (!over) {
     return PodResolution{
         PodResolution::Verdict::Fail,
         reason::kInvalidSpec,
         "over the pods its selectors picked, the job breaks a rule of its spec: " + over.error().message,
         {}};
   }
+  r.spec = std::move(*over);
   return r;
 }
 

@@ -43,9 +43,10 @@ std::string container_id(const nlohmann::json& pod, const std::string& container
 struct PodResolution {
   enum class Verdict : std::uint8_t { Go, Wait, Fail };
   Verdict verdict = Verdict::Go;
-  std::string reason;  // Wait: NoReadyPods; Fail: AmbiguousPodSelector, InvalidSpec, Forbidden
+  std::string reason;  // Wait: NoReadyPods, PodsUnknown; Fail: AmbiguousPodSelector, InvalidSpec, PodsUnknown
   std::string message;
-  std::vector<PodPick> pods;  // Go: every pod matched, selected or left out
+  std::vector<PodPick> pods;              // Go: every pod matched, selected or left out
+  std::optional<TransferJobSpec> spec{};  // Go: the job over the selected pods (with_pods)
 };
 
 // The pods of the job's namespace that a labelSelector query matches, as the API server lists them.

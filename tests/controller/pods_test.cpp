@@ -62,6 +62,13 @@ json spec_json(const json& overrides = json::object()) {
   return s;
 }
 
+// The spec's override for one target: the region kv of each app=infer pod, shared by container NAME.
+json in_container(const std::string& name) {
+  return {
+      {"targets",
+       {{{"podSelector", {{"matchLabels", {{"app", "infer"}}}}}, {"region", "kv"}, {"container", name}}}}};
+}
+
 TransferJobSpec spec(const json& overrides = json::object()) {
   auto parsed = TransferJobSpec::parse(spec_json(overrides));
   EXPECT_TRUE(parsed) << parsed.error().message;
@@ -124,9 +131,11 @@ TEST(ResolvePods, ReadyPodsBecomeTargetsInNameOrderAndTheRestAreListedWithWhy) {
   const auto r = resolve_pods(spec(), "default", std::ref(pods));
   ASSERT_EQ(r.verdict, PodResolution::Verdict::Go) << r.message;
   ASSERT_EQ(r.pods.size(), 5U);
+  ASSERT_TRUE(r.spec);
   auto over = with_pods(spec(), r.pods);
   ASSERT_TRUE(over) << over.error().message;
   ASSERT_EQ(over->targets.size(), 3U);
+  EXPECT_EQ(r.spec->targets.size(), 3U) << "the resolution carries the job over its pods";
   const std::pair<const char*, const char*> expect[] = {
       {"infer-0", "node-b"}, {"infer-1", "node-d"}, {"infer-2", "node-c"}};
   for (std::size_t i = 0; i < 3; ++i) {
@@ -219,10 +228,7 @@ TEST(ResolvePods, AListRefusedFailsAndAnApiServerAwayWaits) {
 }
 
 TEST(ResolvePods, AContainerNamedPicksItsRuntimeIdAndLeavesOutPodsWhereItHasNotStarted) {
-  auto s = spec({{"targets",
-                  {{{"podSelector", {{"matchLabels", {{"app", "infer"}}}}},
-                    {"region", "kv"},
-                    {"container", "server"}}}}});
+  auto s = spec(in_container("server"));
   json started = pod("infer-0", "node-b");
   started["status"]["containerStatuses"] = {{{"name", "sidecar"}, {"containerID", "containerd://5555"}},
                                             {{"name", "server"}, {"containerID", "containerd://0a1b2c"}}};
@@ -362,10 +368,7 @@ TEST_F(PodReconcilerTest, ARegionAnotherContainerOfThePodSharedIsNotTheNamedCont
   directory.pods.by_query["app=infer"] = {p};
   shares("node-b", "infer-0");
   agents.nodes["node-b"].regions["kv"].imported_by["containerID"] = "ffff";  // the sidecar's
-  store.put(job("kv", {{"targets",
-                        {{{"podSelector", {{"matchLabels", {{"app", "infer"}}}}},
-                          {"region", "kv"},
-                          {"container", "server"}}}}}));
+  store.put(job("kv", in_container("server")));
   reconcile("kv");
   EXPECT_EQ(phase("kv"), "Failed");
   EXPECT_EQ(condition("kv", "Failed")["reason"], "RegionNotOwnedByPod");
@@ -374,10 +377,7 @@ TEST_F(PodReconcilerTest, ARegionAnotherContainerOfThePodSharedIsNotTheNamedCont
       "target region \"kv\" on node \"node-b\" was shared by another container of pod infer-0 than the one "
       "the job names (container ID 0a1b2c)");
   agents.nodes["node-b"].regions["kv"].imported_by["containerID"] = "0a1b2c";
-  store.put(job("kv2", {{"targets",
-                         {{{"podSelector", {{"matchLabels", {{"app", "infer"}}}}},
-                           {"region", "kv"},
-                           {"container", "server"}}}}}));
+  store.put(job("kv2", in_container("server")));
   reconciler.reconcile({"default", "kv2"});
   EXPECT_EQ(phase("kv2"), "Running") << status("kv2").dump(2);
 }

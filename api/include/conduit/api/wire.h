@@ -36,6 +36,11 @@ struct LoadRegion {
 // region of namespace `ns` ("" = none, anyone's) shared with `shared_with` ("*" = every namespace).
 bool namespace_admits(const std::string& ns, const std::vector<std::string>& shared_with,
                       const std::string& job_ns);
+// The rule of pods' regions (docs/pods.md), for the agent that enforces it and the controller that checks it
+// first: a region shared by pod `owner_pod` ("" = by none) is reached by a job of namespace `job_ns` only
+// when the job addressed that pod (`pod`, its UID), and a job addressing a pod reaches only that pod's
+// regions. A request of no job (job_ns "") addressing no pod is an operator's and passes.
+bool pod_admits(const std::string& owner_pod, const std::string& job_ns, const std::string& pod);
 
 // Region, as POST /v1/regions and GET /v1/regions[/{name}] answer it.
 struct Region {
