@@ -64,5 +64,21 @@ TEST_F(ShmNames, OnlyOurNamespacesFilesOfDeadProcessesAreRemoved) {
   EXPECT_EQ(remove_stale_shm_endpoints(dir_ / "missing"), 0);
 }
 
+// What the transport asks before it declares an shm rail wedged by a dead peer: a wrong "gone" would let a
+// batch's memory go while the provider may still touch it, so only a provably exited process counts.
+TEST_F(ShmNames, APeerIsGoneOnlyWhenItsProcessInThisNamespaceExited) {
+  const std::string mine = shm_endpoint_name();
+  const std::string prefix = mine.substr(0, mine.find('_', 8) + 1);
+  const std::string gone = std::to_string(dead_pid());
+  EXPECT_FALSE(shm_endpoint_process_gone(mine));
+  EXPECT_TRUE(shm_endpoint_process_gone(prefix + gone + "_00aa"));
+  EXPECT_TRUE(shm_endpoint_process_gone(prefix + gone + "_00aa" + std::string(1, '\0')));  // fi_getname's NUL
+  EXPECT_TRUE(shm_endpoint_process_gone("fi_shm://" + prefix + gone + "_00aa"));
+  EXPECT_FALSE(shm_endpoint_process_gone("conduit_1_" + gone + "_00dd"));  // another namespace: cannot judge
+  EXPECT_FALSE(shm_endpoint_process_gone(gone + ":0:0"));                  // shm's own default name
+  EXPECT_FALSE(shm_endpoint_process_gone(prefix + gone));                  // not our shape
+  EXPECT_FALSE(shm_endpoint_process_gone(""));
+}
+
 }  // namespace
 }  // namespace conduit::fabric

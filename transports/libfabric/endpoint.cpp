@@ -77,6 +77,7 @@ Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPo
   // pid fail here with EBUSY (shm_names.h).
   const bool shm = info.fabric_attr != nullptr && info.fabric_attr->prov_name != nullptr &&
                    std::string_view(info.fabric_attr->prov_name) == "shm";
+  e->shm_ = shm;
   if (shm) {
     remove_stale_shm_endpoints();
     const std::string name = shm_endpoint_name();
@@ -110,6 +111,17 @@ Result<fi_addr_t> Endpoint::resolve(std::span<const std::byte> peer_address) {
   }
   peers_.emplace(std::move(key), addr);
   return addr;
+}
+
+bool Endpoint::peer_process_gone(fi_addr_t peer) {
+  if (!shm_) return false;
+  std::lock_guard lock(av_mu_);
+  for (const auto& [address, addr] : peers_) {
+    if (peer != FI_ADDR_UNSPEC && addr != peer) continue;
+    const std::string_view name(reinterpret_cast<const char*>(address.data()), address.size());
+    if (shm_endpoint_process_gone(name)) return true;
+  }
+  return false;
 }
 
 Result<Fid<fid_mr>> Endpoint::register_range(void* address, std::uint64_t length, std::uint64_t access,

@@ -38,6 +38,11 @@ class Endpoint {
   // Address vector entry for a peer's endpoint address, inserted on first use.
   Result<fi_addr_t> resolve(std::span<const std::byte> peer_address);
 
+  bool shm() const { return shm_; }
+  // shm only: whether the process behind `peer` (FI_ADDR_UNSPEC: behind any peer resolved here) has
+  // exited (shm_names.h says which processes it can judge). Takes the AV lock; not for the hot path.
+  bool peer_process_gone(fi_addr_t peer);
+
   // CUDA memory: iface FI_HMEM_CUDA on `device`, through its DMA-BUF when dmabuf_fd >= 0 (libfabric 1.20+,
   // FI_MR_DMABUF: [dmabuf_offset, +length) of the fd), else by device address (nvidia-peermem).
   struct Hmem {
@@ -63,6 +68,7 @@ class Endpoint {
   Fid<fid_cq> cq_;
   Fid<fid_ep> ep_;
   int wait_fd_ = -1;
+  bool shm_ = false;
   std::vector<std::byte> address_;
   std::uint64_t key_mask_ = ~std::uint64_t{0};  // the domain's mr_key_size, for keys we pick
 

@@ -4,6 +4,7 @@
 
 #include <limits>
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "../src/op_validation.h"
@@ -118,6 +119,16 @@ Result<std::unique_ptr<LibfabricTransport>> LibfabricTransport::open_rails(const
 }
 
 LibfabricTransport::~LibfabricTransport() {
+  // A wedged rail's thread never returns from the provider, so joining it would hang this process's
+  // shutdown: that rail, its endpoint and its batches are left for the process's exit.
+  // Kept reachable, not just released, so leak checkers see what they are.
+  static std::mutex abandoned_mu;
+  static auto* abandoned = new std::vector<std::unique_ptr<Rail>>();
+  for (auto& rail : rails_) {
+    if (!rail->wedged()) continue;
+    std::lock_guard lock(abandoned_mu);
+    abandoned->push_back(std::move(rail));
+  }
   rails_.clear();  // joins progress threads before the batches they drive go away
 }
 
@@ -188,6 +199,11 @@ Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions&
 Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchOptions& options) {
   if (auto ok = validate(ops, options); !ok) return ok.error();
   const auto nrails = static_cast<std::uint32_t>(rails_.size());
+  for (const Op& op : ops) {
+    for (const std::uint32_t r : static_cast<FabricRegistration*>(op.local->handles())->indices) {
+      if (auto why = rails_[r]->wedged()) return make_error(ErrorCode::Unavailable, why->message);
+    }
+  }
 
   // An op goes out only on the rails its local registration was made on (the ones nearest its memory).
   // The i-th of them talks to remote key rail i mod (the key's rails): keys name only the target's chosen
@@ -243,7 +259,20 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
   return batches_.start(batch, rails_);
 }
 
-BatchStatus LibfabricTransport::poll(BatchId id) { return batches_.poll(id); }
+BatchStatus LibfabricTransport::poll(BatchId id) {
+  fail_wedged();
+  return batches_.poll(id);
+}
+
+void LibfabricTransport::fail_wedged() {
+  for (std::uint32_t r = 0; r < rails_.size(); ++r) {
+    auto why = rails_[r]->wedged();
+    if (!why) continue;
+    // A part's op list is fixed at submit, so reading it here does not race the (stuck) progress thread.
+    batches_.fail_if(
+        [r](const BatchProgress& b) { return !static_cast<const Batch&>(b).parts[r].ops.empty(); }, *why);
+  }
+}
 
 // libfabric cannot take back an RMA operation once posted (fi_cancel is for receives), so in-flight slices
 // are waited out: the rails reap their completions and close the batch's parts.

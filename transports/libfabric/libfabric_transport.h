@@ -41,6 +41,8 @@ class LibfabricTransport final : public Transport {
   // which worked (gpu_path) or why neither did (cuda_registration.cpp).
   void probe_gpu();
   Status validate(std::span<const Op> ops, const BatchOptions& options) const;
+  // Fails the batches with work on a wedged rail (Rail::wedged), which would otherwise never finish.
+  void fail_wedged();
 
   std::string name_;
   Capabilities caps_;

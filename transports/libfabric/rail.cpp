@@ -99,6 +99,8 @@ Rail::Rail(std::shared_ptr<Endpoint> endpoint, Options options)
       thread_(batches_.wake(), [this] { round(); }) {}
 
 void Rail::round() {
+  if (endpoint_->shm())
+    round_began_.store(Clock::now().time_since_epoch().count(), std::memory_order_relaxed);
   const bool progressed = batches_.round([this] { return post_all(); }, [this] { return reap(); },
                                          options_.stall_timeout, [this] { return stall_error(); });
   if (progressed) {
@@ -107,6 +109,21 @@ void Rail::round() {
   } else {
     idle_wait(!batches_.empty());
   }
+}
+
+std::optional<Error> Rail::wedged() {
+  if (!endpoint_->shm()) return std::nullopt;
+  if (!wedged_.load(std::memory_order_acquire)) {
+    const Clock::time_point began{Clock::duration(round_began_.load(std::memory_order_relaxed))};
+    if (Clock::now() - began <= options_.stall_timeout) return std::nullopt;
+    if (!endpoint_->peer_process_gone(posting_to_.load(std::memory_order_relaxed))) return std::nullopt;
+    wedged_.store(true, std::memory_order_release);
+  }
+  return make_error(ErrorCode::PeerUnreachable,
+                    "rail " + std::to_string(options_.index) + " is wedged: a peer process exited while " +
+                        "holding the shm provider's lock, and libfabric 1.17's shm spins on it for good " +
+                        "(no completion for over " + std::to_string(options_.stall_timeout.count()) +
+                        " ms); restart this process to use the rail again");
 }
 
 Error Rail::stall_error() const {
@@ -126,7 +143,9 @@ bool Rail::post(Batch& batch) {
   if (batch.done(rail)) return false;
   bool progressed = false;
   while (PostedOp* op = batch.next_to_post(rail)) {
+    posting_to_.store(op->peer, std::memory_order_relaxed);
     const int rc = post_one(*op);
+    posting_to_.store(FI_ADDR_UNSPEC, std::memory_order_relaxed);
     if (rc == -FI_EAGAIN) return progressed;  // provider queue full: reap, then retry
     if (rc != 0) {
       batch.fail(make_error(classify(-rc), describe(*op) + " could not be posted: " + fi_strerror(-rc)));

@@ -26,6 +26,19 @@ std::string pid_namespace() {
 
 std::string prefix() { return "conduit_" + pid_namespace() + "_"; }
 
+// The pid in "<prefix><pid>_<random>", or 0 when `name` is not of that shape.
+pid_t pid_of(std::string_view name, std::string_view ours) {
+  if (!name.starts_with(ours)) return 0;
+  const std::string_view rest = name.substr(ours.size());
+  pid_t pid = 0;
+  const auto [end, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+  if (err != std::errc() || pid <= 0 || end == rest.data() + rest.size() || *end != '_') return 0;
+  return pid;
+}
+
+// EPERM means it runs under another user: alive, not ours to judge.
+bool gone(pid_t pid) { return ::kill(pid, 0) != 0 && errno == ESRCH; }
+
 }  // namespace
 
 std::string shm_endpoint_name() {
@@ -38,18 +51,20 @@ int remove_stale_shm_endpoints(const std::filesystem::path& dir) {
   int removed = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!name.starts_with(ours)) continue;
-    const std::string_view rest = std::string_view(name).substr(ours.size());
-    pid_t pid = 0;
-    const auto [end, err] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
-    if (err != std::errc() || pid <= 0 || end == rest.data() + rest.size() || *end != '_') continue;
-    // EPERM means it runs under another user: alive, not ours to judge.
-    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code gone;
-    if (std::filesystem::remove(entry.path(), gone)) ++removed;
+    const pid_t pid = pid_of(entry.path().filename().string(), ours);
+    if (pid == 0 || !gone(pid)) continue;
+    std::error_code failed;
+    if (std::filesystem::remove(entry.path(), failed)) ++removed;
   }
   return removed;
+}
+
+bool shm_endpoint_process_gone(std::string_view name) {
+  // fi_getname may end the name with its NUL, and may put shm's scheme before it.
+  if (const auto nul = name.find('\0'); nul != std::string_view::npos) name = name.substr(0, nul);
+  if (name.starts_with("fi_shm://")) name.remove_prefix(9);
+  const pid_t pid = pid_of(name, prefix());
+  return pid != 0 && gone(pid);
 }
 
 }  // namespace conduit::fabric

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 namespace conduit::fabric {
 
@@ -18,5 +19,10 @@ std::string shm_endpoint_name();
 // Removes `dir`/conduit_<our pid namespace>_<pid>_* files whose pid no longer runs; returns how many. Never
 // touches other names, other namespaces' files or live processes' files.
 int remove_stale_shm_endpoints(const std::filesystem::path& dir = "/dev/shm");
+
+// Whether the process behind a peer's shm endpoint name (its address, as fi_getname gives it) has exited:
+// true only for a Conduit name of this pid namespace whose pid no longer runs. Anything it cannot judge
+// (another namespace, another shape, a live or foreign process) is false.
+bool shm_endpoint_process_gone(std::string_view name);
 
 }  // namespace conduit::fabric

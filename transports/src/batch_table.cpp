@@ -24,6 +24,13 @@ Status BatchTable::cancel(BatchId id) {
   return {};
 }
 
+void BatchTable::fail_if(const std::function<bool(const BatchProgress&)>& affected, const Error& error) {
+  std::lock_guard lock(mu_);
+  for (auto& [_, batch] : batches_) {
+    if (!batch->finished() && affected(*batch)) batch->fail(error);
+  }
+}
+
 BatchStatus BatchTable::poll(BatchId id) {
   std::shared_ptr<BatchProgress> batch;
   {

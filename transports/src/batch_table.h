@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
@@ -28,6 +29,9 @@ class BatchTable {
     }
     return id;
   }
+  // Fails every unfinished batch for which `affected` says yes with `error` (a rail that can never move
+  // again fails the batches with work on it).
+  void fail_if(const std::function<bool(const BatchProgress&)>& affected, const Error& error);
   // The batch's status; a finished batch is forgotten once reported.
   BatchStatus poll(BatchId id);
   // Transport::cancel's bookkeeping: marks the batch cancelled (its rails close their parts as they
