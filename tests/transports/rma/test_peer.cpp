@@ -5,7 +5,14 @@
 // writes:
 //   crc OFFSET LENGTH -> CRC32C of that range      dereg -> deregisters the key, "ok"
 //   fill SEED         -> refills the region, "ok"  quit (or EOF) -> exits 0
+//   hold-shm-lock     -> takes the lock in its own shm region and keeps it, "held" (see below)
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <boost/program_options.hpp>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -15,6 +22,38 @@
 #include "conduit/transport.h"
 
 namespace po = boost::program_options;
+
+namespace {
+
+// For the test of a peer killed inside shm's lock (rma_test.cpp, ShmWedge): takes the spinlock that
+// libfabric 1.17's shm keeps in the header of this endpoint's /dev/shm region, the one a writer takes to
+// post to us, and never releases it. The header is the provider's, not an API, so its layout is checked
+// first (version 4, our pid at 4, the region's own address at 16, an unlocked x86-64 glibc spinlock, 1, at
+// 24) and anything else is answered "error ..." for the test to skip on.
+std::string hold_shm_lock(const conduit::RemoteKey& key) {
+  const auto& address = key.rails.at(0).address;
+  const std::string name(reinterpret_cast<const char*>(address.data()),
+                         strnlen(reinterpret_cast<const char*>(address.data()), address.size()));
+  const int fd = ::open(("/dev/shm/" + name).c_str(), O_RDWR);
+  if (fd < 0) return "error no /dev/shm/" + name;
+  void* mapped = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (mapped == MAP_FAILED) return "error mmap";
+  auto* header = static_cast<unsigned char*>(mapped);
+  int pid = 0;
+  void* base = nullptr;
+  int lock = 0;
+  std::memcpy(&pid, header + 4, sizeof pid);
+  std::memcpy(&base, header + 16, sizeof base);
+  std::memcpy(&lock, header + 24, sizeof lock);
+  if (header[0] != 4 || pid != ::getpid() || base == nullptr || std::memcmp(base, header, 24) != 0 ||
+      lock != 1)
+    return "error the shm region's header is not libfabric 1.17's";
+  pthread_spin_lock(reinterpret_cast<pthread_spinlock_t*>(header + 24));
+  return "held";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   conduit::TransportConfig config;
@@ -80,6 +119,8 @@ int main(int argc, char** argv) {
       in >> s;
       conduit::fill_pattern(region->bytes(), s);
       std::cout << "ok" << std::endl;
+    } else if (cmd == "hold-shm-lock") {
+      std::cout << hold_shm_lock(reg->remote_key()) << std::endl;
     } else if (cmd == "quit") {
       break;
     } else {
