@@ -199,15 +199,11 @@ Status LibfabricTransport::validate(std::span<const Op> ops, const BatchOptions&
 Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchOptions& options) {
   if (auto ok = validate(ops, options); !ok) return ok.error();
   const auto nrails = static_cast<std::uint32_t>(rails_.size());
-  for (const Op& op : ops) {
-    for (const std::uint32_t r : static_cast<FabricRegistration*>(op.local->handles())->indices) {
-      if (auto why = rails_[r]->wedged()) return make_error(ErrorCode::Unavailable, why->message);
-    }
-  }
 
   // An op goes out only on the rails its local registration was made on (the ones nearest its memory).
   // The i-th of them talks to remote key rail i mod (the key's rails): keys name only the target's chosen
-  // rails, and the two sides may have chosen different counts. Resolve each pair once.
+  // rails, and the two sides may have chosen different counts. Resolve each pair once. A wedged rail
+  // (Rail::wedged) takes nothing more.
   struct Target {
     fi_addr_t peer;
     std::uint64_t key;
@@ -217,8 +213,10 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
   for (std::size_t i = 0; i < ops.size(); ++i) {
     local_rails[i] = static_cast<FabricRegistration*>(ops[i].local->handles())->indices;
     for (std::size_t k = 0; k < local_rails[i].size(); ++k) {
+      const auto& rail = rails_[local_rails[i][k]];
+      if (auto why = rail->wedged()) return make_error(ErrorCode::Unavailable, why->message);
       const RailKey& rk = ops[i].remote.rails[k % ops[i].remote.rails.size()];
-      auto peer = rails_[local_rails[i][k]]->endpoint()->resolve(rk.address);
+      auto peer = rail->endpoint()->resolve(rk.address);
       if (!peer) return peer.error();
       targets[i].push_back(Target{*peer, rk.key});
     }
