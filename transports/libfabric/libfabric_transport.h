@@ -44,8 +44,13 @@ class LibfabricTransport final : public Transport {
   // Fails the batches with work on a wedged rail (Rail::wedged), which would otherwise never finish.
   void fail_wedged();
 
+  // Slices up to this size share a posted operation (batch.h), up to max_ranges_ of them: the most both
+  // the provider's iov limits and PostedOp allow; 1 where the provider takes a single range.
+  static constexpr std::uint64_t kJoinedSliceMax = 64 << 10;
+
   std::string name_;
   Capabilities caps_;
+  std::uint32_t max_ranges_ = 1;
   std::vector<std::unique_ptr<Rail>> rails_;
 
   BatchTable batches_;

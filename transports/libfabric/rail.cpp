@@ -64,8 +64,10 @@ ErrorCode classify(int err, int prov_errno = 0) {
 
 std::string describe(const PostedOp& op) {
   const char* what = op.kind == OpKind::Write ? "write" : "read";
-  return std::string(what) + " of " + std::to_string(op.length) + " bytes at remote address " +
-         std::to_string(op.remote_address);
+  std::string text = std::string(what) + " of " + std::to_string(op.length) + " bytes at remote address " +
+                     std::to_string(op.remote[0].addr);
+  if (op.ranges > 1) text += " (the first of " + std::to_string(op.ranges) + " ranges in one message)";
+  return text;
 }
 
 }  // namespace
@@ -160,25 +162,27 @@ bool Rail::post(Batch& batch) {
 
 int Rail::post_one(PostedOp& op) {
   fid_ep* ep = endpoint_->ep();
-  if (op.kind == OpKind::Read) {
+  // One range without a delivery guarantee is the streaming case: the plain calls, as always.
+  if (op.ranges == 1 && (op.kind == OpKind::Read || !op.deliver)) {
+    const iovec& l = op.local[0];
+    const fi_rma_iov& r = op.remote[0];
+    if (op.kind == OpKind::Read) {
+      return static_cast<int>(
+          fi_read(ep, l.iov_base, l.iov_len, op.desc[0], op.peer, r.addr, r.key, &op.context));
+    }
     return static_cast<int>(
-        fi_read(ep, op.buffer, op.length, op.desc, op.peer, op.remote_address, op.key, &op.context));
+        fi_write(ep, l.iov_base, l.iov_len, op.desc[0], op.peer, r.addr, r.key, &op.context));
   }
-  if (!op.deliver) {
-    return static_cast<int>(
-        fi_write(ep, op.buffer, op.length, op.desc, op.peer, op.remote_address, op.key, &op.context));
-  }
-  iovec iov{op.buffer, op.length};
-  fi_rma_iov rma{op.remote_address, op.length, op.key};
   fi_msg_rma msg{};
-  msg.msg_iov = &iov;
-  msg.desc = &op.desc;
-  msg.iov_count = 1;
+  msg.msg_iov = op.local.data();
+  msg.desc = op.desc.data();
+  msg.iov_count = op.ranges;
   msg.addr = op.peer;
-  msg.rma_iov = &rma;
-  msg.rma_iov_count = 1;
+  msg.rma_iov = op.remote.data();
+  msg.rma_iov_count = op.ranges;
   msg.context = &op.context;
-  return static_cast<int>(fi_writemsg(ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE));
+  if (op.kind == OpKind::Read) return static_cast<int>(fi_readmsg(ep, &msg, FI_COMPLETION));
+  return static_cast<int>(fi_writemsg(ep, &msg, FI_COMPLETION | (op.deliver ? FI_DELIVERY_COMPLETE : 0)));
 }
 
 bool Rail::reap() {

@@ -70,7 +70,8 @@ struct Op {
 // A batch goes on the wire in slices of `slice_bytes` (what the API and TransferJob call chunkBytes).
 struct BatchOptions {
   std::uint64_t slice_bytes = 1u << 20;
-  std::uint32_t window = 16;  // slices of this batch in flight on each rail
+  std::uint32_t window = 16;  // posted operations of this batch in flight on each rail (a slice each, or
+                              // several small ones where a backend joins them)
 };
 
 // `finished` means every byte is visible at the target (writes) or in local memory (reads), not merely sent.
