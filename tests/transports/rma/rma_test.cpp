@@ -59,11 +59,15 @@ Target spawn_target(const std::string& provider, std::uint64_t bytes, std::uint6
 
 class Rma : public ::testing::TestWithParam<std::string> {
  protected:
-  void SetUp() override {
+  void SetUp() override { open(/*rails=*/1); }
+
+  // transport_ anew with `rails` rails.
+  void open(int rails) {
     TransportConfig config;
     config.provider = GetParam();
     config.bind_address = "127.0.0.1";
     config.stall_timeout = 3s;
+    config.rails = rails;
     auto t = open_transport(config);
     ASSERT_TRUE(t) << t.error().message;
     transport_ = std::move(*t);
@@ -133,13 +137,8 @@ TEST_P(Rma, ReadFetchesPeerBytes) {
 
 TEST_P(Rma, RailsStripeOneBatchIntact) {
   Target target = spawn_target(GetParam(), 64 * MiB, 5, "rw", /*rails=*/2);
-  TransportConfig config;
-  config.provider = GetParam();
-  config.bind_address = "127.0.0.1";
-  config.rails = 3;  // more local rails than the target has: rail r talks to target rail r mod 2
-  auto t = open_transport(config);
-  ASSERT_TRUE(t) << t.error().message;
-  transport_ = std::move(*t);
+  // More local rails than the target has: rail r talks to target rail r mod 2.
+  ASSERT_NO_FATAL_FAILURE(open(3));
   auto [region, local] = local_region(64 * MiB, 11);
   const BatchStatus s = run(OpKind::Write, local, 0, target.key, 0, 64 * MiB, {256 * KiB, 8});
   ASSERT_FALSE(s.error) << s.error->message;
@@ -152,13 +151,7 @@ TEST_P(Rma, RegistrationOnChosenRailsCarriesOnlyThoseAndStillLands) {
   Target target = spawn_target(GetParam(), 32 * MiB, 5, "rw", /*rails=*/4, /*register_rails=*/"1,3");
   ASSERT_EQ(target.key.rails.size(), 2u) << "the key names only rails 1 and 3";
   EXPECT_NE(target.key.rails[0].address, target.key.rails[1].address);
-  TransportConfig config;
-  config.provider = GetParam();
-  config.bind_address = "127.0.0.1";
-  config.rails = 3;
-  auto t = open_transport(config);
-  ASSERT_TRUE(t) << t.error().message;
-  transport_ = std::move(*t);
+  ASSERT_NO_FATAL_FAILURE(open(3));
   auto region = MemoryRegion::allocate_host(32 * MiB);
   ASSERT_TRUE(region);
   fill_pattern(region->bytes(), 12);
@@ -187,13 +180,7 @@ TEST_P(Rma, RegistrationOnChosenRailsCarriesOnlyThoseAndStillLands) {
 TEST_P(Rma, ScatteredSmallOpsLandEachAtItsOwnOffsets) {
   constexpr std::uint64_t kBytes = 16 * MiB;
   Target target = spawn_target(GetParam(), kBytes, /*seed=*/31, "rw", /*rails=*/2);
-  TransportConfig config;
-  config.provider = GetParam();
-  config.bind_address = "127.0.0.1";
-  config.rails = 2;
-  auto t = open_transport(config);
-  ASSERT_TRUE(t) << t.error().message;
-  transport_ = std::move(*t);
+  ASSERT_NO_FATAL_FAILURE(open(2));
   auto [region, local] = local_region(kBytes, /*seed=*/32);
 
   // Disjoint slots of 96 KiB in a random order on each side; each op a random length within its slot.
