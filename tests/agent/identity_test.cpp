@@ -30,9 +30,7 @@ constexpr const char* kToken = "test-token-0123456789";
 
 AgentOptions identity_agent(const CertFiles& serving, const TestCa& ca, std::vector<std::string> extra = {}) {
   AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
-  o.tls_cert = serving.cert.string();
-  o.tls_key = serving.key.string();
-  o.ca_cert = ca.cert().string();
+  o.serve_tls(serving.cert, serving.key, ca.cert());
   o.extra_args = {"--client-ca-file", ca.cert().string()};
   o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
   return o;

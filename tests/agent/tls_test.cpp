@@ -35,9 +35,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 AgentOptions tls_agent(const CertFiles& cert, const std::filesystem::path& ca,
                        std::vector<std::string> extra = {}) {
   AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
-  o.tls_cert = cert.cert.string();
-  o.tls_key = cert.key.string();
-  o.ca_cert = ca.string();
+  o.serve_tls(cert.cert, cert.key, ca);
   o.extra_args = std::move(extra);
   return o;
 }

@@ -258,9 +258,7 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
   auto tls = [&](const conduit::testing::CertFiles& cert) {
     AgentOptions o = agent_options();
-    o.tls_cert = cert.cert.string();
-    o.tls_key = cert.key.string();
-    o.ca_cert = ca.cert().string();
+    o.serve_tls(cert.cert, cert.key, ca.cert());
     o.extra_args.insert(o.extra_args.end(), {"--peer-ca-file", ca.cert().string()});
     return o;
   };

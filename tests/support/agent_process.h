@@ -24,6 +24,14 @@ struct AgentOptions {
   std::vector<std::string> extra_args;
   // HTTPS: the agent serves with this certificate and key; the test's own client trusts `ca_cert`.
   std::string tls_cert, tls_key, ca_cert;
+
+  AgentOptions& serve_tls(const std::filesystem::path& cert, const std::filesystem::path& key,
+                          const std::filesystem::path& ca) {
+    tls_cert = cert.string();
+    tls_key = key.string();
+    ca_cert = ca.string();
+    return *this;
+  }
 };
 
 // A tcp agent with a 1 GiB memory cap: what the agent's HTTP suites start.
