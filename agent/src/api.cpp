@@ -380,7 +380,14 @@ class LongPoll {
 void install_health_routes(Router& r, AgentState& state) {
   r.get(
       "/healthz",
-      [](const Request&, Response& res) {
+      [&state](const Request&, Response& res) {
+        // Alive but unable to move bytes on some rail until restarted: say so, so the kubelet restarts it.
+        for (const auto& transport : state.transports.transports()) {
+          if (auto health = transport->health(); !health) {
+            return send_error(res, 503, api::wire_code(health.error().code),
+                              std::string(transport->name()) + ": " + health.error().message);
+          }
+        }
         send_json(res, 200, {{"status", "ok"}});
       },
       RouteAccess::Public);

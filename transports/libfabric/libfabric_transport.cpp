@@ -282,6 +282,13 @@ BatchStatus LibfabricTransport::poll(BatchId id) {
   return batches_.poll(id);
 }
 
+Status LibfabricTransport::health() {
+  for (const auto& rail : rails_) {
+    if (auto why = rail->wedged()) return make_error(ErrorCode::Unavailable, why->message);
+  }
+  return {};
+}
+
 void LibfabricTransport::fail_wedged() {
   for (std::uint32_t r = 0; r < rails_.size(); ++r) {
     auto why = rails_[r]->wedged();

@@ -29,6 +29,7 @@ class LibfabricTransport final : public Transport {
   Result<BatchId> submit(std::span<const Op> ops, const BatchOptions& options) override;
   BatchStatus poll(BatchId id) override;
   Status cancel(BatchId id) override;
+  Status health() override;
 
  private:
   LibfabricTransport() = default;

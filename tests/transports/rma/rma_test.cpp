@@ -354,6 +354,7 @@ TEST(ShmWedge, APeerKilledHoldingShmsLockFailsTheBatchAndTheRailNotTheProcess) {
   config.stall_timeout = 1s;
   auto transport = open_transport(config);
   ASSERT_TRUE(transport) << transport.error().message;
+  EXPECT_TRUE((*transport)->health());
   Target target = spawn_target("shm", MiB, 1);
   const auto held = target.process->ask("hold-shm-lock");
   if (held != "held") GTEST_SKIP() << "cannot take shm's lock in the target: " << held.value_or("no answer");
@@ -377,6 +378,9 @@ TEST(ShmWedge, APeerKilledHoldingShmsLockFailsTheBatchAndTheRailNotTheProcess) {
   ASSERT_FALSE(again) << "a wedged rail took another batch";
   EXPECT_EQ(again.error().code, ErrorCode::Unavailable);
   EXPECT_NE(again.error().message.find("wedged"), std::string::npos) << again.error().message;
+  const Status health = (*transport)->health();
+  ASSERT_FALSE(health) << "a transport with a wedged rail says it is healthy";
+  EXPECT_EQ(health.error().code, ErrorCode::Unavailable);
 }
 
 TEST(Transport, UnknownProviderIsNamed) {

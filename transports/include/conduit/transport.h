@@ -140,6 +140,10 @@ class Transport {
   // batch. A batch that already finished keeps its outcome; NotFound for an unknown (or already reported)
   // id.
   virtual Status cancel(BatchId id) = 0;
+  // Unavailable, saying why, once some rail can never move bytes again and only a restart of the process
+  // brings it back (libfabric's shm wedged by a peer killed inside its lock); ok otherwise. What the
+  // agent's /healthz answers, so that a supervisor restarts it.
+  virtual Status health() { return {}; }
 };
 
 // Opens a backend for `config.provider`. Unknown names are NotFound; known but absent ones Unavailable.
