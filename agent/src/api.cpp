@@ -103,7 +103,7 @@ std::optional<std::string_view> bearer_token(std::string_view header) {
 thread_local std::optional<Caller> t_caller;
 
 const Caller& caller() {
-  static const Caller kNobody{Role::Agent, "\x01"};  // acts for no grant: a route without one is refused
+  static const Caller kNobody{Role::Agent, "\x01", {}};  // acts for no grant: a route without one is refused
   return t_caller ? *t_caller : kNobody;
 }
 
@@ -130,12 +130,12 @@ HandlerResponse authorize(const AgentState& state, const Request& req, Response&
     close_after_response();
     send_error(res, 403, api::code::kForbidden,
                "the client certificate names \"" + name +
-                   "\", which is no Conduit identity (conduit:controller, conduit:operator, "
-                   "conduit:agent or conduit:agent:<node>)");
+                   "\", which is no Conduit identity (conduit:controller, conduit:controller:<namespace>, "
+                   "conduit:operator, conduit:agent or conduit:agent:<node>)");
     return HandlerResponse::Handled;
   }
   if (state.config.insecure_no_auth) {
-    t_caller = Caller{Role::Operator, {}};  // local mode
+    t_caller = Caller{Role::Operator, {}, {}};  // local mode
     return HandlerResponse::Unhandled;
   }
   if (state.token == nullptr) {
@@ -144,7 +144,7 @@ HandlerResponse authorize(const AgentState& state, const Request& req, Response&
   const std::string header = req.get_header_value("Authorization");  // by value: keep it alive for the view
   const auto token = bearer_token(header);
   if (token && constant_time_equal(*token, state.token->current())) {
-    t_caller = Caller{Role::Operator, {}};
+    t_caller = Caller{Role::Operator, {}, {}};
     return HandlerResponse::Unhandled;
   }
   return unauthorized(res, token ? "invalid bearer token" : "missing bearer token", token.has_value());
@@ -410,12 +410,20 @@ void install_health_routes(Router& r, AgentState& state) {
   });
 }
 
-// Whether the caller may act on grant `id`: anyone but an agent, or the agent the grant was made for. An
-// unknown grant passes, so the handler answers NotFound as for anyone.
-bool may_use_grant(const AgentState& state, const std::string& id) {
-  if (caller().role != Role::Agent) return true;
+// Why the caller may not act on grant `id`, or nullopt: an agent acts only on the grants made for it, a
+// tenant's controller only on those made for its namespace. An unknown grant passes, so the handler
+// answers NotFound as for anyone.
+std::optional<std::string> grant_refusal(const AgentState& state, const std::string& id) {
+  const Caller& c = caller();
+  if (c.role != Role::Agent && !c.tenant_controller()) return std::nullopt;
   auto grant = state.grants.get(id);
-  return !grant || caller().acts_for((*grant)->peer);
+  if (!grant) return std::nullopt;
+  if (c.tenant_controller()) {
+    if ((*grant)->job_namespace == c.ns) return std::nullopt;
+    return "the grant is not made for its namespace";
+  }
+  if (c.acts_for((*grant)->peer)) return std::nullopt;
+  return "the grant is made for another node";
 }
 
 // Whether the caller may read region `name` (checksums, staging copies, sending it on): an agent only while
@@ -429,12 +437,30 @@ bool may_touch_region(const AgentState& state, const std::string& name) {
   return false;
 }
 
-// Whether the caller may look at or cancel transfer `id`: anyone but an agent, or the agent that asked for
-// it. An unknown transfer passes, so the handler answers NotFound as for anyone.
+// Whether the caller may look at or cancel transfer `id`: anyone but an agent or a tenant's controller, or
+// the one that asked for it. An unknown transfer passes, so the handler answers NotFound as for anyone.
 bool may_see_transfer(const AgentState& state, const std::string& id) {
-  if (caller().role != Role::Agent) return true;
+  if (caller().role != Role::Agent && !caller().tenant_controller()) return true;
   auto status = state.transfers.get(id);
   return !status || status->requested_by == caller().describe();
+}
+
+// A tenant's controller (identity.h) acts for its own namespace alone. What a request names: 403 saying why
+// (and true) unless the caller may act for `job_ns`.
+bool out_of_scope(Response& res, const Request& req, const std::string& job_ns) {
+  auto why = caller().namespace_refusal(job_ns);
+  if (why) send_error(res, 403, api::code::kForbidden, *why + " (" + req.method + " " + req.path + ")");
+  return why.has_value();
+}
+
+// What exists: a tenant's controller reads the regions its namespace may use (its own, those shared with
+// it, those of no namespace) and changes only its own.
+bool region_out_of_scope(Response& res, const Request& req, const Region& region, bool changes) {
+  const Caller& c = caller();
+  if (!c.tenant_controller()) return false;
+  if (changes ? region.tenancy().ns == c.ns : region.tenancy().admits(c.ns)) return false;
+  forbid(res, req, "region " + region.name() + " is not of its namespace");
+  return true;
 }
 
 // A region as GET shows it, with the rails (and their NICs) each transport registers it on: the ones
@@ -448,7 +474,11 @@ json region_json(const AgentState& state, const Region& region) {
 void install_region_routes(Router& r, AgentState& state) {
   r.get("/v1/regions", [&state](const Request&, Response& res) {
     json list = json::array();
-    for (const auto& region : state.regions.list()) list.push_back(region_json(state, *region));
+    const Caller& c = caller();
+    for (const auto& region : state.regions.list()) {
+      if (c.tenant_controller() && !region->tenancy().admits(c.ns)) continue;
+      list.push_back(region_json(state, *region));
+    }
     send_json(res, 200, items(std::move(list)));
   });
 
@@ -457,6 +487,7 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto request = parse_create_region(*body);
     if (!request) return send_error(res, request.error());
+    if (out_of_scope(res, req, request->tenancy.ns)) return;
     if (request->file) {
       if (auto why = file_refusal(*request->file, request->tenancy.ns, state.config.namespace_files))
         return forbid(res, req, *why);
@@ -476,12 +507,18 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!name) return;
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
+    if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
     send_json(res, 200, region_json(state, **region));
   });
 
   r.del(kRegion, [&state](const Request& req, Response& res) {
     const auto name = region_name(req, res);
     if (!name) return;
+    if (caller().tenant_controller()) {
+      auto region = state.regions.get(*name);
+      if (!region) return send_error(res, region.error());
+      if (region_out_of_scope(res, req, **region, /*changes=*/true)) return;
+    }
     if (auto removed = state.regions.remove(*name); !removed) return send_error(res, removed.error());
     res.status = 204;
   });
@@ -493,11 +530,13 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto save = parse_save_region(*body);
     if (!save) return send_error(res, save.error());
+    if (out_of_scope(res, req, save->job_namespace)) return;
     if (auto why = file_refusal(save->file, save->job_namespace, state.config.namespace_files))
       return forbid(res, req, *why);
     if (auto path = state.regions.data_path(save->file); !path) return send_error(res, path.error());
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
+    if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
     if (auto saved = state.regions.save(*name, save->file); !saved) return send_error(res, saved.error());
     send_json(res, 200, {{"region", *name}, {"file", save->file}, {"bytes", (*region)->bytes()}});
   });
@@ -509,6 +548,7 @@ void install_region_routes(Router& r, AgentState& state) {
     if (!query) return send_error(res, query.error());
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
+    if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
     Region::Update update = (*region)->update();
     if (update.version <= query->after && query->timeout.count() > 0) {
       LongPoll slot(state);
@@ -529,6 +569,7 @@ void install_region_routes(Router& r, AgentState& state) {
         if (!query) return send_error(res, query.error());
         auto region = state.regions.get(*name);
         if (!region) return send_error(res, region.error());
+        if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
         const std::uint64_t size = (*region)->bytes();
         if (query->offset > size) {
           return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
@@ -567,6 +608,7 @@ void install_staging_route(Router& r, AgentState& state) {
         if (!request) return send_error(res, request.error());
         auto region = state.regions.get(*name);
         if (!region) return send_error(res, region.error());
+        if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
         const std::uint64_t size = (*region)->bytes();
         if (request->offset > size || request->length > size - request->offset) {
           return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
@@ -644,6 +686,7 @@ void install_file_route(Router& r, AgentState& state) {
     if (!body) return;
     auto stat = parse_stat_file(*body);
     if (!stat) return send_error(res, stat.error());
+    if (out_of_scope(res, req, stat->job_namespace)) return;
     if (auto why = file_refusal(stat->file, stat->job_namespace, state.config.namespace_files))
       return forbid(res, req, *why);
     auto file = state.regions.open_file(stat->file);
@@ -660,6 +703,7 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto request = parse_create_grant(*body);
     if (!request) return send_error(res, request.error());
+    if (out_of_scope(res, req, request->job_namespace)) return;
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
     // The agent checks again what the controller checked: a job reaches only its namespace's regions.
@@ -680,7 +724,8 @@ void install_grant_routes(Router& r, AgentState& state) {
       landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
     }
     auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
-                                     request->provider, std::move(landing), request->writer, request->peer);
+                                     request->provider, std::move(landing), request->writer, request->peer,
+                                     request->job_namespace);
     if (!grant) return send_error(res, grant.error());
     if ((*grant)->staging) state.metrics.staged_fallback();  // the target end of a staged GPU transfer
     state.metrics.observe_registration((*grant)->registration_seconds);
@@ -694,6 +739,7 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto request = parse_create_ring_grant(*body);
     if (!request) return send_error(res, request.error());
+    if (out_of_scope(res, req, request->job_namespace)) return;
     if (auto why = file_refusal(*request->save, request->job_namespace, state.config.namespace_files))
       return forbid(res, req, *why);
     auto save = open_save(state, *request->save);
@@ -707,7 +753,7 @@ void install_grant_routes(Router& r, AgentState& state) {
         *memory, 0, ring, Access::RemoteWrite, request->ttl, request->provider,
         LandingSpec{
             .ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save), .writer = ""},
-        "", request->peer);
+        "", request->peer, request->job_namespace);
     if (!grant) return send_error(res, grant.error());
     res.set_header("Location", "/v1/grants/" + (*grant)->id);
     send_json(res, 201, (*grant)->to_json());
@@ -718,7 +764,7 @@ void install_grant_routes(Router& r, AgentState& state) {
       [&state](const Request& req, Response& res) {
         const auto id = path_id(req, res);
         if (!id) return;
-        if (!may_use_grant(state, *id)) return forbid(res, req, "the grant is made for another node");
+        if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
         const auto body = read_json_body(state, req, res);
         if (!body) return;
         auto request = parse_landed(*body);
@@ -740,7 +786,7 @@ void install_grant_routes(Router& r, AgentState& state) {
       [&state](const Request& req, Response& res) {
         const auto id = path_id(req, res);
         if (!id) return;
-        if (!may_use_grant(state, *id)) return forbid(res, req, "the grant is made for another node");
+        if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
         const auto body = read_json_body(state, req, res);
         if (!body) return;
         auto bytes = parse_commit(*body);
@@ -768,6 +814,7 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (!body) return;
     auto ttl = parse_renew_grant(*body);
     if (!ttl) return send_error(res, ttl.error());
+    if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
     auto grant = state.grants.renew(*id, *ttl);
     if (!grant) return send_error(res, grant.error());
     send_json(res, 200, (*grant)->to_json());
@@ -775,13 +822,18 @@ void install_grant_routes(Router& r, AgentState& state) {
 
   r.get("/v1/grants", [&state](const Request&, Response& res) {
     json list = json::array();
-    for (const auto& grant : state.grants.list()) list.push_back(grant->to_json());
+    const Caller& c = caller();
+    for (const auto& grant : state.grants.list()) {
+      if (c.tenant_controller() && grant->job_namespace != c.ns) continue;
+      list.push_back(grant->to_json());
+    }
     send_json(res, 200, items(std::move(list)));
   });
 
   r.get(kGrant, [&state](const Request& req, Response& res) {
     const auto id = path_id(req, res);
     if (!id) return;
+    if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
     auto grant = state.grants.get(*id);
     if (!grant) return send_error(res, grant.error());
     send_json(res, 200, (*grant)->to_json());
@@ -790,6 +842,7 @@ void install_grant_routes(Router& r, AgentState& state) {
   r.del(kGrant, [&state](const Request& req, Response& res) {
     const auto id = path_id(req, res);
     if (!id) return;
+    if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
     if (auto revoked = state.grants.revoke(*id); !revoked) return send_error(res, revoked.error());
     res.status = 204;
   });
@@ -805,6 +858,8 @@ void install_transfer_routes(Router& r, AgentState& state) {
         if (!body) return;
         auto request = TransferRequest::from_json(*body);
         if (!request) return send_error(res, request.error());
+        if (out_of_scope(res, req, request->job_namespace)) return;
+        if (caller().tenant_controller()) request->requested_by = caller().describe();
         if (!request->source_region.empty()) {
           auto source = state.regions.get(request->source_region);
           if (source) {
@@ -850,7 +905,11 @@ void install_transfer_routes(Router& r, AgentState& state) {
 
   r.get("/v1/transfers", [&state](const Request&, Response& res) {
     json list = json::array();
-    for (const auto& status : state.transfers.list()) list.push_back(status.to_json());
+    const Caller& c = caller();
+    for (const auto& status : state.transfers.list()) {
+      if (c.tenant_controller() && status.requested_by != c.describe()) continue;
+      list.push_back(status.to_json());
+    }
     send_json(res, 200, items(std::move(list)));
   });
 
@@ -861,8 +920,7 @@ void install_transfer_routes(Router& r, AgentState& state) {
         if (!id) return;
         const auto wait = parse_wait_query(req.params);
         if (!wait) return send_error(res, wait.error());
-        if (!may_see_transfer(state, *id))
-          return forbid(res, req, "an agent sees only the transfers it asked for");
+        if (!may_see_transfer(state, *id)) return forbid(res, req, "it sees only the transfers it asked for");
         std::optional<LongPoll> slot;
         if (wait->count() > 0) {
           slot.emplace(state);
@@ -881,7 +939,7 @@ void install_transfer_routes(Router& r, AgentState& state) {
         const auto id = path_id(req, res);
         if (!id) return;
         if (!may_see_transfer(state, *id)) {
-          return forbid(res, req, "an agent cancels only the transfers it asked for");
+          return forbid(res, req, "it cancels only the transfers it asked for");
         }
         if (auto cancelled = state.transfers.cancel(*id); !cancelled)
           return send_error(res, cancelled.error());

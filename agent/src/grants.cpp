@@ -44,6 +44,7 @@ nlohmann::json Grant::to_json() const {
                    {"nics", nics}};
   if (landing) j["landing"] = landing->to_json();
   if (!peer.empty()) j["peer"] = peer;
+  if (!job_namespace.empty()) j["namespace"] = job_namespace;
   j["registrationSeconds"] = registration_seconds;
   return j;
 }
@@ -52,7 +53,8 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
                                                         std::uint64_t length, Access access,
                                                         std::chrono::seconds ttl, const std::string& provider,
                                                         std::optional<LandingSpec> landing,
-                                                        const std::string& writer, const std::string& peer) {
+                                                        const std::string& writer, const std::string& peer,
+                                                        const std::string& job_namespace) {
   if (!region) return make_error(ErrorCode::InvalidArgument, "grant needs a region");
   if (access != Access::RemoteWrite && access != Access::RemoteRead) {
     return make_error(ErrorCode::InvalidArgument, "access must be write or read");
@@ -110,6 +112,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   grant->access = access;
   grant->provider = transport->capabilities().provider;
   grant->peer = peer;
+  grant->job_namespace = job_namespace;
   grant->expire_at(std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl));
   const MemoryRegion* memory = &region->memory();
   grant->gpu_path = memory->kind() == MemoryKind::Cuda

@@ -30,6 +30,7 @@ struct Grant {
   // The node whose agent uses the grant (writes through it, reports what landed, asks for checksums): only
   // its identity, besides the controller's and operators', may (identity.h). Empty: any agent's.
   std::string peer;
+  std::string job_namespace;  // the namespace of the job it was made for ("" = an operator's request)
   // On a whole second, so the expiresAt shown is exactly when the key stops working (the grant lasts at
   // least its ttlSeconds and less than one second more). Atomic: a renewal moves it while others read it.
   std::chrono::system_clock::time_point expires_at() const {
@@ -73,7 +74,8 @@ class GrantTable {
                                               Access access, std::chrono::seconds ttl,
                                               const std::string& provider,
                                               std::optional<LandingSpec> landing = std::nullopt,
-                                              const std::string& writer = "", const std::string& peer = "");
+                                              const std::string& writer = "", const std::string& peer = "",
+                                              const std::string& job_namespace = "");
   Result<std::shared_ptr<const Grant>> get(const std::string& id) const;
   std::vector<std::shared_ptr<const Grant>> list() const;
   Status revoke(const std::string& id);  // NotFound when unknown or already gone

@@ -1,11 +1,13 @@
 #include "identity.h"
 
+#include "regions.h"
+
 namespace conduit::agent {
 
 std::string Caller::describe() const {
   switch (role) {
     case Role::Controller:
-      return "the controller";
+      return ns.empty() ? "the controller" : "the controller of namespace \"" + ns + "\"";
     case Role::Operator:
       return "an operator";
     case Role::Agent:
@@ -19,13 +21,25 @@ bool Caller::acts_for(const std::string& peer) const {
   return node.empty() || peer.empty() || node == peer;
 }
 
+std::optional<std::string> Caller::namespace_refusal(const std::string& job_ns) const {
+  if (!tenant_controller() || job_ns == ns) return std::nullopt;
+  if (job_ns.empty()) return describe() + " acts only for its namespace, and this request names none";
+  return describe() + " may not act for namespace \"" + job_ns + "\"";
+}
+
 std::optional<Caller> caller_from_certificate(std::string_view common_name) {
   constexpr std::string_view kAgent = "conduit:agent:";
-  if (common_name == "conduit:controller") return Caller{Role::Controller, {}};
-  if (common_name == "conduit:operator") return Caller{Role::Operator, {}};
-  if (common_name == "conduit:agent") return Caller{Role::Agent, {}};
+  constexpr std::string_view kTenantController = "conduit:controller:";
+  if (common_name == "conduit:controller") return Caller{Role::Controller, {}, {}};
+  if (common_name == "conduit:operator") return Caller{Role::Operator, {}, {}};
+  if (common_name == "conduit:agent") return Caller{Role::Agent, {}, {}};
   if (common_name.starts_with(kAgent) && common_name.size() > kAgent.size()) {
-    return Caller{Role::Agent, std::string(common_name.substr(kAgent.size()))};
+    return Caller{Role::Agent, std::string(common_name.substr(kAgent.size())), {}};
+  }
+  if (common_name.starts_with(kTenantController)) {
+    std::string ns(common_name.substr(kTenantController.size()));
+    // A name that is not a namespace names nobody (refused with 403), never every namespace.
+    if (validate_name(ns)) return Caller{Role::Controller, {}, std::move(ns)};
   }
   return std::nullopt;
 }

@@ -3,6 +3,9 @@
 // A caller is named by the certificate it presented over TLS, verified against --client-ca-file, or by
 // the bearer token of --token-file. Certificates name one of:
 //   conduit:controller     the controller: every route
+//   conduit:controller:<ns>  a tenant's controller (one that watches namespace <ns> alone): the controller's
+//                          routes, for namespace <ns> only: its requests name <ns>, and it reaches only
+//                          the regions, grants and transfers of <ns> (and reads regions shared with <ns>)
 //   conduit:operator       a person or script with the CLI or SDK: every route
 //   conduit:agent:<node>   the agent of <node>: only what a transfer between the two needs, scoped to the
 //                          grants made for <node> (a grant's `peer`)
@@ -22,11 +25,17 @@ enum class Role { Operator, Controller, Agent };
 struct Caller {
   Role role = Role::Operator;
   std::string node;  // Agent: the node its certificate names; empty: any agent of the install
+  std::string ns;    // Controller: the one namespace it acts for; empty: every namespace (the install's)
 
-  // For messages and logs: "the controller", "an operator", "the agent of node \"b\"", "an agent".
+  // For messages and logs: "the controller", "the controller of namespace \"a\"", "an operator", "the agent
+  // of node \"b\"", "an agent".
   std::string describe() const;
+  bool tenant_controller() const { return role == Role::Controller && !ns.empty(); }
   // Whether this caller may act for a grant made for `peer` ("" = made for no one in particular).
   bool acts_for(const std::string& peer) const;
+  // Why this caller may not act for namespace `job_ns` ("" = no namespace: an operator's request), or
+  // nullopt. Only a tenant's controller is ever refused: it acts for its own namespace alone.
+  std::optional<std::string> namespace_refusal(const std::string& job_ns) const;
 };
 
 // The caller a verified certificate's common name names; nullopt for a name that is none of the above.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,6 +164,108 @@ TEST_F(AgentIdentity, TheReasonNamesTheCallerAndWhatItMayNotDo) {
   EXPECT_NE(unknown["error"]["message"].get<std::string>().find("\"mallory\", which is no Conduit identity"),
             std::string::npos)
       << unknown.dump();
+}
+
+// A tenant's controller (conduit:controller:<namespace>, one that watches that namespace alone) acts for its
+// namespace and nothing else: what it asks for names its namespace, and of what exists it reads only what
+// its namespace may use and changes only its own, so its credentials alone reach no other tenant.
+TEST_F(AgentIdentity, ATenantsControllerActsForItsNamespaceAlone) {
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca));
+  ASSERT_TRUE(a.started());
+  for (const json& region :
+       {json{{"name", "own"}, {"namespace", "team-a"}}, json{{"name", "theirs"}, {"namespace", "team-b"}},
+        json{{"name", "lent"}, {"namespace", "team-b"}, {"sharedWith", {"team-a"}}},
+        json{{"name", "open"}}}) {
+    json body = region;
+    body["bytes"] = MiB;
+    ASSERT_EQ(a.post("/v1/regions", body).status, 201) << body.dump();
+  }
+  const auto operators = a.post("/v1/regions/own/grants", {{"access", "write"}, {"ttlSeconds", 600}});
+  ASSERT_EQ(operators.status, 201);
+  const std::string operators_grant = operators.body["id"];
+  const auto operators_transfer =
+      a.post("/v1/transfers", {{"source", {{"region", "open"}, {"length", 4096}}},
+                               {"targets", {{{"grant", operators.body["key"]}, {"url", a.url()}}}}});
+  ASSERT_EQ(operators_transfer.status, 202) << operators_transfer.body.dump();
+
+  const CertFiles cert = ca.issue("conduit:controller:team-a", "DNS:x");
+  const CertFiles not_a_namespace = ca.issue("conduit:controller:Team_A", "DNS:x");
+  ASSERT_TRUE(ca.ok());
+  auto call = [&](const CertFiles& as, const std::string& method, const std::string& path,
+                  const json& body = nullptr) {
+    httplib::Client client(a.url(), as.cert.string(), as.key.string());
+    client.set_ca_cert_path(ca.cert().string());
+    auto r = method == "GET"      ? client.Get(path)
+             : method == "DELETE" ? client.Delete(path)
+                                  : client.Post(path, body.dump(), "application/json");
+    return std::make_pair(r ? r->status : 0, r ? json::parse(r->body, nullptr, false) : json());
+  };
+  auto status = [&](const std::string& method, const std::string& path, const json& body = nullptr) {
+    return call(cert, method, path, body).first;
+  };
+  auto names = [](const json& list) {
+    std::set<std::string> out;
+    for (const json& item : list["items"]) out.insert(item.contains("name") ? item["name"] : item["id"]);
+    return out;
+  };
+
+  EXPECT_EQ(call(not_a_namespace, "GET", "/v1/regions").first, 403) << "a name that is no namespace";
+
+  // Regions: it sees what team-a may use, makes only team-a's, deletes only team-a's.
+  auto [listed, regions] = call(cert, "GET", "/v1/regions");
+  EXPECT_EQ(listed, 200);
+  EXPECT_EQ(names(regions), (std::set<std::string>{"own", "lent", "open"}));
+  EXPECT_EQ(status("GET", "/v1/regions/lent"), 200);
+  EXPECT_EQ(status("GET", "/v1/regions/theirs"), 403);
+  EXPECT_EQ(status("GET", "/v1/regions/theirs/checksum"), 403);
+  EXPECT_EQ(status("POST", "/v1/regions", {{"name", "n1"}, {"bytes", 4096}, {"namespace", "team-a"}}), 201);
+  auto [made_for_b, why] =
+      call(cert, "POST", "/v1/regions", {{"name", "n2"}, {"bytes", 4096}, {"namespace", "team-b"}});
+  EXPECT_EQ(made_for_b, 403);
+  const std::string message = why.contains("error") ? why["error"].value("message", "") : "";
+  EXPECT_NE(message.find("the controller of namespace \"team-a\" may not act for namespace \"team-b\""),
+            std::string::npos)
+      << why.dump();
+  EXPECT_EQ(status("POST", "/v1/regions", {{"name", "n3"}, {"bytes", 4096}}), 403) << "a request naming none";
+  EXPECT_EQ(status("DELETE", "/v1/regions/lent"), 403) << "shared with it, not its own";
+  EXPECT_EQ(status("DELETE", "/v1/regions/open"), 403);
+  EXPECT_EQ(status("DELETE", "/v1/regions/n1"), 204);
+
+  // Grants: made for team-a only, on regions team-a may use; of those that exist, only team-a's.
+  const json write{{"access", "write"}, {"ttlSeconds", 60}, {"namespace", "team-a"}};
+  auto [made, own_grant] = call(cert, "POST", "/v1/regions/own/grants", write);
+  ASSERT_EQ(made, 201) << own_grant.dump();
+  EXPECT_EQ(own_grant.value("namespace", ""), "team-a");
+  auto [lent_made, lent_grant] = call(cert, "POST", "/v1/regions/lent/grants", write);
+  ASSERT_EQ(lent_made, 201) << lent_grant.dump();
+  EXPECT_EQ(status("POST", "/v1/regions/theirs/grants", write), 403);
+  json for_b = write;
+  for_b["namespace"] = "team-b";
+  EXPECT_EQ(status("POST", "/v1/regions/theirs/grants", for_b), 403);
+  auto [grants_listed, grants] = call(cert, "GET", "/v1/grants");
+  EXPECT_EQ(grants_listed, 200);
+  EXPECT_EQ(names(grants), (std::set<std::string>{own_grant["id"], lent_grant["id"]}));
+  EXPECT_EQ(status("GET", "/v1/grants/" + operators_grant), 403);
+  EXPECT_EQ(status("POST", "/v1/grants/" + operators_grant + "/renew", {{"ttlSeconds", 60}}), 403);
+  EXPECT_EQ(status("DELETE", "/v1/grants/" + operators_grant), 403);
+  EXPECT_EQ(status("POST", "/v1/grants/" + operators_grant + "/landed", {{"offset", 0}, {"length", 4096}}),
+            403);
+
+  // Transfers: for team-a only, and of those that exist only its own.
+  const json transfer{{"source", {{"region", "own"}, {"length", 4096}}},
+                      {"targets", {{{"grant", lent_grant["key"]}, {"url", a.url()}}}},
+                      {"namespace", "team-a"}};
+  auto [started, mine] = call(cert, "POST", "/v1/transfers", transfer);
+  EXPECT_EQ(started, 202) << mine.dump();
+  json for_b_transfer = transfer;
+  for_b_transfer["namespace"] = "team-b";
+  EXPECT_EQ(status("POST", "/v1/transfers", for_b_transfer), 403);
+  auto [transfers_listed, transfers] = call(cert, "GET", "/v1/transfers");
+  EXPECT_EQ(transfers_listed, 200);
+  EXPECT_EQ(names(transfers), std::set<std::string>{mine["id"]});
+  EXPECT_EQ(status("GET", "/v1/transfers/" + operators_transfer.body["id"].get<std::string>()), 403);
+  EXPECT_EQ(status("GET", "/v1/transfers/" + mine["id"].get<std::string>()), 200);
+  EXPECT_EQ(status("DELETE", "/v1/grants/" + own_grant["id"].get<std::string>()), 204);
 }
 
 TEST_F(AgentIdentity, AgentsPresentTheirCertificatesAndOnlyTheGrantsPeerMayReportLandedBytes) {

@@ -306,6 +306,61 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
   EXPECT_NE(refused_line.find("certificate is not trusted"), std::string::npos) << refused_line;
 }
 
+// A tenant's controller (a client certificate naming conduit:controller:team-a, and no token) runs team-a's
+// jobs; a job of another namespace it is handed fails at once with the agents' refusal, whatever the job
+// says: the namespace is bound to the controller's certificate, not to what it claims.
+TEST(LocalModeTls, ATenantsControllerRunsItsNamespacesJobsAndNoOneElses) {
+  conduit::testing::TempDir work{"conduit-local-tenant"};
+  conduit::testing::TestCa ca(work.path() / "ca", "conduit-test-ca");
+  const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
+  const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+  const auto tenant = ca.issue("conduit:controller:team-a", "DNS:x");
+  ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
+  auto tls = [&](const conduit::testing::CertFiles& cert) {
+    AgentOptions o = agent_options();
+    o.serve_tls(cert.cert, cert.key, ca.cert());
+    o.extra_args.insert(o.extra_args.end(),
+                        {"--peer-ca-file", ca.cert().string(), "--client-ca-file", ca.cert().string()});
+    return o;
+  };
+  AgentProcess a(tls(cert_a));
+  AgentProcess b(tls(cert_b));
+  ASSERT_TRUE(a.started() && b.started());
+  std::vector<std::byte> data(4 * MiB + 77);
+  fill_pattern(data, 23);
+  std::ofstream(a.data_dir() / "w.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  std::filesystem::create_directories(work.path() / "jobs");
+  auto run = [&](const std::string& name, const std::string& ns) {
+    std::ofstream(work.path() / "jobs" / (name + ".yaml"))
+        << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " << name
+        << "\n  namespace: " << ns << "\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n"
+        << "    - {node: node-b, region: " << name << ", create: {bytes: " << data.size()
+        << "}}\n  verify: crc32c\n  backoffLimit: 2\n";
+    PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (work.path() / "jobs").string(),
+                            "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-ca-file",
+                            ca.cert().string(), "--agent-client-cert", tenant.cert.string(),
+                            "--agent-client-key", tenant.key.string(), "--log-level", "warn", "--once-job",
+                            ns + "/" + name});
+    const auto line = controller.read_line(60s);
+    return std::pair{line.value_or(""), controller.wait()};
+  };
+  const auto [ok_line, ok_status] = run("ours", "team-a");
+  EXPECT_EQ(ok_status, 0) << ok_line;
+  EXPECT_NE(ok_line.find("Succeeded"), std::string::npos) << ok_line;
+  auto landed = b.get("/v1/regions/ours/checksum");
+  ASSERT_EQ(landed.status, 200) << landed.body.dump();
+  EXPECT_EQ(b.get("/v1/regions/ours").body.value("namespace", ""), "team-a");
+
+  const auto [refused_line, refused_status] = run("theirs", "team-b");
+  EXPECT_EQ(refused_status, 1) << refused_line;
+  EXPECT_NE(refused_line.find("RemoteAccessDenied"), std::string::npos) << refused_line;
+  EXPECT_NE(refused_line.find("the controller of namespace \"team-a\" may not act for namespace \"team-b\""),
+            std::string::npos)
+      << refused_line;
+  EXPECT_EQ(b.get("/v1/regions/theirs").status, 404) << "nothing was made for team-b";
+}
+
 // Files of namespaces (agents with --namespace-files): a team-a job reads and writes only under "team-a/" of
 // each agent's data directory, whether the file is its source, a target saved as it lands, a file target
 // with no region or a save after the transfer; a file of another namespace fails the job at once, naming the
