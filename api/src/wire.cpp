@@ -214,6 +214,7 @@ Grant Grant::from_json(const json& body) {
   if (const auto it = body.find("landing"); it != body.end() && it->is_object()) g.landing = *it;
   g.registration_seconds = body.value("registrationSeconds", 0.0);
   g.peer = body.value("peer", "");
+  g.ns = body.value("namespace", "");
   return g;
 }
 
@@ -225,6 +226,7 @@ json Grant::to_json() const {
   if (takes_reports()) out["landing"] = landing;
   out["registrationSeconds"] = registration_seconds;
   if (!peer.empty()) out["peer"] = peer;
+  if (!ns.empty()) out["namespace"] = ns;
   return out;
 }
 

@@ -183,6 +183,7 @@ struct Grant {
   nlohmann::json landing{};
   double registration_seconds = 0;  // what registering the range took on the target
   std::string peer{};               // the node whose agent may use it; "" any agent's
+  std::string ns{};                 // the namespace of the job it was made for; "" an operator's
   bool takes_reports() const { return landing.is_object(); }
   bool ring() const { return takes_reports() && landing.value("ring", false); }
   std::string save_file() const;  // "" when it saves none
