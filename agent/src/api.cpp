@@ -410,20 +410,22 @@ void install_health_routes(Router& r, AgentState& state) {
   });
 }
 
-// Why the caller may not act on grant `id`, or nullopt: an agent acts only on the grants made for it, a
-// tenant's controller only on those made for its namespace. An unknown grant passes, so the handler
-// answers NotFound as for anyone.
-std::optional<std::string> grant_refusal(const AgentState& state, const std::string& id) {
+// Why the caller may not act on `grant`, or nullopt: an agent acts only on the grants made for it, a
+// tenant's controller only on those made for its namespace.
+std::optional<std::string> grant_refusal(const Grant& grant) {
   const Caller& c = caller();
-  if (c.role != Role::Agent && !c.tenant_controller()) return std::nullopt;
-  auto grant = state.grants.get(id);
-  if (!grant) return std::nullopt;
   if (c.tenant_controller()) {
-    if ((*grant)->job_namespace == c.ns) return std::nullopt;
+    if (grant.job_namespace == c.ns) return std::nullopt;
     return "the grant is not made for its namespace";
   }
-  if (c.acts_for((*grant)->peer)) return std::nullopt;
+  if (c.acts_for(grant.peer)) return std::nullopt;
   return "the grant is made for another node";
+}
+
+// The same for grant `id`. An unknown grant passes, so the handler answers NotFound as for anyone.
+std::optional<std::string> grant_refusal(const AgentState& state, const std::string& id) {
+  auto grant = state.grants.get(id);
+  return grant ? grant_refusal(**grant) : std::nullopt;
 }
 
 // Whether the caller may read region `name` (checksums, staging copies, sending it on): an agent only while
@@ -437,12 +439,17 @@ bool may_touch_region(const AgentState& state, const std::string& name) {
   return false;
 }
 
-// Whether the caller may look at or cancel transfer `id`: anyone but an agent or a tenant's controller, or
-// the one that asked for it. An unknown transfer passes, so the handler answers NotFound as for anyone.
-bool may_see_transfer(const AgentState& state, const std::string& id) {
+// Whether the caller may look at or cancel a transfer: anyone but an agent or a tenant's controller, or
+// the one that asked for it.
+bool may_see_transfer(const TransferStatus& status) {
   if (caller().role != Role::Agent && !caller().tenant_controller()) return true;
+  return status.requested_by == caller().describe();
+}
+
+// The same for transfer `id`. An unknown transfer passes, so the handler answers NotFound as for anyone.
+bool may_see_transfer(const AgentState& state, const std::string& id) {
   auto status = state.transfers.get(id);
-  return !status || status->requested_by == caller().describe();
+  return !status || may_see_transfer(*status);
 }
 
 // A tenant's controller (identity.h) acts for its own namespace alone. What a request names: 403 saying why
@@ -455,10 +462,14 @@ bool out_of_scope(Response& res, const Request& req, const std::string& job_ns) 
 
 // What exists: a tenant's controller reads the regions its namespace may use (its own, those shared with
 // it, those of no namespace) and changes only its own.
+bool may_read_region(const Region& region) {
+  const Caller& c = caller();
+  return !c.tenant_controller() || region.tenancy().admits(c.ns);
+}
 bool region_out_of_scope(Response& res, const Request& req, const Region& region, bool changes) {
   const Caller& c = caller();
   if (!c.tenant_controller()) return false;
-  if (changes ? region.tenancy().ns == c.ns : region.tenancy().admits(c.ns)) return false;
+  if (changes ? region.tenancy().ns == c.ns : may_read_region(region)) return false;
   forbid(res, req, "region " + region.name() + " is not of its namespace");
   return true;
 }
@@ -474,10 +485,8 @@ json region_json(const AgentState& state, const Region& region) {
 void install_region_routes(Router& r, AgentState& state) {
   r.get("/v1/regions", [&state](const Request&, Response& res) {
     json list = json::array();
-    const Caller& c = caller();
     for (const auto& region : state.regions.list()) {
-      if (c.tenant_controller() && !region->tenancy().admits(c.ns)) continue;
-      list.push_back(region_json(state, *region));
+      if (may_read_region(*region)) list.push_back(region_json(state, *region));
     }
     send_json(res, 200, items(std::move(list)));
   });
@@ -822,10 +831,9 @@ void install_grant_routes(Router& r, AgentState& state) {
 
   r.get("/v1/grants", [&state](const Request&, Response& res) {
     json list = json::array();
-    const Caller& c = caller();
+    // A Control route: the caller is the controller or an operator, so only a tenant's is refused any.
     for (const auto& grant : state.grants.list()) {
-      if (c.tenant_controller() && grant->job_namespace != c.ns) continue;
-      list.push_back(grant->to_json());
+      if (!grant_refusal(*grant)) list.push_back(grant->to_json());
     }
     send_json(res, 200, items(std::move(list)));
   });
@@ -905,10 +913,8 @@ void install_transfer_routes(Router& r, AgentState& state) {
 
   r.get("/v1/transfers", [&state](const Request&, Response& res) {
     json list = json::array();
-    const Caller& c = caller();
     for (const auto& status : state.transfers.list()) {
-      if (c.tenant_controller() && status.requested_by != c.describe()) continue;
-      list.push_back(status.to_json());
+      if (may_see_transfer(status)) list.push_back(status.to_json());
     }
     send_json(res, 200, items(std::move(list)));
   });
