@@ -9,14 +9,14 @@
 #include <set>
 
 #include "conduit/common/log.h"
-#include "controller/kube/client.h"
-#include "controller/kube/kube_config.h"
 #include "controller/kube/kube_list_watch.h"
 #include "controller/kube/kube_pod_directory.h"
 #include "controller/kube/kube_store.h"
 #include "controller/kube/leader_election.h"
 #include "controller/kube/watcher.h"
 #include "discovery.h"
+#include "kube/client.h"
+#include "kube/kube_config.h"
 #include "metrics_server.h"
 #include "reconcile/control_loop.h"
 #include "reconcile/reconciler.h"

@@ -6,10 +6,10 @@
 #include <cstdlib>
 #include <string>
 
-#include "controller/kube/kube_config.h"
-#include "controller/kube/log.h"
+#include "kube/kube_config.h"
+#include "kube/log.h"
 
-namespace kube = conduit::controller::kube;
+namespace kube = conduit::kube;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "controller/kube/kube_list_watch.h"
-#include "controller/kube/log.h"
 #include "controller/kube/watcher.h"
+#include "kube/log.h"
 
-namespace kube = conduit::controller::kube;
+namespace kube = conduit::kube;
 
 namespace {
 

@@ -3,9 +3,9 @@
 #include <ctime>
 
 #include "conduit/common/time.h"
-#include "log.h"
+#include "kube/log.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 using nlohmann::json;
 
@@ -91,4 +91,4 @@ void EventRecorder::record(const json& involved, const std::string& type, const 
   seen_[key] = Seen{event_name, 1};
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "client.h"
+#include "kube/client.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 class EventRecorder {
  public:
@@ -39,4 +39,4 @@ class EventRecorder {
   std::atomic<bool> warned_{false};
 };
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

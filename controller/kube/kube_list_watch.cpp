@@ -2,7 +2,7 @@
 
 #include <random>
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 std::optional<WatchEvent> parse_watch_event(std::string_view line) {
   nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -94,4 +94,4 @@ WatchEnd KubeListWatch::watch(const std::string& resource_version,
   return end;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

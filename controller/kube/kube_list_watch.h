@@ -3,11 +3,11 @@
 
 #include <string>
 
-#include "client.h"
-#include "resource.h"
+#include "kube/client.h"
+#include "kube/resource.h"
 #include "watch_source.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 class KubeListWatch : public ListWatchSource {
  public:
@@ -28,4 +28,4 @@ class KubeListWatch : public ListWatchSource {
   int timeout_seconds_;
 };
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -1,6 +1,6 @@
 #include "kube_pod_directory.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 Result<std::vector<nlohmann::json>> KubePodDirectory::list_pods(const std::string& ns,
                                                                 const std::string& label_selector) {
@@ -15,4 +15,4 @@ Result<std::vector<nlohmann::json>> KubePodDirectory::list_pods(const std::strin
   return pods;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

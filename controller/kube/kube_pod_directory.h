@@ -1,14 +1,14 @@
-// PodDirectory over the API server: one LIST per question, filtered by the server (labelSelector), so the
-// controller needs only `list` on pods (the chart's RBAC) and holds no cache of every pod in the cluster.
-// Jobs ask when they start and, while held for a Ready pod, once a second.
+// controller::PodDirectory over the API server: one LIST per question, filtered by the server
+// (labelSelector), so the controller needs only `list` on pods (the chart's RBAC) and holds no cache of every
+// pod in the cluster. Jobs ask when they start and, while held for a Ready pod, once a second.
 #pragma once
 
-#include "client.h"
 #include "controller/store/pod_directory.h"
+#include "kube/client.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
-class KubePodDirectory : public PodDirectory {
+class KubePodDirectory : public controller::PodDirectory {
  public:
   explicit KubePodDirectory(KubeClient& client) : client_(client) {}
   Result<std::vector<nlohmann::json>> list_pods(const std::string& ns,
@@ -18,4 +18,4 @@ class KubePodDirectory : public PodDirectory {
   KubeClient& client_;
 };
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "log.h"
+#include "kube/log.h"
 #include "merge_patch.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 using nlohmann::json;
 
@@ -42,7 +42,8 @@ KubeObjectStore::KubeObjectStore(KubeClient& client, KubeStoreOptions options)
     w.source = std::make_unique<KubeListWatch>(client_, resources::transfer_jobs(), ns, std::string(),
                                                options_.watch_timeout_seconds);
     w.watcher = std::make_unique<Watcher>(
-        *w.source, [this](const std::vector<ObjectKey>& keys) { on_change(keys); }, options_.watcher);
+        *w.source, [this](const std::vector<controller::ObjectKey>& keys) { on_change(keys); },
+        options_.watcher);
     watches_.push_back(std::move(w));
   }
 }
@@ -74,13 +75,13 @@ Watcher* KubeObjectStore::watcher_for(const std::string& ns) {
   return nullptr;
 }
 
-std::optional<json> KubeObjectStore::cached(const ObjectKey& key) {
+std::optional<json> KubeObjectStore::cached(const controller::ObjectKey& key) {
   Watcher* w = watcher_for(key.ns);
   if (w == nullptr || !w->synced()) return std::nullopt;
   return w->get(key);
 }
 
-void KubeObjectStore::on_change(const std::vector<ObjectKey>& keys) {
+void KubeObjectStore::on_change(const std::vector<controller::ObjectKey>& keys) {
   {
     // The watch caught up with our write (or the job is gone): the cache is the hint again.
     std::lock_guard lock(written_mutex_);
@@ -114,12 +115,12 @@ Result<std::vector<json>> KubeObjectStore::list_jobs() {
   return out;
 }
 
-Result<json> KubeObjectStore::get_job(const ObjectKey& key) {
+Result<json> KubeObjectStore::get_job(const controller::ObjectKey& key) {
   if (auto obj = cached(key)) return *obj;
   return client_.get(resources::transfer_jobs(), key.ns, key.name);
 }
 
-Result<json> KubeObjectStore::patch_job(const ObjectKey& key, const std::string& subresource,
+Result<json> KubeObjectStore::patch_job(const controller::ObjectKey& key, const std::string& subresource,
                                         const json& patch) {
   // The newest copy we know saves a GET; when it is stale the precondition fails (409) and the retry
   // re-reads. Ours is the newest unless the watch already shows that version (then both agree) or someone
@@ -148,15 +149,15 @@ Result<json> KubeObjectStore::patch_job(const ObjectKey& key, const std::string&
   return r;
 }
 
-Result<json> KubeObjectStore::patch_job_status(const ObjectKey& key, const json& status) {
+Result<json> KubeObjectStore::patch_job_status(const controller::ObjectKey& key, const json& status) {
   return patch_job(key, "status", json{{"status", status}});
 }
 
-Result<json> KubeObjectStore::patch_job_metadata(const ObjectKey& key, const json& metadata) {
+Result<json> KubeObjectStore::patch_job_metadata(const controller::ObjectKey& key, const json& metadata) {
   return patch_job(key, "", json{{"metadata", metadata}});
 }
 
-Status KubeObjectStore::delete_job(const ObjectKey& key) {
+Status KubeObjectStore::delete_job(const controller::ObjectKey& key) {
   Status s = client_.delete_object(resources::transfer_jobs(), key.ns, key.name);
   if (!s && s.error().code == ErrorCode::NotFound) return {};
   return s;
@@ -195,8 +196,8 @@ Status KubeObjectStore::upsert_node(const std::string& name, const json& spec, c
   return {};
 }
 
-void KubeObjectStore::record_event(const ObjectKey& key, const std::string& type, const std::string& reason,
-                                   const std::string& message) {
+void KubeObjectStore::record_event(const controller::ObjectKey& key, const std::string& type,
+                                   const std::string& reason, const std::string& message) {
   const Resource& r = resources::transfer_jobs();
   // The cached job gives the event its uid (so `kubectl describe` finds it); a bare reference does otherwise.
   json involved = cached(key).value_or(json{{"metadata", {{"namespace", key.ns}, {"name", key.name}}}});
@@ -205,12 +206,12 @@ void KubeObjectStore::record_event(const ObjectKey& key, const std::string& type
   events_.record(involved, type, reason, message);
 }
 
-std::vector<ObjectKey> KubeObjectStore::wait_for_changes(std::chrono::milliseconds timeout) {
+std::vector<controller::ObjectKey> KubeObjectStore::wait_for_changes(std::chrono::milliseconds timeout) {
   std::unique_lock lock(changes_mutex_);
   changes_cv_.wait_for(lock, timeout, [this] { return !pending_.empty(); });
-  std::vector<ObjectKey> out(pending_.begin(), pending_.end());
+  std::vector<controller::ObjectKey> out(pending_.begin(), pending_.end());
   pending_.clear();
   return out;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

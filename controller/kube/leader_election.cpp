@@ -7,9 +7,9 @@
 
 #include "conduit/common/random.h"
 #include "conduit/common/time.h"
-#include "log.h"
+#include "kube/log.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -239,4 +239,4 @@ Status LeaderElector::release() {
   return {};
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

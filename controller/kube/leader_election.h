@@ -15,10 +15,10 @@
 #include <string>
 #include <thread>
 
-#include "client.h"
-#include "kube_config.h"
+#include "kube/client.h"
+#include "kube/kube_config.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 struct LeaderElectionConfig {
   std::string lease_namespace;  // empty: the config's namespace
@@ -88,4 +88,4 @@ class LeaderElector {
 // The hostname and a random suffix: unique among the controller's replicas.
 std::string default_identity();
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

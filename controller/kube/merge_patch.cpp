@@ -1,6 +1,6 @@
 #include "merge_patch.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 nlohmann::json merge_patch_diff(const nlohmann::json& from, const nlohmann::json& to) {
   if (!from.is_object() || !to.is_object()) return to;
@@ -19,4 +19,4 @@ nlohmann::json merge_patch_diff(const nlohmann::json& from, const nlohmann::json
   return patch;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

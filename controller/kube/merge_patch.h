@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 // Keys of `from` missing in `to` become null (delete); nested objects recurse; anything else is taken whole
 // (merge patch replaces arrays). An empty object means no change. Nulls inside `to` cannot be expressed.
 nlohmann::json merge_patch_diff(const nlohmann::json& from, const nlohmann::json& to);
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

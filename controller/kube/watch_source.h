@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "conduit/common/result.h"
+#include "kube/watch_end.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 struct WatchEvent {
   enum class Type { Added, Modified, Deleted, Bookmark, Error };
@@ -22,19 +23,6 @@ struct WatchEvent {
 
 // One line of a watch stream ({"type": ..., "object": ...}); nullopt when it is not one.
 std::optional<WatchEvent> parse_watch_event(std::string_view line);
-
-// How a watch stream ended.
-struct WatchEnd {
-  enum class Kind {
-    Closed,     // the server ended the stream (its timeout): re-watch from the last resourceVersion
-    Stopped,    // the stop token fired, or the consumer asked to stop
-    HttpError,  // the server refused the watch with a status (410 Gone: the resourceVersion is too old)
-    Transport,  // connection, TLS or read failure, or a line that is not an event
-  };
-  Kind kind = Kind::Closed;
-  int http_status = 0;
-  std::string message;
-};
 
 struct ListResult {
   std::vector<nlohmann::json> items;
@@ -51,4 +39,4 @@ class ListWatchSource {
                          const std::function<bool(const WatchEvent&)>& on_event, std::stop_token stop) = 0;
 };
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 
-#include "log.h"
-#include "resource.h"
+#include "kube/log.h"
+#include "kube/resource.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 using nlohmann::json;
 
@@ -23,7 +23,7 @@ std::string_view to_string(WatchState state) {
   return "?";
 }
 
-ObjectKey key_of(const json& object) {
+controller::ObjectKey key_of(const json& object) {
   return {meta_string(object, "namespace"), meta_string(object, "name")};
 }
 
@@ -86,7 +86,7 @@ WatchState Watcher::list_initial(std::stop_token stop) {
     back_off(stop);
     return WatchState::Empty;
   }
-  std::vector<ObjectKey> changed;
+  std::vector<controller::ObjectKey> changed;
   replace_cache(std::move(listed->items), std::move(listed->resource_version), changed);
   reset_backoff();
   set_state(WatchState::Listed);
@@ -110,7 +110,7 @@ WatchState Watcher::watch_from_rv(std::stop_token stop) {
   WatchEnd end = source_.watch(
       from,
       [&](const WatchEvent& ev) {
-        std::vector<ObjectKey> changed;
+        std::vector<controller::ObjectKey> changed;
         outcome = apply_event(ev, changed);
         ++delivered;
         notify(changed);
@@ -158,7 +158,7 @@ WatchState Watcher::relist_after_gone(std::stop_token stop) {
     back_off(stop);
     return WatchState::Relisting;
   }
-  std::vector<ObjectKey> changed;
+  std::vector<controller::ObjectKey> changed;
   replace_cache(std::move(listed->items), std::move(listed->resource_version), changed);
   {
     std::lock_guard lock(mutex_);
@@ -172,19 +172,20 @@ WatchState Watcher::relist_after_gone(std::stop_token stop) {
 
 // ---- events and cache -------------------------------------------------------------------------------------
 
-Watcher::EventOutcome Watcher::apply_event(const WatchEvent& ev, std::vector<ObjectKey>& changed) {
+Watcher::EventOutcome Watcher::apply_event(const WatchEvent& ev,
+                                           std::vector<controller::ObjectKey>& changed) {
   std::lock_guard lock(mutex_);
   switch (ev.type) {
     case WatchEvent::Type::Added:
     case WatchEvent::Type::Modified: {
-      ObjectKey key = key_of(ev.object);
+      controller::ObjectKey key = key_of(ev.object);
       remember_rv(rv_of(ev.object));
       cache_[key] = ev.object;
       changed.push_back(std::move(key));
       return EventOutcome::Continue;
     }
     case WatchEvent::Type::Deleted: {
-      ObjectKey key = key_of(ev.object);
+      controller::ObjectKey key = key_of(ev.object);
       remember_rv(rv_of(ev.object));
       cache_.erase(key);
       changed.push_back(std::move(key));
@@ -214,10 +215,11 @@ void Watcher::remember_rv(std::string rv) {
   if (!rv.empty()) rv_ = std::move(rv);
 }
 
-void Watcher::replace_cache(std::vector<json> items, std::string rv, std::vector<ObjectKey>& changed) {
-  std::map<ObjectKey, json> fresh;
+void Watcher::replace_cache(std::vector<json> items, std::string rv,
+                            std::vector<controller::ObjectKey>& changed) {
+  std::map<controller::ObjectKey, json> fresh;
   for (auto& item : items) {
-    ObjectKey key = key_of(item);
+    controller::ObjectKey key = key_of(item);
     fresh.emplace(std::move(key), std::move(item));
   }
   std::lock_guard lock(mutex_);
@@ -243,7 +245,7 @@ void Watcher::set_state(WatchState s) {
   changed_cv_.notify_all();
 }
 
-void Watcher::notify(const std::vector<ObjectKey>& keys) {
+void Watcher::notify(const std::vector<controller::ObjectKey>& keys) {
   if (!keys.empty() && on_change_) on_change_(keys);
 }
 
@@ -290,7 +292,7 @@ std::vector<json> Watcher::objects() const {
   return out;
 }
 
-std::optional<json> Watcher::get(const ObjectKey& key) const {
+std::optional<json> Watcher::get(const controller::ObjectKey& key) const {
   std::lock_guard lock(mutex_);
   auto it = cache_.find(key);
   if (it == cache_.end()) return std::nullopt;
@@ -302,4 +304,4 @@ WatcherStats Watcher::stats() const {
   return stats_;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -28,7 +28,7 @@
 #include "controller/store/object_store.h"
 #include "watch_source.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 enum class WatchState { Empty, Listed, Watching, Relisting };
 std::string_view to_string(WatchState state);
@@ -53,7 +53,7 @@ struct WatcherStats {
 
 class Watcher {
  public:
-  using OnChange = std::function<void(const std::vector<ObjectKey>& keys)>;
+  using OnChange = std::function<void(const std::vector<controller::ObjectKey>& keys)>;
 
   Watcher(ListWatchSource& source, OnChange on_change, WatcherOptions options = {});
   ~Watcher();  // stops the thread
@@ -72,7 +72,7 @@ class Watcher {
   bool wait_synced(std::chrono::milliseconds timeout) const;
   std::string resource_version() const;
   std::vector<nlohmann::json> objects() const;
-  std::optional<nlohmann::json> get(const ObjectKey& key) const;
+  std::optional<nlohmann::json> get(const controller::ObjectKey& key) const;
   WatcherStats stats() const;
 
  private:
@@ -84,12 +84,13 @@ class Watcher {
   WatchState relist_after_gone(std::stop_token stop);  // Relisting -> Listed | Relisting (backoff)
 
   // What one event does to the cache and the resourceVersion.
-  EventOutcome apply_event(const WatchEvent& ev, std::vector<ObjectKey>& changed);
+  EventOutcome apply_event(const WatchEvent& ev, std::vector<controller::ObjectKey>& changed);
   // Replaces the cache by a LIST's items; the keys whose object changed or vanished go to `changed`.
-  void replace_cache(std::vector<nlohmann::json> items, std::string rv, std::vector<ObjectKey>& changed);
+  void replace_cache(std::vector<nlohmann::json> items, std::string rv,
+                     std::vector<controller::ObjectKey>& changed);
   void remember_rv(std::string rv);  // under mutex_
   void set_state(WatchState s);
-  void notify(const std::vector<ObjectKey>& keys);
+  void notify(const std::vector<controller::ObjectKey>& keys);
   void back_off(std::stop_token stop);
   void reset_backoff();
 
@@ -102,13 +103,13 @@ class Watcher {
   WatchState state_ = WatchState::Empty;
   bool synced_ = false;
   std::string rv_;
-  std::map<ObjectKey, nlohmann::json> cache_;
+  std::map<controller::ObjectKey, nlohmann::json> cache_;
   WatcherStats stats_;
   std::chrono::milliseconds backoff_{0};
 
   std::jthread thread_;
 };
 
-ObjectKey key_of(const nlohmann::json& object);
+controller::ObjectKey key_of(const nlohmann::json& object);
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -5,11 +5,11 @@
 
 #include <filesystem>
 
-#include "controller/kube/client.h"
+#include "kube/client.h"
 #include "kube_api_env.h"
 #include "temp_dir.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 namespace {
 
 using nlohmann::json;
@@ -177,4 +177,4 @@ TEST_F(KubeClientApi, WrongCaIsRefused) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

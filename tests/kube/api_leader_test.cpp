@@ -7,7 +7,7 @@
 #include "controller/kube/leader_election.h"
 #include "kube_api_env.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 namespace {
 
 using nlohmann::json;
@@ -131,4 +131,4 @@ TEST_F(LeaderElectionApi, HeldLeaseIsLeftAloneReleasedOneIsTakenStaleWriteConfli
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

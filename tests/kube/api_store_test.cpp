@@ -4,8 +4,10 @@
 #include "controller/kube/kube_store.h"
 #include "kube_api_env.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 namespace {
+
+using controller::ObjectKey;
 
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -167,4 +169,4 @@ TEST_F(KubeStoreApi, RepeatedEventsAreCountedOnOneObject) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

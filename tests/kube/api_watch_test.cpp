@@ -10,8 +10,10 @@
 #include "controller/kube/watcher.h"
 #include "kube_api_env.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 namespace {
+
+using controller::ObjectKey;
 
 using nlohmann::json;
 using std::chrono::milliseconds;
@@ -134,4 +136,4 @@ TEST_F(KubeWatchApi, ClientWatchDeliversLinesAsTheyArrive) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

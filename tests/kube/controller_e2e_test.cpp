@@ -20,7 +20,7 @@
 #include "peer_process.h"
 #include "temp_dir.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 namespace {
 
 using namespace std::chrono_literals;
@@ -359,4 +359,4 @@ TEST(ControllerKubeFlags, MistakesAreUsageErrors) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

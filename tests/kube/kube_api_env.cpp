@@ -11,8 +11,10 @@
 
 #include "controller/store/yaml_json_reader.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 namespace {
+
+using controller::load_yaml_file;
 
 using nlohmann::json;
 
@@ -201,4 +203,4 @@ std::string expected_message(const std::string& file) {
   return trim(text->substr(at + marker.size(), end - at - marker.size()));
 }
 
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

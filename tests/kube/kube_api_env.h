@@ -9,11 +9,11 @@
 #include <memory>
 #include <string>
 
-#include "controller/kube/client.h"
-#include "controller/kube/kube_config.h"
 #include "eventually.h"
+#include "kube/client.h"
+#include "kube/kube_config.h"
 
-namespace conduit::controller::kube::testing {
+namespace conduit::kube::testing {
 
 // The TransferJob resource, the one most API tests create and watch.
 inline const Resource& jobs() { return resources::transfer_jobs(); }
@@ -63,4 +63,4 @@ std::string expected_message(const std::string& file);
 // Polls `pred` every 20 ms until it holds or `timeout` passes.
 using conduit::testing::eventually;
 
-}  // namespace conduit::controller::kube::testing
+}  // namespace conduit::kube::testing

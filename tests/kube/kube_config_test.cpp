@@ -1,5 +1,5 @@
 // kubeconfig and in-cluster config from static files in a temp dir.
-#include "controller/kube/kube_config.h"
+#include "kube/kube_config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "temp_dir.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 namespace {
 
 using conduit::testing::TempDir;
@@ -235,4 +235,4 @@ TEST_F(InClusterConfig, OutsideAPodSaysSo) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -8,8 +8,10 @@
 #include <deque>
 #include <mutex>
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 namespace {
+
+using controller::ObjectKey;
 
 using nlohmann::json;
 
@@ -293,4 +295,4 @@ TEST(WatchEventParsing, ReadsTypeAndObjectAndRefusesJunk) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

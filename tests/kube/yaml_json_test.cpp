@@ -4,8 +4,11 @@
 #include "controller/kube/merge_patch.h"
 #include "controller/store/yaml_json_reader.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 namespace {
+
+using controller::load_yaml_file;
+using controller::parse_yaml_documents;
 
 using nlohmann::json;
 
@@ -104,4 +107,4 @@ TEST(MergePatchDiff, RemovesWhatIsGoneAndKeepsWhatIsEqualOut) {
 }
 
 }  // namespace
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

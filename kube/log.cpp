@@ -4,7 +4,7 @@
 #include <mutex>
 #include <string>
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 namespace {
 
 std::mutex& sink_mutex() {
@@ -39,4 +39,4 @@ void log(LogLevel level, std::string_view message) {
   if (s) s(level, message);
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

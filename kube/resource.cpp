@@ -1,6 +1,6 @@
 #include "resource.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 namespace resources {
 const Resource& transfer_jobs() {
@@ -75,4 +75,4 @@ std::string url_encode(std::string_view s) {
   return out;
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 struct Resource {
   std::string group;  // "" for the core group
@@ -40,4 +40,4 @@ std::string meta_string(const nlohmann::json& object, const char* field);
 // Percent-encoding for query values (selectors, continue tokens, resourceVersions, which are opaque).
 std::string url_encode(std::string_view s);
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -9,7 +9,7 @@
 #include "conduit/common/result.h"
 #include "credentials.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -50,4 +50,4 @@ Result<KubeConfig> load_default_config(const std::string& path = "", const std::
 
 Result<std::string> base64_decode(const std::string& text);
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

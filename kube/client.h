@@ -20,13 +20,13 @@
 #include "conduit/common/result.h"
 #include "kube_config.h"
 #include "resource.h"
-#include "watch_source.h"
+#include "watch_end.h"
 
 namespace httplib {
 class ClientImpl;
 }
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
@@ -110,4 +110,4 @@ std::string status_message(std::string_view body);
 // ErrorCode for an HTTP status (and the Status reason, which tells AlreadyExists from other conflicts).
 ErrorCode error_code_for(int http_status, std::string_view reason = {});
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 namespace {
 
 Error config_error(const std::string& message) { return make_error(ErrorCode::InvalidArgument, message); }
@@ -228,4 +228,4 @@ Result<KubeConfig> load_default_config(const std::string& path, const std::strin
   return load_kubeconfig(std::string(home) + "/.kube/config", context);
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube

@@ -12,7 +12,7 @@
 
 #include "log.h"
 
-namespace conduit::controller::kube {
+namespace conduit::kube {
 namespace {
 
 using nlohmann::json;
@@ -359,4 +359,4 @@ WatchEnd KubeClient::watch(const Resource& r, const std::string& ns, const Watch
   return {WatchEnd::Kind::Closed, status, {}};
 }
 
-}  // namespace conduit::controller::kube
+}  // namespace conduit::kube
