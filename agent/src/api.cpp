@@ -123,8 +123,20 @@ HandlerResponse unauthorized(Response& res, const std::string& message, bool pre
 HandlerResponse authorize(const AgentState& state, const Request& req, Response& res) {
   t_caller.reset();
   if (is_public(req.path)) return HandlerResponse::Unhandled;
-  if (const std::string& name = tls_peer_name(); !name.empty()) {
+  if (const PeerCertificate& peer = tls_peer(); !peer.name.empty()) {
+    const std::string& name = peer.name;
     t_caller = caller_from_certificate(name);
+    if (t_caller && peer.agent_signer && (t_caller->role != Role::Agent || t_caller->node.empty())) {
+      // The signer of node certificates holds a key that must not mint controllers or operators.
+      t_caller.reset();
+      res.set_header("Connection", "close");
+      close_after_response();
+      send_error(res, 403, api::code::kForbidden,
+                 "the client certificate names \"" + name +
+                     "\", but it is signed by the agents' CA (--agent-client-ca-file), whose certificates "
+                     "may name one node's agent alone (conduit:agent:<node>)");
+      return HandlerResponse::Handled;
+    }
     if (t_caller) return HandlerResponse::Unhandled;
     res.set_header("Connection", "close");
     close_after_response();
@@ -395,6 +407,12 @@ void install_health_routes(Router& r, AgentState& state) {
       "/readyz",
       [&state](const Request&, Response& res) {
         if (state.ready.load()) {
+          // Other agents accept this one's calls only with its node certificate.
+          if (state.node_certificate != nullptr) {
+            if (auto why = state.node_certificate->not_ready()) {
+              return send_error(res, 503, api::wire_code(ErrorCode::Unavailable), *why);
+            }
+          }
           send_json(res, 200, {{"status", "ready"}});
         } else {
           send_error(res, 503, api::wire_code(ErrorCode::Unavailable), "the agent is not ready");

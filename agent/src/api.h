@@ -11,6 +11,7 @@
 #include "conduit/common/token_file.h"
 #include "config.h"
 #include "grants.h"
+#include "node_certificate.h"
 #include "regions.h"
 #include "transfers.h"
 #include "transport_set.h"
@@ -32,6 +33,7 @@ struct AgentState {
       token;  // null with --insecure-no-auth or certificates alone; re-read when its file changes
   std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
   std::atomic<int> long_polls{0};  // requests waiting for a region version or a transfer's end
+  const NodeCertificate* node_certificate = nullptr;  // with --node-certificate: /readyz waits for it
 };
 
 // Registers every route on `server`.

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 25> kSettings{{
+const std::array<Setting, 28> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -219,6 +219,29 @@ const std::array<Setting, 25> kSettings{{
     {"peer-client-key", "FILE", "PEM private key of --peer-client-cert", "none",
      [](AgentConfig& c, const std::string& v) -> Status {
        c.peer_client_key = v;
+       return {};
+     }},
+    {"agent-client-ca-file", "FILE",
+     "callers' certificates signed by this CA (PEM) may name agents alone (conduit:agent:<node>): the CA of "
+     "the "
+     "controller's node-certificate signer (needs --tls-cert)",
+     "none",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.agent_client_ca_file = v;
+       return {};
+     }},
+    {"node-certificate", "FILE",
+     "ask the Kubernetes API (a CertificateSigningRequest to conduit.dev/agent) for a certificate naming "
+     "conduit:agent:<node>, keep it with its key in FILE, renew it, and present it to other agents",
+     "none",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.node_certificate = v;
+       return {};
+     }},
+    {"kubeconfig", "FILE", "how --node-certificate reaches the Kubernetes API",
+     "$KUBECONFIG, else in-cluster (the pod's service account)",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       c.kubeconfig = v;
        return {};
      }},
     {"namespace-files", "",
@@ -411,6 +434,13 @@ Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp
   }
   if (config.peer_client_cert.empty() != config.peer_client_key.empty()) {
     return invalid("--peer-client-cert and --peer-client-key go together");
+  }
+  if (!config.node_certificate.empty() && !config.peer_client_cert.empty()) {
+    return invalid(
+        "--node-certificate is the certificate presented to other agents: drop --peer-client-cert");
+  }
+  if (!config.agent_client_ca_file.empty() && config.tls_cert.empty()) {
+    return invalid("--agent-client-ca-file needs --tls-cert: client certificates come over TLS");
   }
   if (config.token_file.empty() && config.client_ca_file.empty() && !config.insecure_no_auth) {
     return invalid("--token-file is required (or --client-ca-file, or --insecure-no-auth for local testing)");

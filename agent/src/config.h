@@ -37,6 +37,13 @@ struct AgentConfig {
   // The certificate this agent presents to other agents (conduit:agent[:<node>]); then it sends no token.
   std::string peer_client_cert;
   std::string peer_client_key;
+  // Certificates signed by this CA name agents alone (conduit:agent:<node>): the controller's signer of node
+  // certificates (node_certificate.h), which must not be able to mint controllers or operators.
+  std::string agent_client_ca_file;
+  // Ask the Kubernetes API for this node's certificate and keep it (and its key) in this file; it is then
+  // the certificate presented to other agents (node_certificate.h). Empty: none.
+  std::string node_certificate;
+  std::string kubeconfig;     // for the node certificate's request; empty: in-cluster (or $KUBECONFIG)
   std::string import_socket;  // unix socket for memfd import ("" = <data_dir>/conduit.sock)
   // A TransferJob's files are those under <data_dir>/<its namespace>/ (tenancy.h, file_refusal).
   bool namespace_files = false;

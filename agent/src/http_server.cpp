@@ -30,27 +30,7 @@ using std::chrono::milliseconds;
 constexpr std::size_t kMaxHead = 16 << 10;  // request line and headers; httplib allows 8 KiB per line
 
 thread_local bool t_close_after_response = false;
-thread_local std::string t_tls_peer_name;
-
-// The verified client certificate's common name, or empty. Without a client CA the server never asks for
-// one, and with one a certificate that fails verification ends the handshake; the result is checked anyway.
-std::string verified_peer_name(SSL* ssl) {
-  if (ssl == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return {};
-  X509* cert = SSL_get_peer_certificate(ssl);  // a reference of our own
-  if (cert == nullptr) return {};
-  std::string name;
-  X509_NAME* subject = X509_get_subject_name(cert);
-  const int at = subject != nullptr ? X509_NAME_get_index_by_NID(subject, NID_commonName, -1) : -1;
-  if (at >= 0) {
-    const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at));
-    unsigned char* utf8 = nullptr;
-    const int n = ASN1_STRING_to_UTF8(&utf8, data);
-    if (n > 0) name.assign(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(n));
-    OPENSSL_free(utf8);
-  }
-  X509_free(cert);
-  return name;
-}
+thread_local PeerCertificate t_tls_peer;
 
 bool complete(const std::string& head) { return head.find("\r\n\r\n") != std::string::npos; }
 
@@ -238,7 +218,7 @@ class DeadlineStream final : public httplib::Stream {
 
 void close_after_response() { t_close_after_response = true; }
 
-const std::string& tls_peer_name() { return t_tls_peer_name; }
+const PeerCertificate& tls_peer() { return t_tls_peer; }
 
 // The workers, and the gate: one thread that holds connections (epoll) until a request's headers are all
 // in, then hands them to a worker.
@@ -474,7 +454,7 @@ void HttpServer::serve(socket_t sock, SSL* ssl, std::string head, Clock::time_po
                        std::size_t left) {
   const auto read_timeout = duration(read_timeout_sec_, read_timeout_usec_);
   const auto write_timeout = duration(write_timeout_sec_, write_timeout_usec_);
-  t_tls_peer_name = verified_peer_name(ssl);
+  t_tls_peer = tls_ ? tls_->peer(ssl) : PeerCertificate{};
   while (svr_sock_ != INVALID_SOCKET) {
     DeadlineStream stream(sock, ssl, read_timeout, write_timeout, first_byte + limits_.request_deadline,
                           std::move(head));

@@ -39,10 +39,10 @@ struct HttpLimits {
 // by handlers on the worker thread serving the request; a no-op under any other server.
 void close_after_response();
 
-// The common name of the certificate the caller of the current request presented and the handshake
-// verified against the client CA (tls_context.h); empty for plain HTTP or no certificate. Valid on the
+// The certificate the caller of the current request presented and the handshake verified against the client
+// CAs (tls_context.h); an empty name for plain HTTP or no certificate. Valid on the
 // worker thread serving the request, as close_after_response is.
-const std::string& tls_peer_name();
+const PeerCertificate& tls_peer();
 
 class HttpServer : public httplib::Server {
  public:

@@ -20,7 +20,10 @@
 #include "http_server.h"
 #include "import_socket.h"
 #include "inventory.h"
+#include "kube/kube_config.h"
+#include "kube/log.h"
 #include "metrics/agent_metrics.h"
+#include "node_certificate.h"
 #include "regions.h"
 #include "transfers.h"
 #include "transport_set.h"
@@ -42,7 +45,8 @@ std::pair<std::string, int> split_listen(const std::string& listen) {
 Result<std::unique_ptr<httplib::Server>> make_server(const AgentConfig& config) {
   // HTTP and HTTPS alike get a deadline per request, 64 threads and a full listen backlog (http_server.h).
   if (config.tls_cert.empty()) return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>());
-  auto tls = TlsContext::load(config.tls_cert, config.tls_key, config.client_ca_file);
+  auto tls =
+      TlsContext::load(config.tls_cert, config.tls_key, config.client_ca_file, config.agent_client_ca_file);
   if (!tls) return tls.error();
   return std::unique_ptr<httplib::Server>(std::make_unique<HttpServer>(HttpLimits{}, std::move(*tls)));
 }
@@ -150,14 +154,39 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   GrantTable grants(transports);
   // Calls to other agents present our certificate when we have one (identity.h), else carry our own token as
   // it is at the time, rotations included.
-  const bool peer_cert = !config.peer_client_cert.empty();
+  std::unique_ptr<NodeCertificate> node_certificate;
+  if (!config.node_certificate.empty()) {
+    kube::set_log_sink([](kube::LogLevel level, std::string_view message) {
+      if (level == kube::LogLevel::Error || level == kube::LogLevel::Warn) {
+        log::warn(std::string(message));
+      } else if (level == kube::LogLevel::Info) {
+        log::info(std::string(message));
+      }
+    });
+    auto kube = kube::load_default_config(config.kubeconfig);
+    if (!kube) {
+      log::error("--node-certificate: no way to the Kubernetes API", {{"error", kube.error().message}});
+      return kConfigError;
+    }
+    auto started =
+        NodeCertificate::start({.file = config.node_certificate, .node = config.node_name, .kube = *kube});
+    if (!started) {
+      log::error("--node-certificate", {{"error", started.error().message}});
+      return kConfigError;
+    }
+    node_certificate = std::move(*started);
+  }
+  // The node certificate's one file holds its key too (node_certificate.h).
+  const std::string peer_cert_file = node_certificate ? config.node_certificate : config.peer_client_cert;
+  const std::string peer_key_file = node_certificate ? config.node_certificate : config.peer_client_key;
+  const bool peer_cert = !peer_cert_file.empty();
   const api::ClientOptions peers{.token = std::function<std::string()>([&token, peer_cert] {
                                    return token && !peer_cert ? token->current() : std::string();
                                  }),
                                  .ca_cert = config.peer_ca_file,
                                  .server_name = config.peer_server_name,
-                                 .client_cert = config.peer_client_cert,
-                                 .client_key = config.peer_client_key};
+                                 .client_cert = peer_cert_file,
+                                 .client_key = peer_key_file};
   metrics::AgentMetrics metrics(kAgentVersion, config.node_name);
   for (const auto& transport : transports.transports())
     metrics.add_transport(transport->capabilities().provider);
@@ -176,6 +205,7 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   }
 
   AgentState state{config, transports, regions, grants, transfers, metrics, token.get()};
+  state.node_certificate = node_certificate.get();
   httplib::Server& server = **made;
   server.set_payload_max_length(config.max_body_bytes);
   // Small JSON replies otherwise wait out Nagle against the client's delayed ACK: 40 ms per GET measured.

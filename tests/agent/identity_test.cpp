@@ -166,6 +166,37 @@ TEST_F(AgentIdentity, TheReasonNamesTheCallerAndWhatItMayNotDo) {
       << unknown.dump();
 }
 
+// The controller's signer of node certificates has a CA of its own (--agent-client-ca-file): what it signs
+// names one node's agent, and the same key minting a controller, an operator or "any agent" gets nowhere.
+TEST_F(AgentIdentity, TheAgentsCaNamesOneNodesAgentAlone) {
+  TestCa signer{dir.path() / "signer", "conduit-agent-signer"};
+  ASSERT_TRUE(signer.ok());
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca,
+                                {"--agent-client-ca-file", signer.cert().string()}));
+  ASSERT_TRUE(a.started());
+  auto answer = [&](const CertFiles& cert, const std::string& path) {
+    httplib::Client client(a.url(), cert.cert.string(), cert.key.string());
+    client.set_ca_cert_path(ca.cert().string());
+    client.set_connection_timeout(2s);
+    auto r = client.Get(path);
+    return r ? std::make_pair(r->status, json::parse(r->body, nullptr, false)) : std::make_pair(0, json());
+  };
+  // A node's agent: in, with an agent's scope (no operator route), as with the install's CA.
+  const auto node = answer(signer.issue("conduit:agent:node-b", "DNS:x"), "/v1/regions");
+  EXPECT_EQ(node.first, 403);
+  EXPECT_EQ(node.second["error"]["message"], "the agent of node \"node-b\" may not GET /v1/regions");
+  for (const char* name :
+       {"conduit:controller", "conduit:operator", "conduit:agent", "conduit:controller:team-a"}) {
+    const auto minted = answer(signer.issue(name, "DNS:x"), "/v1/regions");
+    EXPECT_EQ(minted.first, 403) << name;
+    EXPECT_NE(minted.second["error"]["message"].get<std::string>().find("may name one node's agent alone"),
+              std::string::npos)
+        << name << ": " << minted.second.dump();
+  }
+  // The install's CA still names everyone it did.
+  EXPECT_EQ(answer(ca.issue("conduit:controller", "DNS:x"), "/v1/regions").first, 200);
+}
+
 // A tenant's controller (conduit:controller:<namespace>, one that watches that namespace alone) acts for its
 // namespace and nothing else: what it asks for names its namespace, and of what exists it reads only what
 // its namespace may use and changes only its own, so its credentials alone reach no other tenant.
