@@ -9,10 +9,12 @@
 #include <set>
 
 #include "conduit/common/log.h"
+#include "controller/kube/agent_signer.h"
 #include "controller/kube/kube_list_watch.h"
 #include "controller/kube/kube_pod_directory.h"
 #include "controller/kube/kube_store.h"
 #include "controller/kube/leader_election.h"
+#include "controller/kube/signer_ca.h"
 #include "controller/kube/watcher.h"
 #include "discovery.h"
 #include "kube/client.h"
@@ -196,6 +198,14 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     std::cerr << "conduit-controller: Kubernetes config: " << config.error().message << "\n";
     return kUsageError;
   }
+  if (!options.agent_signer_cert.empty()) {
+    // The signer re-reads the files at every signing; this only refuses to start with a pair that could
+    // never sign (the key not the certificate's, or not a CA).
+    if (auto ca = kube::SignerCa::load(options.agent_signer_cert, options.agent_signer_key); !ca) {
+      std::cerr << "conduit-controller: " << ca.error().message << "\n";
+      return kUsageError;
+    }
+  }
   kube::KubeClient client(*config);
   kube::KubeStoreOptions store_options;
   store_options.namespaces = options.namespaces;
@@ -235,6 +245,16 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   FabricFacts facts;  // discovery's, read before each attempt
   kube::KubePodDirectory pods(client);
   Acting acting(acting_store, agents, facts, pods, controller_options, leading);
+  std::unique_ptr<kube::AgentSigner> signer;
+  if (!options.agent_signer_cert.empty()) {
+    kube::AgentSignerOptions signer_options;
+    signer_options.ca_cert_file = options.agent_signer_cert;
+    signer_options.ca_key_file = options.agent_signer_key;
+    signer_options.agent = {options.agent_service_account_namespace, options.agent_service_account_name};
+    signer_options.max_lifetime = options.agent_certificate_max;
+    signer_options.may_act = leading;
+    signer = std::make_unique<kube::AgentSigner>(client, signer_options);
+  }
   MetricsServer metrics(
       ready,
       [&acting, &leader] {
@@ -255,7 +275,8 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
                                            {"server", config->server},
                                            {"agents", std::to_string(options.agents.nodes().size())},
                                            {"agentService", options.agent_service},
-                                           {"leaderElect", options.leader_elect ? "true" : "false"}});
+                                           {"leaderElect", options.leader_elect ? "true" : "false"},
+                                           {"agentSigner", signer ? "true" : "false"}});
   store.start();
   if (slices) slices->start();
   // Waits in short steps so SIGTERM during a slow first LIST still stops us promptly.
@@ -289,15 +310,23 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
     election.lease_duration = options.lease_duration;
     election.renew_deadline = options.renew_deadline;
     election.retry_period = options.retry_period;
-    election.on_started_leading = [&acting] { acting.start(); };
-    // Returns only when the last reconcile has finished, so the next leader never races our writes.
-    election.on_stopped_leading = [&acting] { acting.stop(); };
+    // The signer, like reconciling, is the leader's alone: two signers would race to decide the same CSR.
+    election.on_started_leading = [&acting, &signer] {
+      acting.start();
+      if (signer) signer->start();
+    };
+    // Returns only when the last reconcile and signing have finished, so the next leader never races us.
+    election.on_stopped_leading = [&acting, &signer] {
+      if (signer) signer->stop();
+      acting.stop();
+    };
     elector = std::make_unique<kube::LeaderElector>(*config, election);
     leader = elector.get();
     log::info("waiting for leadership", {{"lease", options.lease_name}, {"identity", elector->identity()}});
     elector->start();
   } else {
     acting.start();
+    if (signer) signer->start();
   }
 
   NodeDiscovery discovery(&facts);
@@ -319,6 +348,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   }
   // Stop reconciling before the Lease is released, then the watches; the endpoint goes last.
   if (elector) elector->stop(/*release=*/true);
+  if (signer) signer->stop();
   acting.stop();
   slices.reset();
   store.stop();

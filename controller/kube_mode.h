@@ -30,6 +30,13 @@ struct KubeModeOptions {
   std::chrono::milliseconds renew_deadline{10000};
   std::chrono::milliseconds retry_period{2000};
   std::string metrics_listen;  // HOST:PORT; empty: no endpoint
+  // The signer of agents' client certificates (CSRs for conduit.dev/agent), run by the leader: the CA's files
+  // and the agents' service account. Empty cert: no signer.
+  std::string agent_signer_cert;
+  std::string agent_signer_key;
+  std::string agent_service_account_namespace;
+  std::string agent_service_account_name;
+  std::chrono::seconds agent_certificate_max{86400};
 };
 
 // Runs until SIGTERM/SIGINT (blocked in the caller and passed in) arrives; returns the exit code.

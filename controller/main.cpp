@@ -1,6 +1,7 @@
 // conduit-controller: reconciles TransferJobs into agent transfers. Local mode (--local-dir) keeps the
 // objects in a directory of YAML files; Kubernetes mode (without --local-dir) keeps them in the API server.
-// Local mode finds agents from --agents; Kubernetes mode also from the agent Service's EndpointSlices.
+// Local mode finds agents from --agents; Kubernetes mode also from the agent Service's EndpointSlices, and
+// with --agent-signer-cert its leader signs the agents' per-node client certificates (CSRs).
 // SIGTERM/SIGINT stop it cleanly; running agent transfers carry on and the next controller reattaches.
 #include <signal.h>
 
@@ -75,6 +76,8 @@ std::optional<int> job_outcome(ObjectStore& store, const ObjectKey& key, bool& s
 
 int run(int argc, char** argv) {
   std::string agent_ca_file, agent_server_name, agent_client_cert, agent_client_key;
+  std::string agent_signer_cert, agent_signer_key, agent_service_account;
+  long long agent_certificate_max = 86400;
   std::string local_dir, token_file, once_job, log_level, kubeconfig, agent_service, agent_service_ns,
       lease_ns, lease_name, metrics_listen;
   std::vector<std::string> agents_flags, namespaces;
@@ -119,7 +122,16 @@ int run(int argc, char** argv) {
       "retry-period", po::value(&retry_period)->default_value(2)->value_name("SECONDS"),
       "how often candidates try and leaders renew")("metrics-listen",
                                                     po::value(&metrics_listen)->value_name("HOST:PORT"),
-                                                    "serve /healthz, /readyz and /metrics (both modes)");
+                                                    "serve /healthz, /readyz and /metrics (both modes)")(
+      "agent-signer-cert", po::value(&agent_signer_cert)->value_name("FILE"),
+      "Kubernetes mode: sign agents' client certificates (CSRs for signer conduit.dev/agent) with this CA "
+      "certificate (PEM, re-read at every signing)")(
+      "agent-signer-key", po::value(&agent_signer_key)->value_name("FILE"), "the key of --agent-signer-cert")(
+      "agent-service-account", po::value(&agent_service_account)->value_name("NAMESPACE/NAME"),
+      "the agents' service account: only its pods' CSRs are signed")(
+      "agent-certificate-max-seconds",
+      po::value(&agent_certificate_max)->default_value(86400)->value_name("N"),
+      "the longest an agent certificate lives (at least 600; a CSR's expirationSeconds may ask for less)");
   po::variables_map vm;
   try {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -156,6 +168,30 @@ int run(int argc, char** argv) {
       std::cerr << "conduit-controller: " << file << " cannot be read\n";
       return kUsageError;
     }
+  }
+  const bool signer =
+      !agent_signer_cert.empty() || !agent_signer_key.empty() || !agent_service_account.empty();
+  if (signer && (agent_signer_cert.empty() || agent_signer_key.empty() || agent_service_account.empty())) {
+    std::cerr << "conduit-controller: --agent-signer-cert, --agent-signer-key and --agent-service-account go "
+                 "together\n";
+    return kUsageError;
+  }
+  if (!signer && !vm["agent-certificate-max-seconds"].defaulted()) {
+    std::cerr << "conduit-controller: --agent-certificate-max-seconds needs --agent-signer-cert\n";
+    return kUsageError;
+  }
+  if (agent_certificate_max < 600) {
+    std::cerr << "conduit-controller: --agent-certificate-max-seconds: want at least 600\n";
+    return kUsageError;
+  }
+  const auto sa_slash = agent_service_account.find('/');
+  const std::string agent_sa_ns = agent_service_account.substr(0, sa_slash);
+  const std::string agent_sa_name =
+      sa_slash == std::string::npos ? std::string() : agent_service_account.substr(sa_slash + 1);
+  if (signer && (!is_dns1123_subdomain(agent_sa_ns) || !is_dns1123_subdomain(agent_sa_name))) {
+    std::cerr << "conduit-controller: --agent-service-account: want NAMESPACE/NAME, got \""
+              << agent_service_account << "\"\n";
+    return kUsageError;
   }
   std::string error;
   // Signals go to the main thread only, which waits for them: the worker and watcher never see them.
@@ -200,12 +236,18 @@ int run(int argc, char** argv) {
     options.renew_deadline = ms(renew_deadline);
     options.retry_period = ms(retry_period);
     options.metrics_listen = metrics_listen;
+    options.agent_signer_cert = agent_signer_cert;
+    options.agent_signer_key = agent_signer_key;
+    options.agent_service_account_namespace = agent_sa_ns;
+    options.agent_service_account_name = agent_sa_name;
+    options.agent_certificate_max = std::chrono::seconds(agent_certificate_max);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
     return run_kube_mode(options, signals);
   }
-  if (!kubeconfig.empty() || !namespaces.empty() || !agent_service.empty() || leader_elect) {
-    std::cerr << "conduit-controller: --kubeconfig, --namespace, --agent-service and --leader-elect are for "
-                 "Kubernetes mode, not with --local-dir\n";
+  if (!kubeconfig.empty() || !namespaces.empty() || !agent_service.empty() || leader_elect || signer) {
+    std::cerr
+        << "conduit-controller: --kubeconfig, --namespace, --agent-service, --leader-elect and the agent "
+           "signer's flags are for Kubernetes mode, not with --local-dir\n";
     return kUsageError;
   }
   if (!std::filesystem::is_directory(local_dir)) {

@@ -32,6 +32,11 @@ const Resource& custom_resource_definitions() {
                           "customresourcedefinitions", false};
   return r;
 }
+const Resource& certificate_signing_requests() {
+  static const Resource r{"certificates.k8s.io", "v1", "CertificateSigningRequest",
+                          "certificatesigningrequests", false};
+  return r;
+}
 }  // namespace resources
 
 std::string collection_path(const Resource& r, std::string_view ns) {

@@ -19,14 +19,20 @@ struct Resource {
 };
 
 namespace resources {
-const Resource& transfer_jobs();                // conduit.dev/v1alpha1, namespaced
-const Resource& fabric_nodes();                 // conduit.dev/v1alpha1, cluster-scoped
-const Resource& events();                       // v1
-const Resource& leases();                       // coordination.k8s.io/v1
-const Resource& pods();                         // v1, namespaced
-const Resource& namespaces();                   // v1, cluster-scoped
-const Resource& custom_resource_definitions();  // apiextensions.k8s.io/v1, cluster-scoped
+const Resource& transfer_jobs();                 // conduit.dev/v1alpha1, namespaced
+const Resource& fabric_nodes();                  // conduit.dev/v1alpha1, cluster-scoped
+const Resource& events();                        // v1
+const Resource& leases();                        // coordination.k8s.io/v1
+const Resource& pods();                          // v1, namespaced
+const Resource& namespaces();                    // v1, cluster-scoped
+const Resource& custom_resource_definitions();   // apiextensions.k8s.io/v1, cluster-scoped
+const Resource& certificate_signing_requests();  // certificates.k8s.io/v1, cluster-scoped
 }  // namespace resources
+
+// The signer of agents' per-node client certificates (CN kAgentCommonNamePrefix + node): the agent asks it
+// (agent/src/node_certificate.h), the controller is it (controller/kube/agent_signer.h).
+inline constexpr const char* kAgentSignerName = "conduit.dev/agent";
+inline constexpr const char* kAgentCommonNamePrefix = "conduit:agent:";
 
 // The collection: `ns` empty on a namespaced resource means all namespaces.
 std::string collection_path(const Resource& r, std::string_view ns);

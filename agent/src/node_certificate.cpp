@@ -34,12 +34,6 @@ struct Free {
 using Key = std::unique_ptr<EVP_PKEY, Free>;
 using Cert = std::unique_ptr<X509, Free>;
 
-const kube::Resource& csrs() {
-  static const kube::Resource r{"certificates.k8s.io", "v1", "CertificateSigningRequest",
-                                "certificatesigningrequests", /*namespaced=*/false};
-  return r;
-}
-
 std::string openssl_error() {
   const unsigned long e = ERR_get_error();
   ERR_clear_error();
@@ -49,7 +43,7 @@ std::string openssl_error() {
   return buf;
 }
 
-std::string common_name(const std::string& node) { return "conduit:agent:" + node; }
+std::string common_name(const std::string& node) { return std::string(kube::kAgentCommonNamePrefix) + node; }
 
 std::string bio_text(BIO* bio) {
   char* data = nullptr;
@@ -274,10 +268,10 @@ bool NodeCertificate::request() {
                 {"labels", {{"conduit.dev/node", options_.node}}}}},
               {"spec",
                {{"request", base64(pem)},
-                {"signerName", kAgentSignerName},
+                {"signerName", kube::kAgentSignerName},
                 {"expirationSeconds", options_.lifetime.count()},
                 {"usages", {"client auth", "digital signature"}}}}};
-  auto created = client_->create(csrs(), "", csr);
+  auto created = client_->create(kube::resources::certificate_signing_requests(), "", csr);
   if (!created) return fail("cannot create a CertificateSigningRequest: " + created.error().message);
   const std::string name = kube::meta_string(*created, "name");
   log::info("node certificate requested", {{"node", options_.node}, {"csr", name}});
@@ -296,7 +290,7 @@ bool NodeCertificate::request() {
       break;
     }
     if (!sleep_for(options_.poll)) return false;
-    auto again = client_->get(csrs(), "", name);
+    auto again = client_->get(kube::resources::certificate_signing_requests(), "", name);
     if (!again) {
       if (again.error().code == ErrorCode::NotFound)
         return fail("CertificateSigningRequest " + name + " is gone");

@@ -27,14 +27,12 @@ class KubeClient;
 
 namespace conduit::agent {
 
-inline constexpr const char* kAgentSignerName = "conduit.dev/agent";
-
 struct NodeCertificateOptions {
   std::string file;  // where the key and certificate are kept
   std::string node;  // the certificate names conduit:agent:<node>
   kube::KubeConfig kube;
-  std::chrono::seconds lifetime{std::chrono::hours(24)};    // asked for; the signer may give less
-  std::chrono::milliseconds poll{std::chrono::seconds(1)};  // how often a pending request is looked at
+  std::chrono::seconds lifetime{std::chrono::hours(24)};  // asked for; the signer may give less
+  std::chrono::milliseconds poll{250};                    // how often a pending request is looked at
 };
 
 class NodeCertificate {

@@ -287,8 +287,11 @@ std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t ta
             .checksum(t.region,
                       {.offset = t.region_offset + t.offset + begin, .length = length, .slice = slice});
     if (!theirs) {
-      const char* why = theirs.error().code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable
-                                                                          : reason::kChecksumMismatch;
+      // A target that refuses us (403: the grant is not made for this node) is no checksum mismatch.
+      const ErrorCode code = theirs.error().code;
+      const char* why = code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable
+                        : code == ErrorCode::RemoteAccess  ? reason::kRemoteAccessDenied
+                                                           : reason::kChecksumMismatch;
       return Failure{TransferState::Failed, why, "verify: " + theirs.error().message};
     }
     if (theirs->crc32c.size() != mine.size()) {

@@ -1,0 +1,62 @@
+// OpenSSL objects owned by unique_ptrs, and OpenSSL's own error text, for the agent signer's request review
+// and certificate issuing. Internal to conduit_kube: its public headers name no OpenSSL type.
+#pragma once
+
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace conduit::kube::ossl {
+
+template <typename T, void (*Free)(T*)>
+struct Deleter {
+  void operator()(T* p) const { Free(p); }
+};
+
+using Bio = std::unique_ptr<BIO, Deleter<BIO, BIO_free_all>>;
+using Bignum = std::unique_ptr<BIGNUM, Deleter<BIGNUM, BN_free>>;
+using Pkey = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
+using Req = std::unique_ptr<X509_REQ, Deleter<X509_REQ, X509_REQ_free>>;
+using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
+using Ext = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
+using AsnInteger = std::unique_ptr<ASN1_INTEGER, Deleter<ASN1_INTEGER, ASN1_INTEGER_free>>;
+
+// Drains this thread's OpenSSL error queue into one line ("" when it is empty), so a failure's text is the
+// library's own and no stale entry is left to confuse the next call.
+inline std::string error_text() {
+  std::string out;
+  while (const unsigned long e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out;
+}
+
+// Reads `data` in place: it must outlive the BIO.
+inline Bio memory_bio(std::string_view data) {
+  return Bio(BIO_new_mem_buf(data.data(), static_cast<int>(data.size())));
+}
+
+// What a memory BIO holds.
+inline std::string bio_text(BIO* bio) {
+  char* data = nullptr;
+  const long n = BIO_get_mem_data(bio, &data);
+  return n > 0 ? std::string(data, static_cast<std::size_t>(n)) : std::string();
+}
+
+// The first PEM CERTIFICATE REQUEST in `pem`; null (with error_text() to say why) when there is none.
+inline Req parse_request(std::string_view pem) {
+  Bio bio = memory_bio(pem);
+  return Req(bio ? PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr) : nullptr);
+}
+
+}  // namespace conduit::kube::ossl
