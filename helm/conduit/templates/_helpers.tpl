@@ -122,3 +122,19 @@ helm.sh/chart: {{ include "conduit.chart" .ctx }}
 {{/* Where the agent mounts its client certificate, and where the controller mounts its own. */}}
 {{- define "conduit.peerClientDir" -}}/etc/conduit/client-tls{{- end -}}
 {{- define "conduit.agentClientDir" -}}/etc/conduit/agent-client{{- end -}}
+
+{{/* "true" when each agent asks for a certificate naming its node (agent.tls.clientCertificates.perNode), which
+the controller signs with the agent signer's CA: the chart makes that CA, so only with the chart's own TLS
+Secret (with agent.tls.existingSecret the agents share agentSecret's certificate). */}}
+{{- define "conduit.perNodeCertificates" -}}
+{{- and (eq (include "conduit.clientCertificates" .) "true") .Values.agent.tls.clientCertificates.perNode (not .Values.agent.tls.existingSecret) | toString -}}
+{{- end -}}
+
+{{/* The Secret with the agent signer's CA certificate and key (tls.crt, tls.key): the controller's alone. */}}
+{{- define "conduit.agentSignerSecretName" -}}
+{{- printf "%s-agent-signer" (include "conduit.fullname" .) -}}
+{{- end -}}
+
+{{/* Where the controller mounts the agent signer, and where an agent keeps its node certificate (memory). */}}
+{{- define "conduit.agentSignerDir" -}}/etc/conduit/agent-signer{{- end -}}
+{{- define "conduit.nodeCertificateDir" -}}/var/run/conduit/identity{{- end -}}

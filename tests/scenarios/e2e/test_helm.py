@@ -171,29 +171,43 @@ def test_switches_change_the_rendering(renderings):
        "off in flipped (port http, no flags), a given Secret and server name used everywhere")
     # Identities: on with TLS by default (client certificates generated, the controller calls with its own and
     # no token); off with TLS off and in tls-token-only (the token as before); given Secrets in tls-cert-manager.
-    identity_flags = ("- --client-ca-file=/etc/conduit/tls/ca.crt", "- --peer-client-cert=/etc/conduit/client-tls/tls.crt",
-                      "- --peer-client-key=/etc/conduit/client-tls/tls.key",
+    identity_flags = ("- --client-ca-file=/etc/conduit/tls/ca.crt",
                       "- --agent-client-cert=/etc/conduit/agent-client/tls.crt",
                       "- --agent-client-key=/etc/conduit/agent-client/tls.key")
-    for a in (*identity_flags, "name: conduit-agent-client-tls", "name: conduit-controller-client-tls",
+    # One agents' certificate for every node (with the user's own certificates), or one per node (the default).
+    shared_flags = ("- --peer-client-cert=/etc/conduit/client-tls/tls.crt",
+                    "- --peer-client-key=/etc/conduit/client-tls/tls.key")
+    per_node_flags = ("- --agent-client-ca-file=/etc/conduit/tls/agents-ca.crt",
+                      "- --node-certificate=/var/run/conduit/identity/node.pem",
+                      "- --agent-signer-cert=/etc/conduit/agent-signer/tls.crt",
+                      "- --agent-signer-key=/etc/conduit/agent-signer/tls.key",
+                      "- --agent-service-account=conduit-render/conduit-agent")
+    for a in (*identity_flags, *per_node_flags, "name: conduit-controller-client-tls", "name: conduit-agent-signer",
+              "agents-ca.crt: ", "resources: [certificatesigningrequests]", "resourceNames: [conduit.dev/agent]",
               "- --token-file=/etc/conduit/token/token"):
         assert a in default, f"identities on by default, but the default rendering lacks: {a}"
+    for a in (*shared_flags, "name: conduit-agent-client-tls"):
+        assert a not in default, f"per-node certificates by default, but the default rendering has: {a}"
     assert "--agent-token-file" not in default, "identities on, but the controller still gets the agents' token"
     assert "tls-token-only" in renderings, "helm template (tls-token-only) failed"
     token_only = renderings["tls-token-only"]
     for v, text in (("flipped", flipped), ("tls-token-only", token_only)):
-        for a in (*identity_flags, "client-tls", "--client-ca-file"):
+        for a in (*identity_flags, *shared_flags, *per_node_flags, "client-tls", "--client-ca-file", "agent-signer",
+                  "certificatesigningrequests"):
             assert a not in text, f"identities off ({v}), but the rendering has: {a}"
         assert "- --agent-token-file=/etc/conduit/token/token" in text, \
             f"identities off ({v}): the controller does not call with the token"
     assert "- --tls-cert=/etc/conduit/tls/tls.crt" in token_only, "tls-token-only turned TLS off"
-    for a in (*identity_flags, "secretName: conduit-agent-client-cm", "secretName: conduit-controller-client-cm"):
+    for a in (*identity_flags, *shared_flags, "secretName: conduit-agent-client-cm",
+              "secretName: conduit-controller-client-cm"):
         assert a in given, f"agent.tls.clientCertificates.agentSecret/controllerSecret: the rendering lacks: {a}"
+    for a in (*per_node_flags, "agent-signer", "certificatesigningrequests"):
+        assert a not in given, f"agent.tls.existingSecret (the agents share agentSecret), but the rendering has: {a}"
     assert "name: conduit-agent-client-tls" not in given, \
         "agent.tls.existingSecret set, but the chart still generates client certificates"
-    ok("identity renderings: on by default (2 generated client certificates; agents take and present them, the "
-       "controller presents its own and gets no token), off in flipped and tls-token-only (token), given Secrets "
-       "in tls-cert-manager")
+    ok("identity renderings: on by default (the controller's generated client certificate and no token; each agent "
+       "asks for its node's certificate, the controller signs with the agent signer, RBAC for CSRs), off in flipped "
+       "and tls-token-only (token), given Secrets and one agents' certificate in tls-cert-manager")
 
 
 def test_identities_with_a_given_certificate_need_the_client_secrets(helm):
@@ -343,7 +357,8 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     ds = f"daemonset/{REL}-agent"
     pod = "{.spec.template.spec"
     assert jp(ds, pod + ".hostNetwork}") == "true", "agent not hostNetwork"
-    assert jp(ds, pod + ".automountServiceAccountToken}") == "false", "agent mounts an API token"
+    # Per-node certificates (the default): the pod's token, for the CSR of its node's certificate alone (RBAC below).
+    assert jp(ds, pod + ".automountServiceAccountToken}") == "true", "agent does not mount its pod's token"
     assert jp(ds, pod + ".priorityClassName}") == "system-node-critical", "agent priorityClassName"
     assert jp(ds, pod + ".containers[0].securityContext.capabilities.add}") == '["IPC_LOCK"]', \
         f"agent capabilities: {jp(ds, pod + '.containers[0].securityContext.capabilities}')}"
@@ -363,7 +378,7 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     for a in ("--listen=0.0.0.0:7070", "--token-file=", "--providers=", "--data-dir=", "--memory-cap=",
               "--log-format=json"):
         assert a in args, f"agent args lack {a}: {args}"
-    ok("agent DaemonSet: hostNetwork, IPC_LOCK, no API token, system-node-critical, NODE_NAME, probes, mounts, "
+    ok("agent DaemonSet: hostNetwork, IPC_LOCK, its pod token (for its CSR), system-node-critical, NODE_NAME, probes, mounts, "
        "NFD nodeSelector, GPU toleration, flags")
     spec = ".spec.template.spec"
     agent_args = items(ds, spec + ".containers[0].args")
@@ -381,16 +396,21 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     assert probes == "HTTPS HTTPS https https", f"agent probe schemes, probe port, container port name: {probes}"
     ok(f"agent DaemonSet TLS: Secret {REL}-agent-tls read-only at {tls_dir}, --tls-cert/--tls-key/--peer-ca-file "
        f"from it, --peer-tls-server-name={REL}-agent, HTTPS probes on port https")
-    # Identities, on by default: the agents name callers by certificates signed by the CA, and present their own.
-    client_dir = jp(ds, pod + '.containers[0].volumeMounts[?(@.name=="client-tls")].mountPath}')
-    assert client_dir.startswith("/"), f"agent does not mount its client certificate: {client_dir}"
-    assert jp(ds, pod + '.volumes[?(@.name=="client-tls")].secret.secretName}') == f"{REL}-agent-client-tls", \
-        "agent's client certificate volume is not the agent client Secret"
-    for f, want in (("--client-ca-file", f"{tls_dir}/ca.crt"), ("--peer-client-cert", f"{client_dir}/tls.crt"),
-                    ("--peer-client-key", f"{client_dir}/tls.key"), ("--token-file", "/etc/conduit/token/token")):
+    # Identities, on by default: the agents name callers by certificates signed by the CA, and each asks for its
+    # node's own certificate (kept in memory), believing the agent signer's certificates for one node's agent alone.
+    client_dir = jp(ds, pod + '.containers[0].volumeMounts[?(@.name=="identity")].mountPath}')
+    assert client_dir.startswith("/"), f"agent does not mount a folder for its node certificate: {client_dir}"
+    assert jp(ds, pod + '.volumes[?(@.name=="identity")].emptyDir.medium}') == "Memory", \
+        "the node certificate's key is not kept in memory"
+    agent_secrets = jp(ds, pod + ".volumes[*].secret.secretName}").split()
+    assert f"{REL}-agent-signer" not in agent_secrets and f"{REL}-agent-client-tls" not in agent_secrets, \
+        f"the agents mount a Secret they must not hold: {agent_secrets}"
+    for f, want in (("--client-ca-file", f"{tls_dir}/ca.crt"), ("--agent-client-ca-file", f"{tls_dir}/agents-ca.crt"),
+                    ("--node-certificate", f"{client_dir}/node.pem"), ("--token-file", "/etc/conduit/token/token")):
         assert flag(agent_args, f) == want, f"agent {f}='{flag(agent_args, f)}', want {want}: {' '.join(agent_args)}"
-    ok(f"agent DaemonSet identities: --client-ca-file is the CA, --peer-client-cert/-key from {REL}-agent-client-tls "
-       f"at {client_dir}; --token-file stays for operators")
+    assert not flag(agent_args, "--peer-client-cert"), "per-node certificates, but the agents share one"
+    ok(f"agent DaemonSet identities: --client-ca-file is the CA, --agent-client-ca-file the agent signer's, "
+       f"--node-certificate in memory at {client_dir}; no shared agents' certificate; --token-file stays for operators")
 
     dep = f"deployment/{REL}-controller"
     assert jp(dep, "{.spec.replicas}") == "2", f"controller replicas: {jp(dep, '{.spec.replicas}')}"
@@ -428,8 +448,15 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     secrets = jp(dep, pod + ".volumes[*].secret.secretName}").split()
     assert f"{REL}-agent-token" not in secrets and f"{REL}-agent-client-tls" not in secrets, \
         f"the controller mounts a Secret it does not need: {secrets}"
+    signer_dir = jp(dep, pod + '.containers[0].volumeMounts[?(@.name=="agent-signer")].mountPath}')
+    assert jp(dep, pod + '.volumes[?(@.name=="agent-signer")].secret.secretName}') == f"{REL}-agent-signer", \
+        "the controller does not mount the agent signer"
+    for f, want in (("--agent-signer-cert", f"{signer_dir}/tls.crt"), ("--agent-signer-key", f"{signer_dir}/tls.key"),
+                    ("--agent-service-account", f"{NS}/{REL}-agent")):
+        assert flag(ctl_args, f) == want, f"controller {f}='{flag(ctl_args, f)}', want {want}: {' '.join(ctl_args)}"
     ok(f"controller Deployment identities: --agent-client-cert/-key from {REL}-controller-client-tls at "
-       f"{ctl_client_dir}; no token flag, no token volume, not the agents' client key")
+       f"{ctl_client_dir}; the agent signer from {REL}-agent-signer at {signer_dir} for {NS}/{REL}-agent; no token "
+       f"flag, no token volume, not the agents' client key")
 
     svc_port = jp(f"service/{REL}-agent", "{.spec.ports[0].name}")
     assert jp(f"service/{REL}-agent", "{.spec.clusterIP} {.spec.ports[0].name} {.spec.ports[0].targetPort}") \
@@ -461,13 +488,13 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
 
     def tls_data():
         return {k: base64.b64decode(jp(tls_secret, "{.data.%s}" % k.replace(".", "\\."))) for k in
-                ("tls.crt", "tls.key", "ca.crt")}
+                ("tls.crt", "tls.key", "ca.crt", "agents-ca.crt")}
 
     pem = tls_data()
     (work / "tls").mkdir()
     for k, v in pem.items():
         (work / "tls" / k).write_bytes(v)
-    crt, key, ca = (work / "tls" / k for k in ("tls.crt", "tls.key", "ca.crt"))
+    crt, key, ca, agents_ca = (work / "tls" / k for k in ("tls.crt", "tls.key", "ca.crt", "agents-ca.crt"))
     text = openssl("x509", "-in", crt, "-noout", "-text")
     sans = re.findall(r"DNS:([^,\s]+)", text)
     for name in (f"{REL}-agent", f"{REL}-agent.{NS}.svc"):
@@ -485,7 +512,7 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     # The client certificates the chart generated: each in its own Secret, signed by the same CA, naming its
     # identity by CN, usable as a TLS client certificate.
     clients = {}
-    for who, cn in (("agent", "conduit:agent"), ("controller", "conduit:controller")):
+    for who, cn in (("controller", "conduit:controller"),):
         data = secret_data(f"{REL}-{who}-client-tls")
         assert sorted(data) == ["ca.crt", "tls.crt", "tls.key"], f"{REL}-{who}-client-tls keys: {sorted(data)}"
         assert data["ca.crt"] == pem["ca.crt"], f"{REL}-{who}-client-tls's ca.crt is not the agents' CA"
@@ -503,8 +530,23 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
             f"{REL}-{who}-client-tls: tls.key is not the certificate's key"
         assert jp(f"secret/{REL}-{who}-client-tls", "{.metadata.annotations.conduit\\.dev/identity}") == cn
         clients[who] = (c, k)
-    ok(f"client certificates {REL}-agent-client-tls (CN conduit:agent) and {REL}-controller-client-tls "
-       f"(CN conduit:controller): clientAuth, signed by the agents' CA, each with its key")
+    assert kc("get", "secret", f"{REL}-agent-client-tls", "-n", NS).returncode != 0, \
+        "per-node certificates, but the chart made a shared agents' certificate"
+    # The agent signer: a CA of its own (not the install's), its key in a Secret only the controller mounts, its
+    # certificate given to the agents as agents-ca.crt.
+    signer = secret_data(f"{REL}-agent-signer")
+    assert sorted(signer) == ["tls.crt", "tls.key"], f"{REL}-agent-signer keys: {sorted(signer)}"
+    assert signer["tls.crt"] == pem["agents-ca.crt"], "agents-ca.crt is not the agent signer's certificate"
+    assert pem["agents-ca.crt"] != pem["ca.crt"], "the agent signer is the install's CA"
+    (work / "signer").mkdir()
+    for k, v in signer.items():
+        (work / "signer" / k).write_bytes(v)
+    assert "CA:TRUE" in openssl("x509", "-in", work / "signer/tls.crt", "-noout", "-text"), "the signer is no CA"
+    assert openssl("x509", "-in", work / "signer/tls.crt", "-noout", "-pubkey") == \
+        openssl("pkey", "-in", work / "signer/tls.key", "-pubout"), "the signer's key is not its certificate's"
+    ok(f"client certificate {REL}-controller-client-tls (CN conduit:controller): clientAuth, signed by the agents' CA, "
+       f"with its key; no shared agents' certificate; the agent signer {REL}-agent-signer, a CA of its own whose "
+       f"certificate the agents get as agents-ca.crt")
 
     # ---- RBAC: what the controller's code calls is allowed, nothing else
     sa = f"system:serviceaccount:{NS}:{REL}-controller"
@@ -524,6 +566,11 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         f"get leases.coordination.k8s.io/conduit-controller -n {NS}",
         f"update leases.coordination.k8s.io/conduit-controller -n {NS}",
         "list pods -n team-a",
+        # The agent signer (per-node certificates, the default).
+        "get certificatesigningrequests.certificates.k8s.io", "list certificatesigningrequests.certificates.k8s.io",
+        "watch certificatesigningrequests.certificates.k8s.io",
+        "update certificatesigningrequests.certificates.k8s.io --subresource=approval",
+        "update certificatesigningrequests.certificates.k8s.io --subresource=status",
     ]
     denied = [
         "create transferjobs.conduit.dev -n team-a", "update transferjobs.conduit.dev -n team-a",
@@ -534,17 +581,40 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         f"update leases.coordination.k8s.io/other-lease -n {NS}",
         "get leases.coordination.k8s.io/conduit-controller -n team-a",
         f"delete leases.coordination.k8s.io/conduit-controller -n {NS}", "patch customresourcedefinitions",
+        "create certificatesigningrequests.certificates.k8s.io", "delete certificatesigningrequests.certificates.k8s.io",
     ]
     for c in allowed:
         assert can(sa, c), f"the controller's RBAC does not allow: {c}"
     for c in denied:
         assert not can(sa, c), f"the controller's RBAC allows more than it uses: {c}"
-    ok(f"controller RBAC allows the {len(allowed)} requests its code makes and denies {len(denied)} it does not")
+    def may_sign(who, verb, signer_name):
+        """Whether WHO may VERB (approve, sign) for the CSR signer SIGNER_NAME: a SubjectAccessReview, since
+        signers are no resource kubectl can-i knows."""
+        review = {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+                  "spec": {"user": who, "groups": ["system:serviceaccounts", f"system:serviceaccounts:{NS}"],
+                           "resourceAttributes": {"group": "certificates.k8s.io", "resource": "signers",
+                                                  "name": signer_name, "verb": verb}}}
+        out = kc_ok("create", "-o", "json", "-f", "-", what="SubjectAccessReview", input=json.dumps(review))
+        return json.loads(out).get("status", {}).get("allowed", False)
+
+    for verb in ("approve", "sign"):
+        assert may_sign(sa, verb, "conduit.dev/agent"), f"the controller may not {verb} for conduit.dev/agent"
+        assert not may_sign(sa, verb, "kubernetes.io/kube-apiserver-client"), \
+            f"the controller may {verb} for kubernetes.io/kube-apiserver-client"
+    ok(f"controller RBAC allows the {len(allowed)} requests its code makes and denies {len(denied)} it does not; "
+       f"it approves and signs for conduit.dev/agent alone")
     asa = f"system:serviceaccount:{NS}:{REL}-agent"
+    for c in ("create certificatesigningrequests.certificates.k8s.io",
+              "get certificatesigningrequests.certificates.k8s.io"):
+        assert can(asa, c), f"the agent's ServiceAccount may not {c} (its node certificate)"
     for c in (f"get secrets -n {NS}", "list transferjobs.conduit.dev -A", "get fabricnodes.conduit.dev",
-              f"list pods -n {NS}"):
+              f"list pods -n {NS}", "list certificatesigningrequests.certificates.k8s.io",
+              "update certificatesigningrequests.certificates.k8s.io --subresource=approval",
+              "update certificatesigningrequests.certificates.k8s.io --subresource=status"):
         assert not can(asa, c), f"the agent's ServiceAccount may: {c}"
-    ok("agent ServiceAccount has no API permissions")
+    for verb in ("approve", "sign"):
+        assert not may_sign(asa, verb, "conduit.dev/agent"), f"the agent's ServiceAccount may {verb} its own CSR"
+    ok("agent ServiceAccount may create and read CSRs (its node certificate) and nothing else: no approve, no sign")
 
     # The real controller with its ServiceAccount's token: it must lead, sync and reconcile a TransferJob with no
     # 403. (Tokens come from the TokenRequest API, which the apiserver serves without a controller-manager.)
@@ -583,18 +653,38 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         return [a for a in args if a.split("=", 1)[0] in names]
 
     to_agent_tls = mounted(ds, "tls", tls_dir, work / "agent-tls")
-    to_agent_client = mounted(ds, "client-tls", client_dir, work / "agent-client-tls")
-    agent_tls = pick(to_agent_client(to_agent_tls(agent_args)),
+    (work / "agent-identity").mkdir()  # the pod's emptyDir
+
+    def to_agent_identity(args):
+        return [a.replace(f"={client_dir}/", f"={work / 'agent-identity'}/") for a in args]
+
+    agent_tls = pick(to_agent_identity(to_agent_tls(agent_args)),
                      ("--tls-cert", "--tls-key", "--peer-ca-file", "--peer-tls-server-name", "--client-ca-file",
-                      "--peer-client-cert", "--peer-client-key"))
+                      "--agent-client-ca-file", "--node-certificate"))
     to_ctl_ca = mounted(dep, "agent-ca", ca_dir, work / "controller-ca")
     to_ctl_client = mounted(dep, "agent-client", ctl_client_dir, work / "controller-client-tls")
-    ctl_tls = pick(to_ctl_client(to_ctl_ca(ctl_args)), ("--agent-ca-file", "--agent-tls-server-name",
-                                                        "--agent-client-cert", "--agent-client-key",
-                                                        "--agent-token-file"))
-    assert len(agent_tls) == 7 and len(ctl_tls) == 4, f"TLS flags: agent {agent_tls}, controller {ctl_tls}"
+    to_ctl_signer = mounted(dep, "agent-signer", signer_dir, work / "controller-signer")
+    ctl_tls = pick(to_ctl_signer(to_ctl_client(to_ctl_ca(ctl_args))),
+                   ("--agent-ca-file", "--agent-tls-server-name", "--agent-client-cert", "--agent-client-key",
+                    "--agent-token-file", "--agent-signer-cert", "--agent-signer-key", "--agent-service-account"))
+    assert len(agent_tls) == 7 and len(ctl_tls) == 7, f"TLS flags: agent {agent_tls}, controller {ctl_tls}"
     server_name, ca_file = flag(ctl_tls, "--agent-tls-server-name"), flag(ctl_tls, "--agent-ca-file")
     node = "gpu-node-1"
+    # The agent's pod on its node, as the DaemonSet would make it, and the token the kubelet would mount into it
+    # (bound to the pod, so the apiserver knows its node): what the agent's node certificate request is sent with.
+    agent_pod = f"{REL}-agent-test"
+    kc_ok("apply", "-f", "-", what="the agent's Node and Pod", input=json.dumps({
+        "apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}},
+            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": agent_pod, "namespace": NS},
+             "spec": {"nodeName": node, "serviceAccountName": f"{REL}-agent",
+                      "containers": [{"name": "agent", "image": "conduit-agent"}]}}]}))
+    pod_token = kc_ok("create", "token", f"{REL}-agent", "-n", NS, "--bound-object-kind", "Pod",
+                      "--bound-object-name", agent_pod, "--duration=1h", what="the agent pod's token").strip()
+    (work / "agent.kubeconfig").write_text(kc_ok("config", "view", "--raw", "--minify", what="kubectl config view"))
+    r = subprocess.run([tools["KUBECTL"], "--kubeconfig", work / "agent.kubeconfig", "config", "set-credentials",
+                        "conduit-admin", f"--token={pod_token}"], capture_output=True, text=True)
+    assert r.returncode == 0, f"kubeconfig for the agent's pod: {r.stderr.strip()}"
     # The node's address: not 127.0.0.1, which an EndpointSlice may not hold.
     ip = host_address()
     assert ip and not ip.startswith("127."), f"no non-loopback IPv4 address on this machine for the agent ('{ip}')"
@@ -603,7 +693,7 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     agent = processes.start(
         [build.agent, "--listen", f"{ip}:{aport}", "--providers", "tcp", "--bind-address", ip,
          "--node-name", node, "--token-file", work / "agent-token", "--data-dir", work / "agent-data",
-         "--import-socket", work / "agent.sock", *agent_tls],
+         "--import-socket", work / "agent.sock", "--kubeconfig", work / "agent.kubeconfig", *agent_tls],
         name="agent", stdout=work / "agent.out", stderr=work / "agent.log")
 
     def agent_log(n=2):
@@ -626,12 +716,13 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
             text = answer.decode(errors="replace")
             return text if body else text.split("\r\n", 1)[0]
 
+    # Alive over https; ready only once the controller signed its node certificate (below).
     deadline, status = time.monotonic() + 15, ""
     while status != "HTTP/1.1 200 OK":
         assert agent.running(), f"conduit-agent with the chart's TLS flags exited: {agent_log()}"
-        assert time.monotonic() < deadline, f"agent not ready over https within 15 s ('{status}'): {agent_log()}"
+        assert time.monotonic() < deadline, f"agent not alive over https within 15 s ('{status}'): {agent_log()}"
         try:
-            status = tls_get("/readyz", server_name)
+            status = tls_get("/healthz", server_name)
         except OSError as e:
             status = str(e)
         if status != "HTTP/1.1 200 OK":
@@ -643,8 +734,12 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         pytest.fail(f"the TLS agent answered plain HTTP: {r.status_code} {r.text[:80]}", pytrace=False)
     except requests.RequestException:
         pass
+    not_ready = tls_get("/readyz", server_name, body=True)
+    assert " 503 " in not_ready.split("\r\n", 1)[0] and "CertificateSigningRequest" in not_ready, \
+        f"the agent is ready before its node certificate is signed: {not_ready[-200:]}"
     ok(f"real conduit-agent with the installed certificate and the DaemonSet's TLS flags: https on {ip}:{aport} "
-       f"checked by the name {server_name} (refused by the address), no answer over plain HTTP")
+       f"checked by the name {server_name} (refused by the address), no answer over plain HTTP; /readyz 503 "
+       f"until its node certificate is signed")
 
     # What the EndpointSlice controller would make for a node running that agent (none runs here), with the
     # Service's port name: the controller finds the agent from it.
@@ -702,6 +797,27 @@ endpoints:
     ok(f"real conduit-controller with its ServiceAccount token: leads ({holder}), ready, job {phase} with finalizer, "
        f"{nevents} events, no 403")
 
+    # The leader signs the agent's node certificate: the agent turns ready, holding a certificate for its node
+    # from the agent signer.
+    deadline = time.monotonic() + 20
+    while (status := tls_get("/readyz", server_name)) != "HTTP/1.1 200 OK":
+        assert agent.running() and controller.running(), f"agent: {agent_log()}; controller: {controller_log()}"
+        assert time.monotonic() < deadline, \
+            f"agent not ready 20 s after the controller started ('{status}'): {agent_log()}; {controller_log()}"
+        time.sleep(0.2)
+    csrs = [c for c in json.loads(kc_ok("get", "csr", "-o", "json", what="list CSRs"))["items"]
+            if c["spec"].get("signerName") == "conduit.dev/agent"]
+    assert len(csrs) == 1, f"{len(csrs)} CSRs for conduit.dev/agent, want the agent's one"
+    conds = [c["type"] for c in csrs[0].get("status", {}).get("conditions", [])]
+    assert conds == ["Approved"] and csrs[0]["status"].get("certificate"), f"the agent's CSR: {csrs[0].get('status')}"
+    node_pem = flag(agent_tls, "--node-certificate")
+    subject = openssl("x509", "-in", node_pem, "-noout", "-subject")
+    assert re.search(rf"CN\s*=\s*conduit:agent:{node}$", subject), f"the node certificate names: {subject}"
+    assert openssl("verify", "-CAfile", work / "signer/tls.crt", node_pem).endswith(": OK"), \
+        "the node certificate is not the agent signer's"
+    ok(f"the controller signed the agent's CSR (Approved, issued): CN conduit:agent:{node}, from the agent signer; "
+       f"the agent ready")
+
     # The controller reaches the agent over https through the EndpointSlice: it writes the node's FabricNode with
     # Reachable True once GET /v1/node answered (discovery runs every 5 s while it leads).
     t0, deadline = time.monotonic(), time.monotonic() + 30
@@ -725,7 +841,7 @@ endpoints:
     # certificate nor token, so Reachable came from the certificate); the agents' certificate is refused on an
     # operator-only route; the token still names an operator.
     ctl_cert = (flag(ctl_tls, "--agent-client-cert"), flag(ctl_tls, "--agent-client-key"))
-    agent_cert = (flag(agent_tls, "--peer-client-cert"), flag(agent_tls, "--peer-client-key"))
+    agent_cert = (flag(agent_tls, "--node-certificate"), flag(agent_tls, "--node-certificate"))
     calls = {
         "nobody GET /v1/node": tls_get("/v1/node", server_name),
         "controller GET /v1/node": tls_get("/v1/node", server_name, cert=ctl_cert),
@@ -738,10 +854,10 @@ endpoints:
     for call, code in want.items():
         assert calls[call].split(" ")[1:2] == [code], \
             f"{call} with the installed Secrets' material: '{calls[call].splitlines()[0]}', want {code}"
-    assert "Forbidden" in calls["agents GET /v1/regions"] and "an agent may not GET /v1/regions" in \
-        calls["agents GET /v1/regions"], f"the agents' refusal does not say who: {calls['agents GET /v1/regions'][-200:]}"
+    assert "Forbidden" in calls["agents GET /v1/regions"] and f'the agent of node \\"{node}\\" may not GET /v1/regions' \
+        in calls["agents GET /v1/regions"], f"the agents' refusal does not say who: {calls['agents GET /v1/regions'][-200:]}"
     ok(f"identities: the controller with {REL}-controller-client-tls and no token gets 200 (nobody: 401); the "
-       f"agents' {REL}-agent-client-tls gets 403 on GET /v1/regions ('an agent may not ...'); the token still 200")
+       f"agent's node certificate gets 403 on GET /v1/regions ('the agent of node ... may not'); the token still 200")
     controller.terminate()
     agent.terminate()
     kc_ok("delete", "endpointslice", f"{REL}-agent-test", "-n", NS, what="delete the test EndpointSlice")
@@ -800,8 +916,9 @@ endpoints:
         data = secret_data(f"{REL}-{who}-client-tls")
         assert data["tls.crt"] == c.read_bytes() and data["tls.key"] == k.read_bytes(), \
             f"helm upgrade changed the {who}'s client certificate"
-    ok("helm upgrade: revision 2 deployed, controller replicas 3, agent token, TLS Secret (CA, certificate, key) "
-       "and both client certificates kept")
+    assert secret_data(f"{REL}-agent-signer") == signer, "helm upgrade changed the agent signer"
+    ok("helm upgrade: revision 2 deployed, controller replicas 3, agent token, TLS Secret (CA, certificate, key), "
+       "the controller's client certificate and the agent signer kept")
 
     # The Secret says which names its certificate was made for (annotation conduit.dev/tls-names): the same values
     # keep the pair, a server name it does not carry makes a new one (server dry runs, which run `lookup`).
@@ -823,6 +940,7 @@ endpoints:
     for who, (c, _) in clients.items():
         assert same[f"{REL}-{who}-client-tls"]["tls.crt"] == c.read_bytes(), \
             f"an upgrade with the same values would make a new {who} client certificate"
+    assert same[f"{REL}-agent-signer"] == signer, "an upgrade with the same values would make a new agent signer"
     renamed_all = upgraded_secrets("--set", "agent.tls.serverName=agents.conduit.example.com")
     renamed = renamed_all[f"{REL}-agent-tls"]
     assert renamed["tls.crt"] != pem["tls.crt"] and renamed["ca.crt"] != pem["ca.crt"], \
@@ -838,11 +956,17 @@ endpoints:
         (work / f"renamed-{who}.crt").write_bytes(new["tls.crt"])
         assert openssl("verify", "-CAfile", work / "renamed-ca.crt", work / f"renamed-{who}.crt").endswith(": OK"), \
             f"the new {who} client certificate is not signed by the new CA"
+    new_signer = renamed_all[f"{REL}-agent-signer"]
+    assert new_signer["tls.crt"] != signer["tls.crt"] and renamed["agents-ca.crt"] == new_signer["tls.crt"], \
+        "a new CA, but the agent signer was not made anew with it (or agents-ca.crt is not the new signer's)"
     off = upgraded_secrets("--set", "agent.tls.clientCertificates.enabled=false")
-    assert off.get(f"{REL}-agent-tls") == pem and not any("client" in n for n in off), \
-        f"identities turned off: want the TLS pair kept and no client certificates, got {sorted(off)}"
-    ok("TLS pair and client certificates kept by an upgrade with the same names, made anew together (one new CA) "
-       "when agent.tls.serverName changes; identities off keeps the pair and drops the client certificates")
+    kept = {k: v for k, v in (off.get(f"{REL}-agent-tls") or {}).items()}
+    assert {k: pem[k] for k in ("tls.crt", "tls.key", "ca.crt")} == kept and \
+        not any("client" in n or "signer" in n for n in off), \
+        f"identities turned off: want the TLS pair kept and no client certificates or signer, got {sorted(off)}"
+    ok("TLS pair, client certificate and agent signer kept by an upgrade with the same names, made anew together "
+       "(one new CA, one new signer) when agent.tls.serverName changes; identities off keeps the pair and drops the "
+       "client certificate and the signer")
 
     # A given TLS Secret that lacks ca.crt (an ACME issuer's, say) is refused at install, naming the key.
     kc_ok("create", "secret", "generic", "incomplete-tls", "-n", NS, f"--from-file=tls.crt={crt}",
