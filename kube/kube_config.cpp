@@ -1,7 +1,9 @@
 #include "kube_config.h"
 
+#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -51,6 +53,15 @@ Result<std::string> file_or_data(const YAML::Node& map, const char* file_key, co
 }
 
 }  // namespace
+
+std::string base64_encode(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');  // EVP_EncodeBlock writes a NUL after
+  const int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(std::max(n, 0)));
+  return out;
+}
 
 Result<std::string> base64_decode(const std::string& text) {
   auto value = [](char c) -> int {

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "conduit/common/result.h"
 #include "credentials.h"
@@ -49,5 +50,7 @@ Result<KubeConfig> load_in_cluster(const std::string& sa_dir = kServiceAccountDi
 Result<KubeConfig> load_default_config(const std::string& path = "", const std::string& context = "");
 
 Result<std::string> base64_decode(const std::string& text);
+// Standard base64 with padding: how the API carries []byte fields (a CSR's request and certificate).
+std::string base64_encode(std::string_view bytes);
 
 }  // namespace conduit::kube

@@ -18,6 +18,7 @@
 #include "conduit/common/log.h"
 #include "kube/client.h"
 #include "kube/resource.h"
+#include "openssl_text.h"
 
 namespace conduit::agent {
 namespace {
@@ -34,30 +35,12 @@ struct Free {
 using Key = std::unique_ptr<EVP_PKEY, Free>;
 using Cert = std::unique_ptr<X509, Free>;
 
-std::string openssl_error() {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-std::string common_name(const std::string& node) { return std::string(kube::kAgentCommonNamePrefix) + node; }
+std::string node_cn(const std::string& node) { return std::string(kube::kAgentCommonNamePrefix) + node; }
 
 std::string bio_text(BIO* bio) {
   char* data = nullptr;
   const long n = BIO_get_mem_data(bio, &data);
   return n > 0 ? std::string(data, static_cast<std::size_t>(n)) : std::string();
-}
-
-std::string base64(const std::string& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  const int n =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(std::max(n, 0)));
-  return out;
 }
 
 // A new P-256 key and a CSR for `cn` signed with it, as PEM.
@@ -80,18 +63,6 @@ Result<std::pair<Key, std::string>> make_request(const std::string& cn) {
   return std::pair<Key, std::string>{std::move(key), bio_text(out.get())};
 }
 
-std::optional<std::string> certificate_cn(X509* cert) {
-  X509_NAME* subject = X509_get_subject_name(cert);
-  const int at = subject != nullptr ? X509_NAME_get_index_by_NID(subject, NID_commonName, -1) : -1;
-  if (at < 0) return std::nullopt;
-  unsigned char* utf8 = nullptr;
-  const int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at)));
-  if (n < 0) return std::nullopt;
-  std::string cn(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(n));
-  OPENSSL_free(utf8);
-  return cn;
-}
-
 SystemClock::time_point to_time(const ASN1_TIME* t) {
   int days = 0, seconds = 0;  // from now to t
   if (ASN1_TIME_diff(&days, &seconds, nullptr, t) != 1) return SystemClock::time_point{};
@@ -105,7 +76,7 @@ Result<SystemClock::time_point> renewal_time(X509* cert, EVP_PKEY* key, const st
     ERR_clear_error();
     return make_error(ErrorCode::InvalidArgument, "the certificate is not the key's");
   }
-  if (certificate_cn(cert) != cn)
+  if (common_name(cert) != cn)
     return make_error(ErrorCode::InvalidArgument, "the certificate names another CN");
   const auto from = to_time(X509_get0_notBefore(cert));
   const auto until = to_time(X509_get0_notAfter(cert));
@@ -219,7 +190,7 @@ std::optional<SystemClock::time_point> NodeCertificate::renew_at() const {
   Cert cert(key ? PEM_read_bio_X509(in.get(), nullptr, nullptr, nullptr) : nullptr);
   ERR_clear_error();
   if (!key || !cert) return std::nullopt;
-  auto at = renewal_time(cert.get(), key.get(), common_name(options_.node));
+  auto at = renewal_time(cert.get(), key.get(), node_cn(options_.node));
   if (!at) return std::nullopt;
   return *at;
 }
@@ -250,7 +221,7 @@ void NodeCertificate::run() {
 }
 
 bool NodeCertificate::request() {
-  const std::string cn = common_name(options_.node);
+  const std::string cn = node_cn(options_.node);
   const bool have_valid = renew_at().has_value();
   auto fail = [&](const std::string& why) {
     log::warn("node certificate: " + why, {{"node", options_.node}});
@@ -267,7 +238,7 @@ bool NodeCertificate::request() {
                {{"generateName", "conduit-agent-" + options_.node + "-"},
                 {"labels", {{"conduit.dev/node", options_.node}}}}},
               {"spec",
-               {{"request", base64(pem)},
+               {{"request", kube::base64_encode(pem)},
                 {"signerName", kube::kAgentSignerName},
                 {"expirationSeconds", options_.lifetime.count()},
                 {"usages", {"client auth", "digital signature"}}}}};

@@ -6,19 +6,11 @@
 #include <sys/stat.h>
 
 #include "conduit/common/log.h"
+#include "openssl_text.h"
 
 namespace conduit::agent {
 
 namespace {
-
-std::string openssl_error() {
-  const unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (e == 0) return "unknown OpenSSL error";
-  char text[256];
-  ERR_error_string_n(e, text, sizeof text);
-  return text;
-}
 
 // Every certificate of a PEM bundle.
 Result<std::vector<std::shared_ptr<X509>>> read_certificates(const std::string& file) {
@@ -32,21 +24,6 @@ Result<std::vector<std::shared_ptr<X509>>> read_certificates(const std::string& 
   if (out.empty())
     return make_error(ErrorCode::InvalidArgument, "agent CA " + file + " holds no certificate");
   return out;
-}
-
-// The common name of a certificate, or empty.
-std::string common_name(X509* cert) {
-  std::string name;
-  X509_NAME* subject = X509_get_subject_name(cert);
-  const int at = subject != nullptr ? X509_NAME_get_index_by_NID(subject, NID_commonName, -1) : -1;
-  if (at >= 0) {
-    const ASN1_STRING* data = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at));
-    unsigned char* utf8 = nullptr;
-    const int n = ASN1_STRING_to_UTF8(&utf8, data);
-    if (n > 0) name.assign(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(n));
-    OPENSSL_free(utf8);
-  }
-  return name;
 }
 
 }  // namespace

@@ -1,7 +1,5 @@
 #include "agent_signer.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <ctime>
@@ -30,16 +28,6 @@ std::string now_rfc3339() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
-}
-
-// status.certificate is []byte in the API: base64 in JSON.
-std::string base64_encode(const std::string& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int n =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(bytes.data()), static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(std::max(n, 0)));
-  return out;
 }
 
 void say(LogLevel level, const std::string& csr, const std::string& what) {

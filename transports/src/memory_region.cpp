@@ -39,9 +39,10 @@ std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to *
 
 // Faults [p, +bytes) in with MADV_POPULATE_WRITE one huge page at a time: false where the kernel lacks it.
 // Each call holds the process's mmap lock, and a huge page may need the kernel to compact memory first (on
-// a machine whose memory is full of page cache, 1 GiB took 1-2 s instead of 0.09 s). In one call for the whole
-// range, every mmap, munmap and thread start of the agent waited for it: a new region's creation, a grant's
-// registration, a job's first byte (measured: up to 1.2 s). One huge page per call lets them in between.
+// a machine whose memory is full of page cache, 1 GiB took 1-2 s instead of 0.09 s). In one call for the
+// whole range, every mmap, munmap and thread start of the agent waited for it: a new region's creation, a
+// grant's registration, a job's first byte (measured: up to 1.2 s). One huge page per call lets them in
+// between.
 bool populate_range(void* p, std::size_t bytes, const std::atomic<bool>* stop = nullptr) {
   auto* at = static_cast<char*>(p);
   for (std::size_t done = 0; done < bytes; done += kHugePage) {
