@@ -40,7 +40,7 @@ scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWI
 # network namespaces and apiservers; a test that leaves a process behind fails.
 echo "== Kubernetes end to end with real kubectl"
 tests/scenarios/run.sh e2e/test_kube_smoke.py build tests/scenarios/e2e/test_crd.py tests/scenarios/e2e/test_cluster.py \
-  tests/scenarios/e2e/test_preflight.py tests/scenarios/e2e/test_pods.py
+  tests/scenarios/e2e/test_preflight.py tests/scenarios/e2e/test_pods.py tests/scenarios/e2e/test_node_certificates.py
 
 echo "== faults (docs/reliability.md): agents killed, links cut or lossy, a flipped byte, the memory cap; the"
 echo "   controller killed repeatedly, the apiserver restarted, leadership lost"
