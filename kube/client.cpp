@@ -307,6 +307,7 @@ WatchEnd KubeClient::watch(const Resource& r, const std::string& ns, const Watch
       "?watch=1&allowWatchBookmarks=true&timeoutSeconds=" + std::to_string(options.timeout_seconds);
   if (!options.resource_version.empty()) path += "&resourceVersion=" + url_encode(options.resource_version);
   if (!options.label_selector.empty()) path += "&labelSelector=" + url_encode(options.label_selector);
+  if (!options.field_selector.empty()) path += "&fieldSelector=" + url_encode(options.field_selector);
 
   int status = 0;
   std::string buffer;  // bytes of a line not yet complete

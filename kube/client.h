@@ -44,6 +44,7 @@ struct ListOptions {
 struct WatchOptions {
   std::string resource_version;  // where to start: the list's or the last event's (opaque)
   std::string label_selector;
+  std::string field_selector;
   int timeout_seconds = 300;  // the server ends the stream after this; a normal end, not an error
 };
 

@@ -39,7 +39,9 @@ void say(LogLevel level, const std::string& csr, const std::string& what) {
 // One term of leadership: its own LIST+WATCH of the CSRs and a worker that handles the ones that changed.
 struct AgentSigner::Term {
   Term(KubeClient& client, const std::string& label_selector)
-      : source(client, resources::certificate_signing_requests(), "", label_selector),
+      // Only this signer's CSRs: the cluster's others (kubelets', say) are none of ours to cache.
+      : source(client, resources::certificate_signing_requests(), "", label_selector, 0,
+               std::string("spec.signerName=") + kAgentSignerName),
         watcher(source, [this](const std::vector<controller::ObjectKey>& keys) {
           std::lock_guard lock(mu);
           queued.insert(keys.begin(), keys.end());

@@ -42,16 +42,18 @@ void strip(nlohmann::json& object) {
 }  // namespace
 
 KubeListWatch::KubeListWatch(KubeClient& client, Resource resource, std::string ns,
-                             std::string label_selector, int timeout_seconds)
+                             std::string label_selector, int timeout_seconds, std::string field_selector)
     : client_(client),
       resource_(std::move(resource)),
       ns_(std::move(ns)),
       label_selector_(std::move(label_selector)),
-      timeout_seconds_(timeout_seconds) {}
+      timeout_seconds_(timeout_seconds),
+      field_selector_(std::move(field_selector)) {}
 
 Result<ListResult> KubeListWatch::list() {
   ListOptions options;
   options.label_selector = label_selector_;
+  options.field_selector = field_selector_;
   auto list = client_.list(resource_, ns_, options);
   if (!list) return list.error();
   ListResult out;
@@ -71,6 +73,7 @@ WatchEnd KubeListWatch::watch(const std::string& resource_version,
   WatchOptions options;
   options.resource_version = resource_version;
   options.label_selector = label_selector_;
+  options.field_selector = field_selector_;
   options.timeout_seconds = timeout_seconds_;
   if (options.timeout_seconds <= 0) {
     thread_local std::minstd_rand rng(std::random_device{}());

@@ -12,9 +12,10 @@ namespace conduit::kube {
 class KubeListWatch : public ListWatchSource {
  public:
   // `ns` empty: all namespaces (or a cluster-scoped resource). `timeout_seconds` 0: a random 5–10 minutes per
-  // stream, as client-go does, so that many watchers do not reconnect in step.
+  // stream, as client-go does, so that many watchers do not reconnect in step. `field_selector`: only the
+  // objects the server says match it (for a field the resource supports, e.g. a CSR's spec.signerName).
   KubeListWatch(KubeClient& client, Resource resource, std::string ns, std::string label_selector = {},
-                int timeout_seconds = 0);
+                int timeout_seconds = 0, std::string field_selector = {});
 
   Result<ListResult> list() override;
   WatchEnd watch(const std::string& resource_version, const std::function<bool(const WatchEvent&)>& on_event,
@@ -26,6 +27,7 @@ class KubeListWatch : public ListWatchSource {
   std::string ns_;
   std::string label_selector_;
   int timeout_seconds_;
+  std::string field_selector_;
 };
 
 }  // namespace conduit::kube
