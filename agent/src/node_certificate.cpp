@@ -15,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "conduit/common/condition.h"
 #include "conduit/common/log.h"
 #include "kube/client.h"
 #include "kube/resource.h"
@@ -117,17 +118,11 @@ Status write_pair(const std::string& path, EVP_PKEY* key, const std::string& cer
   return {};
 }
 
-// A CSR's condition of `type` ("Approved", "Denied", "Failed"), if it has one that is True.
-std::optional<json> condition(const json& csr, const char* type) {
-  const json* conditions = nullptr;
-  if (csr.contains("status") && csr["status"].is_object() && csr["status"].contains("conditions")) {
-    conditions = &csr["status"]["conditions"];
-  }
-  if (conditions == nullptr || !conditions->is_array()) return std::nullopt;
-  for (const json& c : *conditions) {
-    if (c.is_object() && c.value("type", "") == type && c.value("status", "True") == "True") return c;
-  }
-  return std::nullopt;
+// A CSR's condition of `type` ("Denied", "Failed") when it holds; one without a status counts as True, as the
+// API server defaults it.
+const json* holding(const json& csr, const char* type) {
+  const json* c = csr.contains("status") ? find_condition(csr["status"], type) : nullptr;
+  return c != nullptr && c->value("status", "True") == "True" ? c : nullptr;
 }
 
 }  // namespace
@@ -165,11 +160,6 @@ std::optional<std::string> NodeCertificate::not_ready() const {
   return not_ready_;
 }
 
-int NodeCertificate::issued() const {
-  std::lock_guard lock(mu_);
-  return issued_;
-}
-
 void NodeCertificate::set_state(std::optional<std::string> not_ready) {
   std::lock_guard lock(mu_);
   not_ready_ = std::move(not_ready);
@@ -198,7 +188,8 @@ std::optional<SystemClock::time_point> NodeCertificate::renew_at() const {
 void NodeCertificate::run() {
   auto backoff = std::chrono::milliseconds(1000);
   for (;;) {
-    if (auto at = renew_at(); at && *at > SystemClock::now()) {
+    const auto at = renew_at();  // nullopt: no certificate usable now
+    if (at && *at > SystemClock::now()) {
       set_state(std::nullopt);
       backoff = std::chrono::milliseconds(1000);
       // Woken at least hourly, so a clock that jumped is noticed.
@@ -206,7 +197,7 @@ void NodeCertificate::run() {
       if (!sleep_for(std::chrono::duration_cast<std::chrono::milliseconds>(wait))) return;
       continue;
     }
-    if (request()) {
+    if (request(/*have_valid=*/at.has_value())) {
       backoff = std::chrono::milliseconds(1000);
       continue;
     }
@@ -220,9 +211,8 @@ void NodeCertificate::run() {
   }
 }
 
-bool NodeCertificate::request() {
+bool NodeCertificate::request(bool have_valid) {
   const std::string cn = node_cn(options_.node);
-  const bool have_valid = renew_at().has_value();
   auto fail = [&](const std::string& why) {
     log::warn("node certificate: " + why, {{"node", options_.node}});
     // While an older certificate is valid the agent stays ready; the reason is in the log.
@@ -249,10 +239,10 @@ bool NodeCertificate::request() {
   if (!have_valid) set_state("waiting for the controller to sign CertificateSigningRequest " + name);
   json current = std::move(*created);
   for (;;) {
-    if (auto denied = condition(current, "Denied")) {
+    if (const json* denied = holding(current, "Denied")) {
       return fail("CertificateSigningRequest " + name + " was denied: " + denied->value("message", ""));
     }
-    if (auto failed = condition(current, "Failed")) {
+    if (const json* failed = holding(current, "Failed")) {
       return fail("CertificateSigningRequest " + name + " failed: " + failed->value("message", ""));
     }
     const json& status = current.contains("status") ? current["status"] : json();
@@ -283,11 +273,7 @@ bool NodeCertificate::request() {
   }
   if (auto written = write_pair(options_.file, key.get(), *cert_pem); !written)
     return fail(written.error().message);
-  {
-    std::lock_guard lock(mu_);
-    ++issued_;
-    not_ready_.reset();
-  }
+  set_state(std::nullopt);
   log::info("node certificate issued", {{"node", options_.node}, {"csr", name}, {"file", options_.file}});
   return true;
 }

@@ -46,15 +46,14 @@ class NodeCertificate {
   // nullopt once the file holds a certificate valid now; otherwise why not (for /readyz), e.g. "waiting
   // for the controller to sign CertificateSigningRequest conduit-agent-node-a-x7k2p".
   std::optional<std::string> not_ready() const;
-  // How many certificates were issued to this process (tests, logs).
-  int issued() const;
 
  private:
   explicit NodeCertificate(NodeCertificateOptions options);
   void run();
   // One request: make a key and a CSR, send it, wait until it is signed or refused; true when the file
-  // holds the new certificate.
-  bool request();
+  // holds the new certificate. `have_valid`: the file's certificate still serves meanwhile (the agent
+  // stays ready while it is renewed).
+  bool request(bool have_valid);
   // Until when the file's certificate needs no renewal; nullopt when it holds none usable for this node.
   std::optional<std::chrono::system_clock::time_point> renew_at() const;
   void set_state(std::optional<std::string> not_ready);
@@ -66,7 +65,6 @@ class NodeCertificate {
   std::condition_variable cv_;
   bool stop_ = false;
   std::optional<std::string> not_ready_;
-  int issued_ = 0;
   std::thread thread_;  // last: starts once the members it uses exist
 };
 
