@@ -18,56 +18,39 @@
 #include "conduit/common/condition.h"
 #include "conduit/common/log.h"
 #include "kube/client.h"
+#include "kube/openssl_handles.h"
 #include "kube/resource.h"
-#include "openssl_text.h"
 
 namespace conduit::agent {
 namespace {
 
+namespace ossl = kube::ossl;
 using json = nlohmann::json;
 using SystemClock = std::chrono::system_clock;
 
-struct Free {
-  void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); }
-  void operator()(X509* p) const { X509_free(p); }
-  void operator()(X509_REQ* p) const { X509_REQ_free(p); }
-  void operator()(BIO* p) const { BIO_free(p); }
-};
-using Key = std::unique_ptr<EVP_PKEY, Free>;
-using Cert = std::unique_ptr<X509, Free>;
+using Key = ossl::Pkey;
+using Cert = ossl::Cert;
 
 std::string node_cn(const std::string& node) { return std::string(kube::kAgentCommonNamePrefix) + node; }
-
-std::string bio_text(BIO* bio) {
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(bio, &data);
-  return n > 0 ? std::string(data, static_cast<std::size_t>(n)) : std::string();
-}
 
 // A new P-256 key and a CSR for `cn` signed with it, as PEM.
 Result<std::pair<Key, std::string>> make_request(const std::string& cn) {
   Key key(EVP_EC_gen("P-256"));
-  if (!key) return make_error(ErrorCode::Unavailable, "cannot make a key: " + openssl_error());
-  std::unique_ptr<X509_REQ, Free> req(X509_REQ_new());
+  if (!key) return make_error(ErrorCode::Unavailable, "cannot make a key: " + ossl::error_text());
+  ossl::Req req(X509_REQ_new());
   X509_NAME* name = req ? X509_REQ_get_subject_name(req.get()) : nullptr;
   if (!req || name == nullptr || X509_REQ_set_version(req.get(), 0) != 1 ||
       X509_NAME_add_entry_by_NID(name, NID_commonName, MBSTRING_UTF8,
                                  reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0) != 1 ||
       X509_REQ_set_pubkey(req.get(), key.get()) != 1 ||
       X509_REQ_sign(req.get(), key.get(), EVP_sha256()) <= 0) {
-    return make_error(ErrorCode::Unavailable, "cannot make a certificate request: " + openssl_error());
+    return make_error(ErrorCode::Unavailable, "cannot make a certificate request: " + ossl::error_text());
   }
-  std::unique_ptr<BIO, Free> out(BIO_new(BIO_s_mem()));
+  ossl::Bio out(BIO_new(BIO_s_mem()));
   if (!out || PEM_write_bio_X509_REQ(out.get(), req.get()) != 1) {
-    return make_error(ErrorCode::Unavailable, "cannot write the certificate request: " + openssl_error());
+    return make_error(ErrorCode::Unavailable, "cannot write the certificate request: " + ossl::error_text());
   }
-  return std::pair<Key, std::string>{std::move(key), bio_text(out.get())};
-}
-
-SystemClock::time_point to_time(const ASN1_TIME* t) {
-  int days = 0, seconds = 0;  // from now to t
-  if (ASN1_TIME_diff(&days, &seconds, nullptr, t) != 1) return SystemClock::time_point{};
-  return SystemClock::now() + std::chrono::seconds(static_cast<long long>(days) * 86400 + seconds);
+  return std::pair<Key, std::string>{std::move(key), ossl::bio_text(out.get())};
 }
 
 // When a certificate for `cn` held with `key` is due for renewal (two thirds into its life), or why it is
@@ -77,22 +60,23 @@ Result<SystemClock::time_point> renewal_time(X509* cert, EVP_PKEY* key, const st
     ERR_clear_error();
     return make_error(ErrorCode::InvalidArgument, "the certificate is not the key's");
   }
-  if (common_name(cert) != cn)
+  if (ossl::common_name(cert) != cn)
     return make_error(ErrorCode::InvalidArgument, "the certificate names another CN");
-  const auto from = to_time(X509_get0_notBefore(cert));
-  const auto until = to_time(X509_get0_notAfter(cert));
-  if (until <= SystemClock::now())
+  const auto from = ossl::time_of(X509_get0_notBefore(cert));
+  const auto until = ossl::time_of(X509_get0_notAfter(cert));
+  if (!from || !until) return make_error(ErrorCode::InvalidArgument, "the certificate's dates do not read");
+  if (*until <= SystemClock::now())
     return make_error(ErrorCode::InvalidArgument, "the certificate has expired");
-  return from + (until - from) * 2 / 3;
+  return *from + (*until - *from) * 2 / 3;
 }
 
 // key then certificate, 0600, written beside `path` and renamed over it.
 Status write_pair(const std::string& path, EVP_PKEY* key, const std::string& cert_pem) {
-  std::unique_ptr<BIO, Free> out(BIO_new(BIO_s_mem()));
+  ossl::Bio out(BIO_new(BIO_s_mem()));
   if (!out || PEM_write_bio_PrivateKey(out.get(), key, nullptr, nullptr, 0, nullptr, nullptr) != 1) {
-    return make_error(ErrorCode::Unavailable, "cannot write the key: " + openssl_error());
+    return make_error(ErrorCode::Unavailable, "cannot write the key: " + ossl::error_text());
   }
-  const std::string text = bio_text(out.get()) + cert_pem;
+  const std::string text = ossl::bio_text(out.get()) + cert_pem;
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return make_error(ErrorCode::Io, "cannot write " + tmp + ": " + std::strerror(errno));
@@ -171,7 +155,7 @@ bool NodeCertificate::sleep_for(std::chrono::milliseconds d) {
 }
 
 std::optional<SystemClock::time_point> NodeCertificate::renew_at() const {
-  std::unique_ptr<BIO, Free> in(BIO_new_file(options_.file.c_str(), "r"));
+  ossl::Bio in(BIO_new_file(options_.file.c_str(), "r"));
   if (!in) {
     ERR_clear_error();
     return std::nullopt;
@@ -263,10 +247,11 @@ bool NodeCertificate::request(bool have_valid) {
   }
   auto cert_pem = kube::base64_decode(current["status"]["certificate"].get<std::string>());
   if (!cert_pem) return fail("CertificateSigningRequest " + name + ": the certificate is not base64");
-  std::unique_ptr<BIO, Free> in(BIO_new_mem_buf(cert_pem->data(), static_cast<int>(cert_pem->size())));
+  ossl::Bio in = ossl::memory_bio(*cert_pem);
   Cert cert(in ? PEM_read_bio_X509(in.get(), nullptr, nullptr, nullptr) : nullptr);
   if (!cert)
-    return fail("CertificateSigningRequest " + name + ": the certificate does not parse: " + openssl_error());
+    return fail("CertificateSigningRequest " + name +
+                ": the certificate does not parse: " + ossl::error_text());
   if (auto usable = renewal_time(cert.get(), key.get(), cn); !usable) {
     return fail("CertificateSigningRequest " + name +
                 ": the signed certificate is no use: " + usable.error().message);

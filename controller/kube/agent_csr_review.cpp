@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kube/kube_config.h"
-#include "openssl_handles.h"
+#include "kube/openssl_handles.h"
 
 namespace conduit::kube {
 namespace {

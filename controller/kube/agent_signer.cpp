@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <ctime>
 #include <set>
 #include <stop_token>
 #include <thread>
 
+#include "conduit/common/time.h"
 #include "kube/log.h"
 #include "kube_list_watch.h"
 #include "signer_ca.h"
@@ -20,15 +20,6 @@ using nlohmann::json;
 constexpr const char* kApprovedReason = "AgentSignerApproved";
 constexpr const char* kDeniedReason = "AgentSignerDenied";
 constexpr const char* kFailedReason = "AgentSignerFailed";
-
-std::string now_rfc3339() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void say(LogLevel level, const std::string& csr, const std::string& what) {
   log(level, "agent signer: CSR " + csr + ": " + what);
@@ -204,7 +195,7 @@ Result<json> AgentSigner::add_condition(const json& csr, const char* type, const
   if (!updated["status"].is_object()) updated["status"] = json::object();
   json& conditions = updated["status"]["conditions"];
   if (!conditions.is_array()) conditions = json::array();
-  const std::string now = now_rfc3339();
+  const std::string now = format_rfc3339(std::chrono::system_clock::now());
   conditions.push_back({{"type", type},
                         {"status", "True"},
                         {"reason", reason},

@@ -6,8 +6,9 @@
 #include <algorithm>
 #include <ctime>
 
+#include "conduit/common/time.h"
 #include "kube/credentials.h"
-#include "openssl_handles.h"
+#include "kube/openssl_handles.h"
 
 namespace conduit::kube {
 namespace {
@@ -53,11 +54,8 @@ Status add_authority_key_id(X509* leaf, X509* ca) {
 }
 
 std::string rfc3339(const ASN1_TIME* t) {
-  std::tm tm{};
-  if (ASN1_TIME_to_tm(t, &tm) != 1) return "(unreadable)";
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  const auto at = ossl::time_of(t);
+  return at ? format_rfc3339(*at) : "(unreadable)";
 }
 
 }  // namespace
@@ -105,11 +103,10 @@ Result<IssuedCertificate> SignerCa::issue(std::string_view request_pem, std::chr
 
   // Seconds the CA has left: a leaf outliving its issuer would only fail verification later, and less
   // clearly.
-  int days = 0;
-  int secs = 0;
-  if (ASN1_TIME_diff(&days, &secs, nullptr, X509_get0_notAfter(ca)) != 1)
-    return issue_error("the CA's notAfter");
-  const long long ca_left = days * 86400LL + secs;
+  const auto ca_end = ossl::time_of(X509_get0_notAfter(ca));
+  if (!ca_end) return issue_error("the CA's notAfter");
+  const long long ca_left =
+      std::chrono::duration_cast<std::chrono::seconds>(*ca_end - std::chrono::system_clock::now()).count();
   if (ca_left <= 0) {
     return make_error(ErrorCode::Unavailable,
                       "the agent signer CA expired at " + rfc3339(X509_get0_notAfter(ca)) + ": rotate it");

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "controller/kube/openssl_handles.h"
+#include "kube/openssl_handles.h"
 
 namespace conduit::kube::testing {
 

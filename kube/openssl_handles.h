@@ -1,5 +1,6 @@
-// OpenSSL objects owned by unique_ptrs, and OpenSSL's own error text, for the agent signer's request review
-// and certificate issuing. Internal to conduit_kube: its public headers name no OpenSSL type.
+// OpenSSL objects owned by unique_ptrs, OpenSSL's own error text and what a certificate says (its CN, its
+// times): for the certificate work on both ends of a node certificate (the agent's request, the controller's
+// review and issuing) and the agent's TLS server. Header-only; kube/'s other headers name no OpenSSL type.
 #pragma once
 
 #include <openssl/bio.h>
@@ -9,7 +10,9 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -28,8 +31,8 @@ using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 using Ext = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
 using AsnInteger = std::unique_ptr<ASN1_INTEGER, Deleter<ASN1_INTEGER, ASN1_INTEGER_free>>;
 
-// Drains this thread's OpenSSL error queue into one line ("" when it is empty), so a failure's text is the
-// library's own and no stale entry is left to confuse the next call.
+// Drains this thread's OpenSSL error queue into one line, so a failure's text is the library's own and no
+// stale entry is left to confuse the next call. "unknown OpenSSL error" when the queue is empty.
 inline std::string error_text() {
   std::string out;
   while (const unsigned long e = ERR_get_error()) {
@@ -38,7 +41,29 @@ inline std::string error_text() {
     if (!out.empty()) out += "; ";
     out += buf;
   }
-  return out;
+  return out.empty() ? "unknown OpenSSL error" : out;
+}
+
+// The certificate's (first) common name as UTF-8; empty when it has none.
+inline std::string common_name(X509* cert) {
+  std::string name;
+  X509_NAME* subject = X509_get_subject_name(cert);
+  const int at = subject != nullptr ? X509_NAME_get_index_by_NID(subject, NID_commonName, -1) : -1;
+  if (at >= 0) {
+    unsigned char* utf8 = nullptr;
+    const int n = ASN1_STRING_to_UTF8(&utf8, X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, at)));
+    if (n > 0) name.assign(reinterpret_cast<const char*>(utf8), static_cast<std::size_t>(n));
+    OPENSSL_free(utf8);
+  }
+  return name;
+}
+
+// A certificate time (notBefore, notAfter) on the system clock; nullopt when it does not read.
+inline std::optional<std::chrono::system_clock::time_point> time_of(const ASN1_TIME* t) {
+  int days = 0, seconds = 0;  // from now to t
+  if (ASN1_TIME_diff(&days, &seconds, nullptr, t) != 1) return std::nullopt;
+  return std::chrono::system_clock::now() +
+         std::chrono::seconds(static_cast<long long>(days) * 86400 + seconds);
 }
 
 // Reads `data` in place: it must outlive the BIO.
