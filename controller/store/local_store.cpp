@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -105,7 +106,7 @@ void LocalStore::scan_locked() {
       skip("a second file for " + key_text(key) + " (first: " + found[key].path.string() + ")");
       continue;
     }
-    found[key] = Entry{path, std::move(object)};
+    found[key] = Entry{path, std::move(object), *text};
   }
   // A job whose file went away while it has finalizers is being deleted, not gone.
   for (auto& [key, entry] : jobs_) {
@@ -128,6 +129,7 @@ Result<LocalStore::Entry*> LocalStore::find_locked(const ObjectKey& key) {
           (*parsed)["metadata"].value("namespace", "default") == key.ns) {
         (*parsed)["metadata"]["namespace"] = key.ns;
         it->second.object = std::move(*parsed);
+        it->second.text = *text;
         return &it->second;
       }
     }
@@ -156,9 +158,13 @@ Result<json> LocalStore::get_job(const ObjectKey& key) {
   return (*entry)->object;
 }
 
-Status LocalStore::write_locked(const fs::path& path, const json& object) {
+Status LocalStore::write_locked(const fs::path& path, const json& object, const std::string* expected) {
   std::string text;
-  if (const auto old = read_file(path)) text = leading_comments(*old);
+  if (expected != nullptr) {
+    text = leading_comments(*expected);
+  } else if (const auto old = read_file(path)) {
+    text = leading_comments(*old);
+  }
   text += to_yaml(object);
   // Same directory, so rename(2) is atomic; the leading dot keeps scans from reading it half-written.
   const fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp");
@@ -176,11 +182,37 @@ Status LocalStore::write_locked(const fs::path& path, const json& object) {
     done += static_cast<std::size_t>(n);
   }
   ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (expected != nullptr) {
+    // Rewriting a job the person owns: a plain rename would bring back a file they removed a moment ago
+    // (the job would run on, its deletion lost) and drop an edit saved since we read it. Exchanging the
+    // two names fails when the file is gone, and hands back what it held so an edit can be put back.
+    if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE) != 0) {
+      int err = errno;
+      if (err == EINVAL && ::access(path.c_str(), F_OK) == 0) {
+        // A file system without exchange (NFS): the plain rename, its window left open.
+        if (::rename(tmp.c_str(), path.c_str()) == 0) return note_own_write(path);
+        err = errno;
+      }
+      ::unlink(tmp.c_str());
+      if (err == ENOENT) return make_error(ErrorCode::NotFound, path.string() + " was removed");
+      return make_error(ErrorCode::Io, "replacing " + path.string() + ": " + std::strerror(err));
+    }
+    const auto displaced = read_file(tmp);
+    if (!displaced || *displaced != *expected) {
+      ::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, path.c_str(), RENAME_EXCHANGE);
+      ::unlink(tmp.c_str());
+      return make_error(ErrorCode::Conflict, path.string() + " changed while its status was written");
+    }
+    ::unlink(tmp.c_str());
+  } else if (::rename(tmp.c_str(), path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     ::unlink(tmp.c_str());
     return make_error(ErrorCode::Io, "renaming " + tmp.string() + ": " + why);
   }
+  return note_own_write(path);
+}
+
+Status LocalStore::note_own_write(const fs::path& path) {
   std::error_code ec;
   // Our own write is not a change to react to.
   seen_[path] = FileStamp{fs::last_write_time(path, ec), fs::file_size(path, ec)};
@@ -204,7 +236,13 @@ Result<json> LocalStore::patch_locked(const ObjectKey& key, const char* field, c
   json object = (*entry)->object;
   if (!object.contains(field) || !object[field].is_object()) object[field] = json::object();
   object[field].merge_patch(patch);
-  if (auto s = write_locked((*entry)->path, object); !s) return s.error();
+  if (auto s = write_locked((*entry)->path, object, &(*entry)->text); !s) {
+    if (s.error().code != ErrorCode::NotFound) return s.error();
+    // Removed under us: deleting now if finalizers hold it, and the patch goes to that object.
+    scan_locked();
+    if (deleting_.count(key) == 0) return s.error();
+    return patch_locked(key, field, patch);
+  }
   (*entry)->object = object;
   return object;
 }

@@ -1,6 +1,7 @@
 // ObjectStore over a directory of YAML files, for local mode: every `*.yaml` holding a TransferJob is an
 // object (namespace "default" when unset); status and metadata the controller writes go back into the same
-// file atomically (temporary file + rename), so `cat job.yaml` shows progress. Deleting the file deletes the
+// file atomically (a temporary file renamed over it, or exchanged with it so that a removal or edit made
+// meanwhile is not undone), so `cat job.yaml` shows progress. Deleting the file deletes the
 // job: while the job still carries finalizers it stays visible with metadata.deletionTimestamp set until the
 // controller removes them, as an apiserver keeps it.
 #pragma once
@@ -41,13 +42,18 @@ class LocalStore : public ObjectStore {
   struct Entry {
     std::filesystem::path path;
     nlohmann::json object;
+    std::string text;  // the file as read, to tell our write from a person's edit
   };
 
   // Re-reads the directory: key -> file. Files that are not TransferJobs are skipped (and said so once).
   void scan_locked();
   Result<Entry*> find_locked(const ObjectKey& key);
   Result<nlohmann::json> patch_locked(const ObjectKey& key, const char* field, const nlohmann::json& patch);
-  Status write_locked(const std::filesystem::path& path, const nlohmann::json& object);
+  // `expected`: the job file's text the object was read from. Given, the write replaces only that text: a
+  // removed file stays removed (NotFound) and an edit saved meanwhile stays (Conflict, to be read again).
+  Status write_locked(const std::filesystem::path& path, const nlohmann::json& object,
+                      const std::string* expected = nullptr);
+  Status note_own_write(const std::filesystem::path& path);
   std::map<std::filesystem::path, FileStamp> stamps_locked() const;
 
   std::filesystem::path dir_;

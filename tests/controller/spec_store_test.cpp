@@ -2,9 +2,11 @@
 // would make), status strings, RFC 3339, YAML <-> JSON, and the directory store local mode runs on.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <thread>
 
 #include "reconcile/clock.h"
 #include "reconcile/job_status.h"
@@ -218,6 +220,10 @@ TEST(YamlJson, HostileDocumentsAreRefusedOrRoundTrip) {
 
 class LocalStoreTest : public ::testing::Test {
  protected:
+  static std::string read_all(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
   void write_job(const std::string& file, const std::string& name) {
     dir.write(file,
               "# keep me\napiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " + name +
@@ -267,6 +273,45 @@ TEST_F(LocalStoreTest, RemovingTheFileDeletesThroughTheFinalizer) {
   EXPECT_TRUE((*job)["metadata"].contains("deletionTimestamp"));
   ASSERT_TRUE(store.patch_job_metadata({"default", "ckpt"}, {{"finalizers", nullptr}}).ok());
   EXPECT_EQ(store.get_job({"default", "ckpt"}).error().code, ErrorCode::NotFound);
+}
+
+TEST_F(LocalStoreTest, StatusWrittenWhileThePersonRemovesOrEditsTheFileUndoesNeither) {
+  // The controller writes status many times a second while a job runs; a removal or an edit landing between
+  // its read and its write must stand (a plain rename brought the removed file back, and the job ran on).
+  const ObjectKey key{"default", "race"};
+  const auto path = dir.path() / "race.yaml";
+  for (int round = 0; round < 100; ++round) {
+    write_job("race.yaml", "race");
+    LocalStore store(dir.path(), 20ms);
+    ASSERT_TRUE(store.patch_job_metadata(key, {{"finalizers", {"conduit.dev/cleanup"}}}).ok());
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+      for (int i = 0; !stop && i < 100000; ++i) (void)store.patch_job_status(key, {{"progress", i}});
+    });
+    std::this_thread::sleep_for(std::chrono::microseconds(100 * (round % 10)));
+    if (round % 2 == 0) {
+      std::filesystem::remove(path);
+    } else {
+      std::string text = read_all(path);
+      text.replace(text.find("spec:\n"), 6, "spec:\n  suspend: true\n");
+      // How an editor saves: a new file renamed over the old.
+      std::ofstream(dir.path() / "race.yaml~") << text;
+      std::filesystem::rename(dir.path() / "race.yaml~", path);
+    }
+    std::this_thread::sleep_for(5ms);
+    stop = true;
+    writer.join();
+    if (round % 2 == 0) {
+      ASSERT_FALSE(std::filesystem::exists(path)) << "round " << round << ": the removed file came back";
+      auto job = store.get_job(key);
+      ASSERT_TRUE(job.ok()) << "round " << round << ": the finalizer holds it";
+      EXPECT_TRUE((*job)["metadata"].contains("deletionTimestamp")) << "round " << round;
+    } else {
+      EXPECT_NE(read_all(path).find("suspend: true"), std::string::npos)
+          << "round " << round << ": the edit was lost";
+      std::filesystem::remove(path);
+    }
+  }
 }
 
 TEST_F(LocalStoreTest, DeleteJobRemovesTheFileAndNodesGoToTheirOwnFolder) {
