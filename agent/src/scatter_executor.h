@@ -4,7 +4,6 @@
 // caller (the end wakes whoever waits on the transfer).
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <optional>
 #include <thread>
 
+#include "batch_wakeup.h"
 #include "transfer_run.h"
 
 namespace conduit::agent {
@@ -40,8 +40,10 @@ class ScatterExecutor {
   bool watch(Flight& f);   // false: it ended (done called)
 
   Done done_;
+  // Woken by submit(), stop() and every batch's end; the loop looks at the batches in flight then, and
+  // every kLook otherwise (progress in status, stops).
+  std::shared_ptr<BatchWakeup> wakeup_ = std::make_shared<BatchWakeup>();
   std::mutex mu_;
-  std::condition_variable cv_;
   std::deque<std::shared_ptr<TransferRun>> queue_;
   bool stopping_ = false;
   std::thread thread_;

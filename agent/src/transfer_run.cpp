@@ -18,8 +18,8 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The transport progresses batches on its own threads; this only watches. Short enough that a segment's
-// end costs little idle wire time, and that cancel, deadline and shutdown are seen at once.
+// The transport progresses batches on its own threads; this only watches. A batch's end wakes the watcher
+// (BatchWakeup); between ends it looks this often for progress, cancel, deadline and shutdown.
 constexpr auto kPollInterval = 200us;
 using run::kVerifyRounds;
 
@@ -117,6 +117,7 @@ void TransferRun::cancel_batch(const run::Context& c, Transport& transport, Batc
 }
 
 std::optional<Failure> TransferRun::watch(const run::Context& c, Transport& transport, BatchId id,
+                                          BatchWakeup& wakeup,
                                           const std::function<void(std::uint64_t)>& progress,
                                           std::optional<Error>& error) {
   const std::string direction = request.op == OpKind::Write ? "write" : "read";
@@ -150,7 +151,7 @@ std::optional<Failure> TransferRun::watch(const run::Context& c, Transport& tran
       cancel_batch(c, transport, id);
       return failure;
     }
-    std::this_thread::sleep_for(kPollInterval);
+    wakeup.wait_for(kPollInterval);
   }
 }
 
@@ -158,13 +159,14 @@ std::optional<Failure> TransferRun::watch(const run::Context& c, Transport& tran
 std::optional<Failure> TransferRun::send_segment(const run::Context& c, Transport& transport,
                                                  const std::vector<Op>& ops,
                                                  const std::function<void(std::uint64_t)>& progress) {
-  const BatchOptions options{request.chunk_bytes, request.window};
+  const auto wakeup = std::make_shared<BatchWakeup>();
+  const BatchOptions options{request.chunk_bytes, request.window, BatchWakeup::notifier(wakeup)};
   for (std::uint32_t attempt = 0;; ++attempt) {
     std::optional<Error> error;
     const auto submitted = SteadyClock::now();
     auto id = transport.submit(ops, options);
     if (id) {
-      if (auto f = watch(c, transport, *id, progress, error)) return f;
+      if (auto f = watch(c, transport, *id, *wakeup, progress, error)) return f;
       if (!error) {
         if (c.metrics != nullptr) c.metrics->observe_segment(run::seconds(SteadyClock::now() - submitted));
         return std::nullopt;

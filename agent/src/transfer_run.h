@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "batch_wakeup.h"
 #include "staged/source_path.h"
 #include "transfers.h"
 
@@ -121,8 +122,9 @@ class TransferRun {
   std::optional<run::Failure> send_segment(const run::Context& c, Transport& transport,
                                            const std::vector<Op>& ops,
                                            const std::function<void(std::uint64_t)>& progress);
+  // Until the batch finished (error: how), or a stop (the Failure). `wakeup`: the batch's on_finished.
   std::optional<run::Failure> watch(const run::Context& c, Transport& transport, BatchId id,
-                                    const std::function<void(std::uint64_t)>& progress,
+                                    BatchWakeup& wakeup, const std::function<void(std::uint64_t)>& progress,
                                     std::optional<Error>& error);
   void cancel_batch(const run::Context& c, Transport& transport, BatchId id);
   std::optional<run::Failure> pause(run::SteadyClock::duration d) const;

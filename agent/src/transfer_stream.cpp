@@ -191,7 +191,9 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     SteadyClock::time_point submitted;
   };
   std::deque<Flight> wire;
-  const BatchOptions batch_options{request.chunk_bytes, request.window};
+  // One wakeup for every segment on the wire: the watcher waits on the oldest, and any end may be it.
+  const auto wakeup = std::make_shared<BatchWakeup>();
+  const BatchOptions batch_options{request.chunk_bytes, request.window, BatchWakeup::notifier(wakeup)};
   auto wire_since = SteadyClock::now();  // the wire stage's time: while something is on it
   auto launch = [&](const SegmentFeed::Segment& s) {
     const std::uint64_t skip = s.offset < resume ? std::min(s.length, resume - s.offset) : 0;
@@ -217,7 +219,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     bool again = f.n > 0 && !f.id;
     if (f.id) {
       std::optional<Error> error;
-      if (auto stop = watch(c, transport, *f.id, progress_of(*f.segment, f.at), error)) {
+      if (auto stop = watch(c, transport, *f.id, *wakeup, progress_of(*f.segment, f.at), error)) {
         wire.pop_front();
         abandon_wire();
         failure = std::move(stop);

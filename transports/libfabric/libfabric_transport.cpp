@@ -226,7 +226,7 @@ Result<BatchId> LibfabricTransport::submit(std::span<const Op> ops, const BatchO
     }
   }
   const RailSlices sliced = slice_on_rails(ops, options.slice_bytes, local_rails);
-  auto batch = std::make_shared<Batch>(nrails, options.window);
+  auto batch = std::make_shared<Batch>(nrails, options);
   batch->reserve(sliced.slices);
 
   // "Finished" must mean "visible at the target". Where writes land in order (tcp: WAW), only the last

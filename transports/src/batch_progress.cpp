@@ -5,10 +5,18 @@
 namespace conduit {
 
 void BatchProgress::fail(Error error) {
-  std::lock_guard lock(mu_);
-  if (!error_) error_ = std::move(error);
-  stopped_.store(true, std::memory_order_relaxed);
-  failed_.store(true, std::memory_order_release);
+  {
+    std::lock_guard lock(mu_);
+    if (!error_) error_ = std::move(error);
+    stopped_.store(true, std::memory_order_relaxed);
+    failed_.store(true, std::memory_order_release);
+  }
+  notify_if_finished();
+}
+
+void BatchProgress::notify_if_finished() {
+  if (!finished() || notified_.exchange(true)) return;
+  if (on_finished) on_finished();
 }
 
 void BatchProgress::cancel() {

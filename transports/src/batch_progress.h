@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -22,7 +23,8 @@ class BatchProgress {
   using Clock = std::chrono::steady_clock;
 
   BatchId id = 0;
-  std::uint64_t bytes_total = 0;  // set by submit() before any rail sees the batch
+  std::uint64_t bytes_total = 0;      // set by submit() before any rail sees the batch
+  std::function<void()> on_finished;  // BatchOptions::on_finished, likewise
   std::atomic<std::uint64_t> bytes_done{0};
   std::atomic<int> parts_open{0};  // rails whose part is not yet closed
 
@@ -42,6 +44,8 @@ class BatchProgress {
   bool stopped() const { return stopped_.load(std::memory_order_relaxed); }
   bool failed() const { return failed_.load(std::memory_order_relaxed); }
   bool finished() const { return failed_.load(std::memory_order_acquire) || parts_open.load() == 0; }
+  // Runs on_finished the first time it finds the batch finished: after each change that can finish it.
+  void notify_if_finished();
 
   // What poll() reports now.
   BatchStatus status() const;
@@ -50,6 +54,7 @@ class BatchProgress {
   std::atomic<Clock::rep> last_progress_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stopped_{false};  // failed_ or cancelled
+  std::atomic<bool> notified_{false};
   mutable std::mutex mu_;
   std::optional<Error> error_;
 };

@@ -36,8 +36,9 @@ class SlicedBatch : public BatchProgress {
  public:
   std::vector<RailPart<Op>> parts;  // one per rail of the transport
 
-  SlicedBatch(std::uint32_t rails, std::uint32_t window) : parts(rails) {
-    for (RailPart<Op>& part : parts) part.window = Window(window);
+  SlicedBatch(std::uint32_t rails, const BatchOptions& options) : parts(rails) {
+    for (RailPart<Op>& part : parts) part.window = Window(options.window);
+    on_finished = options.on_finished;
   }
 
   // submit(): sizes each rail's list for `slices` (Slice::rail: the transport's rail) and counts the bytes.
@@ -55,6 +56,7 @@ class SlicedBatch : public BatchProgress {
     for (const RailPart<Op>& part : parts) open_parts += part.ops.empty() ? 0 : 1;
     parts_open.store(open_parts);
     touch();
+    notify_if_finished();  // nothing to post: finished already
   }
 
   // The rest is for rail `rail`'s progress thread alone.
@@ -89,6 +91,7 @@ class SlicedBatch : public BatchProgress {
     if (part.all_posted() || stopped()) {
       part.done = true;
       parts_open.fetch_sub(1);
+      notify_if_finished();
     }
   }
   bool done(std::uint32_t rail) const { return parts[rail].done; }

@@ -318,7 +318,7 @@ Result<BatchId> VerbsTransport::submit(std::span<const Op> ops, const BatchOptio
     local_rails[i] = static_cast<VerbsRegistration*>(ops[i].local->handles())->indices;
   }
   const RailSlices sliced = slice_on_rails(ops, options.slice_bytes, local_rails);
-  auto batch = std::make_shared<Batch>(nrails, options.window);
+  auto batch = std::make_shared<Batch>(nrails, options);
   batch->reserve(sliced.slices);
   for (std::size_t j = 0; j < sliced.slices.size(); ++j) {
     const Slice& s = sliced.slices[j];

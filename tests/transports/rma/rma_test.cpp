@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -338,6 +340,67 @@ TEST_P(Rma, CancelMidFlightStopsTheBatchAndTheNextOneLandsIntact) {
   ASSERT_FALSE(s.error) << s.error->message;
   EXPECT_EQ(s.bytes_done, kBytes);
   EXPECT_EQ(target.crc(0, kBytes), crc32c(region.bytes()));
+}
+
+// BatchOptions::on_finished: whoever waits on a batch is woken by its end instead of polling for it, once,
+// whether it landed, failed or was cancelled, and poll() reports it finished by then.
+TEST_P(Rma, TheBatchsEndWakesItsWaiterOnceHoweverItEnds) {
+  struct Waiter {
+    std::mutex mu;
+    std::condition_variable cv;
+    int calls = 0;
+    bool wait_for_call() {
+      std::unique_lock lock(mu);
+      return cv.wait_for(lock, 20s, [&] { return calls > 0; });
+    }
+  };
+  constexpr std::uint64_t kBytes = 64 * MiB;
+  Target target = spawn_target(GetParam(), kBytes, /*seed=*/99);
+  auto [region, local] = local_region(kBytes, /*seed=*/7);
+  auto submit = [&](const RemoteKey& key, Waiter& w) {
+    Op op{OpKind::Write, &local, 0, key, 0, kBytes};
+    const BatchOptions options{64 * KiB, 4, [&w] {
+                                 {
+                                   std::lock_guard lock(w.mu);
+                                   ++w.calls;
+                                 }
+                                 w.cv.notify_all();
+                               }};
+    auto id = transport_->submit({&op, 1}, options);
+    EXPECT_TRUE(id) << id.error().message;
+    return *id;
+  };
+  auto called_once = [](Waiter& w) {
+    std::this_thread::sleep_for(50ms);  // room for a second call, which must not come
+    std::lock_guard lock(w.mu);
+    return w.calls;
+  };
+
+  Waiter landed;
+  BatchId id = submit(target.key, landed);
+  ASSERT_TRUE(landed.wait_for_call()) << "the batch's end was not pushed";
+  BatchStatus s = transport_->poll(id);
+  EXPECT_TRUE(s.finished);
+  EXPECT_FALSE(s.error) << s.error->message;
+  EXPECT_EQ(target.crc(0, kBytes), crc32c(region.bytes()));
+  EXPECT_EQ(called_once(landed), 1);
+
+  Waiter failed;
+  RemoteKey wrong = target.key;
+  wrong.rails[0].key += 1000;
+  id = submit(wrong, failed);
+  ASSERT_TRUE(failed.wait_for_call()) << "a failed batch's end was not pushed";
+  s = transport_->poll(id);
+  EXPECT_TRUE(s.finished);
+  EXPECT_TRUE(s.error) << "a write with a forged key succeeded";
+  EXPECT_EQ(called_once(failed), 1);
+
+  Waiter cancelled;
+  id = submit(target.key, cancelled);
+  ASSERT_TRUE(transport_->cancel(id) || transport_->poll(id).finished);
+  ASSERT_TRUE(cancelled.wait_for_call()) << "a cancelled batch's end was not pushed";
+  EXPECT_TRUE(transport_->poll(id).finished);
+  EXPECT_EQ(called_once(cancelled), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, Rma, ::testing::Values("tcp", "shm"),

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -69,9 +70,17 @@ struct Op {
 
 // A batch goes on the wire in slices of `slice_bytes` (what the API and TransferJob call chunkBytes).
 struct BatchOptions {
-  std::uint64_t slice_bytes = 1u << 20;
-  std::uint32_t window = 16;  // posted operations of this batch in flight on each rail (a slice each, or
-                              // several small ones where a backend joins them)
+  BatchOptions(std::uint64_t slice = 1u << 20, std::uint32_t in_flight = 16,
+               std::function<void()> finished = {})
+      : slice_bytes(slice), window(in_flight), on_finished(std::move(finished)) {}
+
+  std::uint64_t slice_bytes;
+  std::uint32_t window;  // posted operations of this batch in flight on each rail (a slice each, or
+                         // several small ones where a backend joins them)
+  // Called once as the batch finishes (from then on poll() reports it finished), on the transport's thread
+  // that saw it end, or in submit() itself: so that whoever waits on the batch is woken instead of polling
+  // for it. It must return at once and not call into the transport.
+  std::function<void()> on_finished;
 };
 
 // `finished` means every byte is visible at the target (writes) or in local memory (reads), not merely sent.
