@@ -5,6 +5,7 @@
 #include <string>
 
 #include "conduit/common/json_fields.h"
+#include "kube/kube_config.h"
 
 namespace conduit::agent {
 
@@ -56,6 +57,46 @@ Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops) {
                  std::to_string(i) + "]): split the request");
     }
     out.push_back(op);
+  }
+  return out;
+}
+
+Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& packed) {
+  constexpr std::size_t kOpBytes = 3 * sizeof(std::uint64_t);
+  if (!packed.is_string()) return bad("opsPacked: must be a base64 string");
+  auto bytes = kube::base64_decode(packed.get_ref<const std::string&>());
+  if (!bytes) return bad("opsPacked: " + bytes.error().message);
+  if (bytes->empty() || bytes->size() % kOpBytes != 0) {
+    return bad(
+        "opsPacked: must decode to whole ops of 24 bytes (three little-endian uint64: sourceOffset, "
+        "targetOffset, length), got " +
+        std::to_string(bytes->size()) + " bytes");
+  }
+  const std::size_t count = bytes->size() / kOpBytes;
+  if (count > kMaxScatterOps) {
+    return bad("opsPacked: must hold 1 to " + std::to_string(kMaxScatterOps) + " ops, got " +
+               std::to_string(count));
+  }
+  const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
+  auto u64 = [&in] {
+    std::uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | in[b];  // little-endian whatever this machine is
+    in += sizeof(std::uint64_t);
+    return v;
+  };
+  std::vector<ScatterOp> out(count);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    ScatterOp& op = out[i];
+    op.source_offset = u64();
+    op.target_offset = u64();
+    op.length = u64();
+    if (op.length == 0) return bad("ops[" + std::to_string(i) + "].length: must be at least 1");
+    if (op.length > kMaxScatterBytes - total) {
+      return bad("ops: more than " + std::to_string(kMaxScatterBytes) + " bytes in all (up to ops[" +
+                 std::to_string(i) + "]): split the request");
+    }
+    total += op.length;
   }
   return out;
 }

@@ -26,6 +26,12 @@ inline constexpr std::uint64_t kMaxScatterBytes = 16ULL << 30;
 // all. InvalidArgument naming the op ("ops[12].length: ...").
 Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops);
 
+// The `opsPacked` string of POST /v1/transfers: the same ops as little-endian uint64 triples (sourceOffset,
+// targetOffset, length), 24 bytes an op, base64. A caller holding block tables in arrays (numpy) sends them
+// as they are, and the agent reads 1,000 ops in a fraction of the time JSON objects take. The ops are
+// numbered in the order of the triples; the same limits and errors as `ops`.
+Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& packed);
+
 // Every op inside [0, source_bytes) of the region and [0, target_bytes) of the grant, and the side being
 // written (the target for a write, the region for a read) written by one op at most.
 Status check_scatter_ops(const std::vector<ScatterOp>& ops, OpKind kind, std::uint64_t source_bytes,

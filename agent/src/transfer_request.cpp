@@ -94,7 +94,7 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (!body.is_object()) return make_error(ErrorCode::InvalidArgument, "the body must be a JSON object");
   JsonFields fields(body, "");
   fields.only({"source", "targets", "op", "strategy", "chunkBytes", "window", "verify", "deadlineSeconds",
-               "maxBytesPerSecond", "ops", "namespace"});
+               "maxBytesPerSecond", "ops", "opsPacked", "namespace"});
   TransferRequest r;
   r.job_namespace = parse_job_namespace(fields);
 
@@ -184,8 +184,11 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
       fields.u64("maxBytesPerSecond", Need::Optional, 0, 1ULL << 40).value_or(r.max_bytes_per_second);
   if (!fields.ok()) return fields.status().error();
 
-  if (body.contains("ops")) {
-    auto ops = parse_scatter_ops(body["ops"]);
+  if (body.contains("ops") && body.contains("opsPacked"))
+    return bad("opsPacked", "give ops or opsPacked, not both");
+  if (body.contains("ops") || body.contains("opsPacked")) {
+    auto ops =
+        body.contains("ops") ? parse_scatter_ops(body["ops"]) : parse_packed_scatter_ops(body["opsPacked"]);
     if (!ops) return ops.error();
     r.ops = std::move(*ops);
     // One batch between the region and one grant: nothing else of a range transfer applies.

@@ -13,6 +13,7 @@
 #include "agent_process.h"
 #include "conduit/pattern.h"
 #include "file_bytes.h"
+#include "kube/kube_config.h"
 
 namespace conduit {
 namespace {
@@ -60,6 +61,17 @@ json ops_json(const std::vector<Op>& ops) {
   return out;
 }
 
+// The same ops as `opsPacked`: little-endian uint64 triples, base64.
+std::string ops_packed(const std::vector<Op>& ops) {
+  std::string raw;
+  for (const Op& op : ops) {
+    for (std::uint64_t v : {op.source, op.target, op.length}) {
+      for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+    }
+  }
+  return kube::base64_encode(raw);
+}
+
 // What the region holds, saved by its agent.
 std::vector<std::byte> region_bytes(AgentProcess& agent, const std::string& region) {
   const std::string file = "saved-" + region + ".bin";
@@ -104,6 +116,12 @@ class Scatter : public ::testing::Test {
     return a.post(
         "/v1/transfers?waitSeconds=30",
         {{"source", {{"region", "src"}}}, {"targets", {{{"grant", g["key"]}}}}, {"op", op}, {"ops", ops}});
+  }
+  AgentProcess::Reply run_packed(const json& g, const json& packed, const std::string& op = "write") {
+    return a.post("/v1/transfers?waitSeconds=30", {{"source", {{"region", "src"}}},
+                                                   {"targets", {{{"grant", g["key"]}}}},
+                                                   {"op", op},
+                                                   {"opsPacked", packed}});
   }
   static constexpr std::uint64_t kBytes = 8 * MiB;
   AgentProcess a;
@@ -189,6 +207,54 @@ TEST_F(Scatter, BadOpListsAreRefusedBeforeAnythingIsSent) {
   EXPECT_EQ(with_verify.status, 400) << with_verify.body.dump();
   // Nothing was sent: node-b's region is still all zeroes.
   EXPECT_TRUE(region_bytes(b, "dst") == std::vector<std::byte>(kBytes));
+}
+
+// opsPacked carries the same ops as arrays of numbers do: the writes and reads land where the triples say,
+// and a malformed or breaking list is refused with the op named, before anything is sent.
+TEST_F(Scatter, PackedOpsLandWhereTheirTriplesSayAndBadOnesAreRefused) {
+  const json g = grant("write");
+  auto refused = [&](const json& packed, const std::string& says) {
+    auto r = run_packed(g, packed);
+    EXPECT_EQ(r.status, 400) << r.body.dump();
+    const std::string message = r.body["error"].value("message", "");
+    EXPECT_NE(message.find(says), std::string::npos) << message;
+  };
+  refused(ops_packed({{0, 0, 4096}, {8192, 100, 4096}}), "ops[1] overlaps ops[0] in the target");
+  refused(ops_packed({{kBytes, 0, 1}}), "ops[0]: source");
+  refused(ops_packed({{0, 0, 1}, {1, 1, 0}}), "ops[1].length: must be at least 1");
+  refused(kube::base64_encode(std::string(25, '\0')), "whole ops of 24 bytes");
+  refused("", "whole ops of 24 bytes");
+  refused("not base64!", "opsPacked: invalid base64 character");
+  refused(json::array({1, 2, 3}), "opsPacked: must be a base64 string");
+  auto both = a.post("/v1/transfers?waitSeconds=30", {{"source", {{"region", "src"}}},
+                                                      {"targets", {{{"grant", g["key"]}}}},
+                                                      {"ops", ops_json({{0, 0, 1}})},
+                                                      {"opsPacked", ops_packed({{0, 0, 1}})}});
+  EXPECT_EQ(both.status, 400) << both.body.dump();
+  EXPECT_TRUE(region_bytes(b, "dst") == std::vector<std::byte>(kBytes)) << "a refused list sent bytes";
+
+  const auto ops = random_layout(2000, kBytes, 7);
+  auto done = run_packed(g, ops_packed(ops));
+  ASSERT_EQ(done.status, 200) << done.body.dump();
+  EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
+  std::vector<std::byte> want(kBytes);
+  for (const Op& op : ops) {
+    std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
+                want.begin() + static_cast<std::ptrdiff_t>(op.target));
+  }
+  EXPECT_TRUE(region_bytes(b, "dst") == want) << "a packed write put bytes elsewhere than its ops said";
+
+  const json r = grant("read");
+  const auto back = random_layout(1000, kBytes, 8);
+  auto pulled = run_packed(r, ops_packed(back), "read");
+  ASSERT_EQ(pulled.status, 200) << pulled.body.dump();
+  EXPECT_EQ(pulled.body["state"], "Succeeded") << pulled.body.dump();
+  std::vector<std::byte> mine = source;
+  for (const Op& op : back) {
+    std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(op.target), op.length,
+                mine.begin() + static_cast<std::ptrdiff_t>(op.source));
+  }
+  EXPECT_TRUE(region_bytes(a, "src") == mine) << "a packed read put bytes elsewhere than its ops said";
 }
 
 TEST_F(Scatter, ARevokedLongLivedGrantStopsWorkingAtOnce) {

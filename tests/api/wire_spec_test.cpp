@@ -208,10 +208,17 @@ TEST(WireSpec, RequestBodiesValidate) {
   request.ns = "team-a";
   const json body = request.to_json();
   EXPECT_EQ(errors_of(body, "TransferRequest"), std::vector<std::string>{}) << body.dump();
-  // Every field the spec names is one we send: a field renamed in the spec shows up here.
+  // Every field the spec names is one we send: a field renamed in the spec shows up here. Except opsPacked,
+  // the same ops for callers holding them in arrays (the Scatter tests send it), checked on its own.
   for (const auto& [field, _] : schema("TransferRequest")["properties"].items()) {
-    EXPECT_TRUE(body.contains(field)) << field;
+    if (field != "opsPacked") {
+      EXPECT_TRUE(body.contains(field)) << field;
+    }
   }
+  json packed = body;
+  packed.erase("ops");
+  packed["opsPacked"] = "AAAAAAAAAAAAEAAAAAAAAAACAAAAAAAA";  // {0, 4096, 512}
+  EXPECT_EQ(errors_of(packed, "TransferRequest"), std::vector<std::string>{}) << packed.dump();
   for (const auto& [field, _] : schema("TransferTarget")["properties"].items()) {
     EXPECT_TRUE(body["targets"][0].contains(field)) << field;
   }
