@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
@@ -111,17 +112,45 @@ class Scatter : public ::testing::Test {
     EXPECT_EQ(g.status, 201) << g.body.dump();
     return g.body;
   }
-  // POST /v1/transfers?waitSeconds=30 with these ops: the answer once the transfer ended.
-  AgentProcess::Reply run(const json& g, const json& ops, const std::string& op = "write") {
+  // POST /v1/transfers?waitSeconds=30 with these ops (in `field`: ops or opsPacked): the answer once the
+  // transfer ended.
+  AgentProcess::Reply run(const json& g, const json& ops, const std::string& op = "write",
+                          const std::string& field = "ops") {
     return a.post(
         "/v1/transfers?waitSeconds=30",
-        {{"source", {{"region", "src"}}}, {"targets", {{{"grant", g["key"]}}}}, {"op", op}, {"ops", ops}});
+        {{"source", {{"region", "src"}}}, {"targets", {{{"grant", g["key"]}}}}, {"op", op}, {field, ops}});
   }
-  AgentProcess::Reply run_packed(const json& g, const json& packed, const std::string& op = "write") {
-    return a.post("/v1/transfers?waitSeconds=30", {{"source", {{"region", "src"}}},
-                                                   {"targets", {{{"grant", g["key"]}}}},
-                                                   {"op", op},
-                                                   {"opsPacked", packed}});
+  // Random ops written from node-a's region into node-b's, then others read back, sent as `field` in the
+  // form `encode` gives: every byte on both sides where the ops say.
+  void write_then_read(const std::string& field, const std::function<json(const std::vector<Op>&)>& encode,
+                       std::uint32_t seed) {
+    const json g = grant("write");
+    const auto ops = random_layout(2000, kBytes, seed);
+    auto done = run(g, encode(ops), "write", field);
+    ASSERT_EQ(done.status, 200) << done.body.dump();
+    EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
+    std::uint64_t total = 0;
+    std::vector<std::byte> want(kBytes);  // the region starts zeroed
+    for (const Op& op : ops) {
+      std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
+                  want.begin() + static_cast<std::ptrdiff_t>(op.target));
+      total += op.length;
+    }
+    EXPECT_EQ(done.body["bytesDone"], total);
+    EXPECT_TRUE(region_bytes(b, "dst") == want) << "a scattered write put bytes elsewhere than its ops said";
+
+    // Read (pull): the ops now take from node-b's region into node-a's, at other places.
+    const json r = grant("read");
+    const auto back = random_layout(1000, kBytes, seed + 1);
+    auto pulled = run(r, encode(back), "read", field);
+    ASSERT_EQ(pulled.status, 200) << pulled.body.dump();
+    EXPECT_EQ(pulled.body["state"], "Succeeded") << pulled.body.dump();
+    std::vector<std::byte> mine = source;
+    for (const Op& op : back) {
+      std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(op.target), op.length,
+                  mine.begin() + static_cast<std::ptrdiff_t>(op.source));
+    }
+    EXPECT_TRUE(region_bytes(a, "src") == mine) << "a scattered read put bytes elsewhere than its ops said";
   }
   static constexpr std::uint64_t kBytes = 8 * MiB;
   AgentProcess a;
@@ -129,35 +158,7 @@ class Scatter : public ::testing::Test {
   std::vector<std::byte> source;
 };
 
-TEST_F(Scatter, RandomLayoutsLandByteExactWrittenAndRead) {
-  const json g = grant("write");
-  const auto ops = random_layout(2000, kBytes, 5);
-  auto done = run(g, ops_json(ops));
-  ASSERT_EQ(done.status, 200) << done.body.dump();
-  EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
-  std::uint64_t total = 0;
-  std::vector<std::byte> want(kBytes);  // the region starts zeroed
-  for (const Op& op : ops) {
-    std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
-                want.begin() + static_cast<std::ptrdiff_t>(op.target));
-    total += op.length;
-  }
-  EXPECT_EQ(done.body["bytesDone"], total);
-  EXPECT_TRUE(region_bytes(b, "dst") == want) << "a scattered write put bytes elsewhere than its ops said";
-
-  // Read (pull): the ops now take from node-b's region into node-a's, at other places.
-  const json r = grant("read");
-  const auto back = random_layout(1000, kBytes, 6);
-  auto pulled = run(r, ops_json(back), "read");
-  ASSERT_EQ(pulled.status, 200) << pulled.body.dump();
-  EXPECT_EQ(pulled.body["state"], "Succeeded") << pulled.body.dump();
-  std::vector<std::byte> mine = source;
-  for (const Op& op : back) {
-    std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(op.target), op.length,
-                mine.begin() + static_cast<std::ptrdiff_t>(op.source));
-  }
-  EXPECT_TRUE(region_bytes(a, "src") == mine) << "a scattered read put bytes elsewhere than its ops said";
-}
+TEST_F(Scatter, RandomLayoutsLandByteExactWrittenAndRead) { write_then_read("ops", ops_json, 5); }
 
 // A run of blocks that follow one another on both sides (listed out of order) goes as one write, and lands
 // as the ops said.
@@ -214,7 +215,7 @@ TEST_F(Scatter, BadOpListsAreRefusedBeforeAnythingIsSent) {
 TEST_F(Scatter, PackedOpsLandWhereTheirTriplesSayAndBadOnesAreRefused) {
   const json g = grant("write");
   auto refused = [&](const json& packed, const std::string& says) {
-    auto r = run_packed(g, packed);
+    auto r = run(g, packed, "write", "opsPacked");
     EXPECT_EQ(r.status, 400) << r.body.dump();
     const std::string message = r.body["error"].value("message", "");
     EXPECT_NE(message.find(says), std::string::npos) << message;
@@ -233,28 +234,8 @@ TEST_F(Scatter, PackedOpsLandWhereTheirTriplesSayAndBadOnesAreRefused) {
   EXPECT_EQ(both.status, 400) << both.body.dump();
   EXPECT_TRUE(region_bytes(b, "dst") == std::vector<std::byte>(kBytes)) << "a refused list sent bytes";
 
-  const auto ops = random_layout(2000, kBytes, 7);
-  auto done = run_packed(g, ops_packed(ops));
-  ASSERT_EQ(done.status, 200) << done.body.dump();
-  EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
-  std::vector<std::byte> want(kBytes);
-  for (const Op& op : ops) {
-    std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
-                want.begin() + static_cast<std::ptrdiff_t>(op.target));
-  }
-  EXPECT_TRUE(region_bytes(b, "dst") == want) << "a packed write put bytes elsewhere than its ops said";
-
-  const json r = grant("read");
-  const auto back = random_layout(1000, kBytes, 8);
-  auto pulled = run_packed(r, ops_packed(back), "read");
-  ASSERT_EQ(pulled.status, 200) << pulled.body.dump();
-  EXPECT_EQ(pulled.body["state"], "Succeeded") << pulled.body.dump();
-  std::vector<std::byte> mine = source;
-  for (const Op& op : back) {
-    std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(op.target), op.length,
-                mine.begin() + static_cast<std::ptrdiff_t>(op.source));
-  }
-  EXPECT_TRUE(region_bytes(a, "src") == mine) << "a packed read put bytes elsewhere than its ops said";
+  write_then_read(
+      "opsPacked", [](const std::vector<Op>& ops) { return json(ops_packed(ops)); }, 7);
 }
 
 TEST_F(Scatter, ARevokedLongLivedGrantStopsWorkingAtOnce) {

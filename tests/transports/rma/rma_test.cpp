@@ -356,7 +356,10 @@ TEST_P(Rma, TheBatchsEndWakesItsWaiterOnceHoweverItEnds) {
   };
   constexpr std::uint64_t kBytes = 64 * MiB;
   Target target = spawn_target(GetParam(), kBytes, /*seed=*/99);
-  auto [region, local] = local_region(kBytes, /*seed=*/7);
+  // Named, not a structured binding: a lambda may not capture one before C++20 in clang (the ASan build).
+  auto regions = local_region(kBytes, /*seed=*/7);
+  const MemoryRegion& region = regions.first;
+  const Registration& local = regions.second;
   auto submit = [&](const RemoteKey& key, Waiter& w) {
     Op op{OpKind::Write, &local, 0, key, 0, kBytes};
     const BatchOptions options{64 * KiB, 4, [&w] {
