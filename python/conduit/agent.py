@@ -14,6 +14,8 @@ agents share one certificate naming their Service), and ``CONDUIT_CLIENT_CERT`` 
 
 from __future__ import annotations
 
+import base64
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -22,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import requests
 import requests.adapters
 
@@ -29,7 +32,7 @@ from .errors import InvalidArgument, Unavailable, error_from_response
 
 if TYPE_CHECKING:
     from .buffers import SharedBuffer
-    from .transfers import Transfer
+    from .transfers import Transfer, TransferStatus
     from .versions import Update
 
 DEFAULT_URL = "http://127.0.0.1:7070"
@@ -314,6 +317,51 @@ class Agent:
                 agent._revoke_quietly(g.id)
             raise
         return Transfer(self, str(status["id"]), grants)
+
+    def scatter(self, source_region: str, grant: Grant, source_offsets: Any, target_offsets: Any,
+                lengths: Any, *, op: str = "write", window: int | None = None,
+                timeout: float | None = 30.0) -> TransferStatus:
+        """Many ranges between SOURCE_REGION and GRANT's range in one request, one batch on the wire
+        (docs/kv-cache.md): op i moves LENGTHS[i] bytes between SOURCE_OFFSETS[i] of the region and
+        TARGET_OFFSETS[i] of the grant (``op="write"``: region -> grant; ``"read"``: grant -> region).
+
+        Offsets and lengths are sequences or numpy arrays of non-negative integers, one per op (a single
+        length is every op's); they go as ``opsPacked``, so a block table held in arrays is sent as it is.
+        GRANT is a grant of the target's agent (``b.grant("kv", "write", ttl_seconds=86400)``, kept for many
+        calls: nothing is registered per call). Returns the final status once it Succeeded; raises
+        :class:`InvalidArgument` naming the op when the agent refuses the list (outside the region or the
+        grant, two ops writing the same bytes), :class:`TransferFailed` when it failed, ``TimeoutError``
+        after TIMEOUT s."""
+        from .transfers import Transfer, TransferStatus
+
+        check_name(source_region)
+        try:
+            src = np.asarray(source_offsets)
+            dst = np.asarray(target_offsets)
+            n = np.broadcast_to(np.asarray(lengths), src.shape)
+        except ValueError as e:
+            raise InvalidArgument(f"scatter: lengths do not match the offsets: {e}", "InvalidArgument") from e
+        for name, a in (("source_offsets", src), ("target_offsets", dst), ("lengths", n)):
+            if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+                raise InvalidArgument(f"scatter: {name} must be a non-empty 1-D sequence of integers, got shape "
+                                      f"{a.shape} of {a.dtype}", "InvalidArgument")
+            if np.any(a < 0):
+                raise InvalidArgument(f"scatter: {name}[{int(np.argmax(a < 0))}] is negative", "InvalidArgument")
+        if dst.shape != src.shape:
+            raise InvalidArgument(f"scatter: {src.size} source offsets but {dst.size} target offsets",
+                                  "InvalidArgument")
+        packed = np.stack([src, dst, n], axis=1).astype("<u8").tobytes()
+        body: dict[str, Any] = {"source": {"region": source_region}, "targets": [{"grant": grant.key}], "op": op,
+                                "opsPacked": base64.b64encode(packed).decode("ascii")}
+        if window is not None:
+            body["window"] = window
+        wait_s = 30 if timeout is None else max(0, min(30, math.floor(timeout)))
+        j = self.request("POST", "/v1/transfers", body, params={"waitSeconds": wait_s}, timeout=wait_s + 30)
+        s = TransferStatus.from_json(j)
+        if s.ended and s.state == "Succeeded":
+            return s
+        # Failed at once, or still running after WAIT_S: the transfer's own wait raises or waits the rest.
+        return Transfer(self, s.id).wait(timeout=None if timeout is None else max(0.0, timeout - wait_s))
 
     def _revoke_quietly(self, grant_id: str) -> None:
         # Cleanup on a path that already raises or has ended: a grant gone already (expired, revoked, agent
