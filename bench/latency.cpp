@@ -5,7 +5,6 @@
 // And through the agent API: POST /v1/transfers?waitSeconds with one op (submit to completion, one HTTP
 // round trip), plus 1,000 scattered 16 KiB blocks in one request against one contiguous 16 MiB transfer.
 #include <httplib.h>
-#include <openssl/evp.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -26,6 +25,7 @@
 #include <vector>
 
 #include "conduit/memory_region.h"
+#include "kube/kube_config.h"
 #include "options.h"
 
 namespace conduit::bench {
@@ -309,13 +309,9 @@ int agent_latency(const Options& options, const std::string& source, const std::
       for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
     }
   }
-  std::string base64(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  base64.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(base64.data()),
-                                                         reinterpret_cast<const unsigned char*>(raw.data()),
-                                                         static_cast<int>(raw.size()))));
   json packed = scattered;
   packed.erase("ops");
-  packed["opsPacked"] = base64;
+  packed["opsPacked"] = kube::base64_encode(raw);
   const json contiguous = json{{"source", {{"region", "bench-src"}, {"offset", 0}, {"length", 16 << 20}}},
                                {"targets", {{{"grant", key}}}}};
   std::vector<double> ts, tp, tc;

@@ -17,14 +17,21 @@ std::string range(std::uint64_t offset, std::uint64_t length) {
   return "[" + std::to_string(offset) + ", +" + std::to_string(length) + ")";
 }
 
+// The limits both forms of the op list share, worded alike.
+Error op_count_error(const std::string& field, std::size_t got) {
+  return bad(field + ": must hold 1 to " + std::to_string(kMaxScatterOps) + " ops, got " +
+             std::to_string(got));
+}
+Error total_error(std::size_t i) {
+  return bad("ops: more than " + std::to_string(kMaxScatterBytes) + " bytes in all (up to ops[" +
+             std::to_string(i) + "]): split the request");
+}
+
 }  // namespace
 
 Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops) {
   if (!ops.is_array()) return bad("ops: must be an array");
-  if (ops.empty() || ops.size() > kMaxScatterOps) {
-    return bad("ops: must hold 1 to " + std::to_string(kMaxScatterOps) + " ops, got " +
-               std::to_string(ops.size()));
-  }
+  if (ops.empty() || ops.size() > kMaxScatterOps) return op_count_error("ops", ops.size());
   std::vector<ScatterOp> out;
   out.reserve(ops.size());
   std::uint64_t total = 0;
@@ -52,10 +59,7 @@ Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops) {
     op.length = f.u64("length", Need::Required, 1, kMaxScatterBytes).value_or(0);
     if (!f.ok()) return f.status().error();
     total += op.length;
-    if (total > kMaxScatterBytes) {
-      return bad("ops: more than " + std::to_string(kMaxScatterBytes) + " bytes in all (up to ops[" +
-                 std::to_string(i) + "]): split the request");
-    }
+    if (total > kMaxScatterBytes) return total_error(i);
     out.push_back(op);
   }
   return out;
@@ -73,10 +77,7 @@ Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& pa
         std::to_string(bytes->size()) + " bytes");
   }
   const std::size_t count = bytes->size() / kOpBytes;
-  if (count > kMaxScatterOps) {
-    return bad("opsPacked: must hold 1 to " + std::to_string(kMaxScatterOps) + " ops, got " +
-               std::to_string(count));
-  }
+  if (count > kMaxScatterOps) return op_count_error("opsPacked", count);
   const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
   auto u64 = [&in] {
     std::uint64_t v = 0;
@@ -92,10 +93,7 @@ Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& pa
     op.target_offset = u64();
     op.length = u64();
     if (op.length == 0) return bad("ops[" + std::to_string(i) + "].length: must be at least 1");
-    if (op.length > kMaxScatterBytes - total) {
-      return bad("ops: more than " + std::to_string(kMaxScatterBytes) + " bytes in all (up to ops[" +
-                 std::to_string(i) + "]): split the request");
-    }
+    if (op.length > kMaxScatterBytes - total) return total_error(i);
     total += op.length;
   }
   return out;
