@@ -94,7 +94,7 @@ def stage_wire(build, size, chunk, window):
 
 
 class Agents:
-    def __init__(self, build, work, pipeline):
+    def __init__(self, build, work, pipeline, region_pool="2GiB"):
         self.build, self.work = build, work
         self.token = os.path.join(work, "token")
         with open(self.token, "w") as f:
@@ -107,6 +107,7 @@ class Agents:
             p = subprocess.Popen([os.path.join(build, "bin", "conduit-agent"), "--listen", "127.0.0.1:0",
                                   "--providers", "tcp", "--bind-address", "127.0.0.1", "--token-file", self.token,
                                   "--data-dir", data, "--memory-cap", "12GiB", "--pipeline-bytes", pipeline,
+                                  "--region-pool", region_pool,
                                   "--log-level", "warn", "--import-socket", os.path.join(work, node + ".sock")],
                                  stdout=out, stderr=open(os.path.join(work, node + ".log"), "w"),
                                  env=dict(os.environ, NODE_NAME=node))
@@ -150,7 +151,7 @@ def run_job(build, work, agents, name, source, target, verify, chunk, window):
                    "spec": spec}, f)
     flag = ",".join(f"{n}={u}" for n, u in agents.urls.items())
     r = subprocess.run([os.path.join(build, "bin", "conduit-controller"), "--local-dir", jobs, "--agents", flag,
-                        "--agent-token-file", agents.token, "--once-job", name, "--log-level", "warn"],
+                        "--agent-token-file", agents.token, "--once-job", name, "--log-level", os.environ.get("CTL_LOG", "warn")],
                        capture_output=True, text=True, timeout=900)
     if r.returncode != 0:
         sys.exit(f"job {name} failed: {r.stdout.strip()} {r.stderr.strip()[-400:]}")
@@ -175,11 +176,13 @@ def main():
     ap.add_argument("--chunk", type=size_arg, default=MiB)
     ap.add_argument("--window", type=int, default=16)
     ap.add_argument("--pipeline", default="64MiB")
+    ap.add_argument("--region-pool", default="2GiB",
+                    help="the agents' --region-pool: memory of deleted regions kept for new ones (0: none)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="conduit-job-bench.")
     agents = None
     try:
-        agents = Agents(args.build, work, args.pipeline)
+        agents = Agents(args.build, work, args.pipeline, args.region_pool)
         src = os.path.join(work, "node-a", "src.bin")
         random_file(src, args.size)
         agents.call("node-a", "POST", "/v1/regions", {"name": "src", "file": "src.bin", "mode": "load"})
@@ -208,7 +211,8 @@ def main():
                         os.unlink(leftover)
         gb = args.size / 1e9
         print(f"conduit job bench: {args.size} bytes, chunk {args.chunk}, window {args.window}, tcp loopback, "
-              f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs; seconds as median [min, max]")
+              f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs, region pool {args.region_pool}; "
+              "seconds as median [min, max]")
         for name, values in stages.items():
             print(f"  stage {name:<6} {median_range(values)} s  {gb / statistics.median(values):.2f} GB/s")
         needs = {"region->region": ["wire"], "file->region": ["read", "wire"],
@@ -225,7 +229,7 @@ def main():
                 agents.procs[node].wait(timeout=30)
             shutil.rmtree(work)
             os.makedirs(work)
-            agents = Agents(args.build, work, args.pipeline)
+            agents = Agents(args.build, work, args.pipeline, args.region_pool)
             big = os.path.join(work, "node-a", "big.bin")
             random_file(big, args.big)
             rss0 = {n: agents.peak_rss_mib(n) for n in agents.procs}

@@ -70,6 +70,11 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
           gauge(*registry_, "conduit_agent_active_transfers", "Transfers queued or running now.").Add({})),
       region_bytes_(
           gauge(*registry_, "conduit_agent_region_bytes", "Bytes held in regions, by memory kind.")),
+      region_pool_(
+          gauge(*registry_, "conduit_agent_region_pool_bytes",
+                "Bytes of deleted regions' host memory kept, zeroed or being zeroed, for new regions "
+                "of the same size (--region-pool).")
+              .Add({})),
       registration_(histogram(*registry_, "conduit_agent_registration_duration_seconds",
                               "Time to register memory with a transport.",
                               exponential_buckets(1e-5, 10, 13))),
@@ -109,6 +114,8 @@ void AgentMetrics::set_active_transfers(double n) { active_.Set(n); }
 void AgentMetrics::set_region_bytes(const std::string& memory, double bytes) {
   region_bytes_.Add({{"memory", memory}}).Set(bytes);
 }
+
+void AgentMetrics::set_region_pool_bytes(double bytes) { region_pool_.Set(bytes); }
 
 void AgentMetrics::observe_registration(double seconds) { registration_.Observe(seconds); }
 

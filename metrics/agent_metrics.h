@@ -32,6 +32,7 @@ class AgentMetrics {
   void staged_fallback(double n = 1);
   void set_active_transfers(double n);
   void set_region_bytes(const std::string& memory, double bytes);  // memory: "host" | "cuda" | "file"
+  void set_region_pool_bytes(double bytes);  // memory of deleted regions kept for new ones
   void observe_registration(double seconds);
   void error(const std::string& reason);
 
@@ -50,6 +51,7 @@ class AgentMetrics {
   prometheus::Counter& staged_fallback_;
   prometheus::Gauge& active_;
   prometheus::Family<prometheus::Gauge>& region_bytes_;
+  prometheus::Gauge& region_pool_;
   prometheus::Histogram& registration_;
   prometheus::Family<prometheus::Counter>& errors_;
 };

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 28> kSettings{{
+const std::array<Setting, 29> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -150,6 +150,16 @@ const std::array<Setting, 28> kSettings{{
        if (!n) return n.error();
        if (*n == 0) return invalid("must be more than 0");
        c.memory_cap = *n;
+       return {};
+     }},
+    {"region-pool", "SIZE",
+     "memory of deleted host regions kept, zeroed in idle time, for new regions of the same size; it yields "
+     "to regions under memory-cap and is unmapped after 60 s unused (0: none)",
+     "2GiB",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto n = parse_size(v);
+       if (!n) return n.error();
+       c.region_pool = *n;
        return {};
      }},
     {"pipeline-bytes", "SIZE",

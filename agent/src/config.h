@@ -24,6 +24,8 @@ struct AgentConfig {
   bool insecure_no_auth = false;
   std::string data_dir = "/var/lib/conduit";
   std::uint64_t memory_cap = 8ULL << 30;  // bytes of agent-owned regions
+  // Memory of deleted host regions kept, zeroed, for new regions of the same size (memory_pool.h).
+  std::uint64_t region_pool = 2ULL << 30;
   // Per pipelined transfer and file: a file source's read-ahead slots, a file target's landing ring.
   std::uint64_t pipeline_bytes = 64ULL << 20;
   std::string log_level = "info";     // debug | info | warn | error

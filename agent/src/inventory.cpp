@@ -175,7 +175,8 @@ nlohmann::json node_inventory(const AgentConfig& config, const TransportSet& tra
   out["cuda"] = cuda_json();
   out["topology"] = topology ? topology->to_json() : nlohmann::json(nullptr);
   if (topology) out["topology"]["nicChoice"] = nic_choice(*topology);
-  out["memory"] = {{"cap", regions.cap()}, {"used", regions.used_bytes()}};
+  out["memory"] = {
+      {"cap", regions.cap()}, {"used", regions.used_bytes()}, {"pooled", regions.pool().held_bytes()}};
   out["checks"] =
       nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
                              memlock_check(regions.cap()), ipc_lock_check(), ibverbs_check(transports)});

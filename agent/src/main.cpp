@@ -91,6 +91,7 @@ class Housekeeper {
       bytes[std::string(to_string(region->memory().kind()))] += static_cast<double>(region->bytes());
     }
     for (const auto& [memory, n] : bytes) metrics_.set_region_bytes(memory, n);
+    metrics_.set_region_pool_bytes(static_cast<double>(regions_.pool().held_bytes()));
     metrics_.set_active_transfers(static_cast<double>(transfers_.active()));
   }
 
@@ -150,7 +151,7 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
               {{"transport", std::string(transport->name())}, {"rails", std::to_string(transport->rails())}});
   }
 
-  RegionStore regions(config.data_dir, config.memory_cap);
+  RegionStore regions(config.data_dir, config.memory_cap, config.region_pool);
   GrantTable grants(transports);
   // Calls to other agents present our certificate when we have one (identity.h), else carry our own token as
   // it is at the time, rotations included.

@@ -194,8 +194,11 @@ nlohmann::json Region::to_json() const {
   return j;
 }
 
-RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap)
-    : data_dir_(std::move(data_dir)), cap_(memory_cap) {
+// A block unused this long is unmapped: an agent that stopped making regions gives its memory back.
+constexpr std::chrono::seconds kPoolKeep{60};
+
+RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes)
+    : data_dir_(std::move(data_dir)), cap_(memory_cap), pool_(std::min(pool_bytes, memory_cap), kPoolKeep) {
   // Best effort: a data directory that cannot be created only matters to load and save, which say why.
   std::error_code ec;
   fs::create_directories(data_dir_, ec);
@@ -249,6 +252,16 @@ Status RegionStore::reserve(const std::string& name, std::uint64_t bytes) const 
   return check_room(regions_, *scratch_, name, bytes, cap_);
 }
 
+Result<MemoryRegion> RegionStore::host_memory(std::uint64_t bytes, Populate populate) {
+  if (auto kept = pool_.take(bytes)) return std::move(*kept);
+  // reserve() found room for `bytes` beside the regions; kept memory gives up what the fresh needs.
+  const std::uint64_t used = used_bytes();
+  pool_.shrink_to(used + bytes >= cap_ ? 0 : cap_ - used - bytes);
+  auto fresh = MemoryRegion::allocate_host(bytes, populate);
+  if (!fresh) return fresh.error();
+  return pool_.keep(std::move(*fresh));
+}
+
 Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source,
                                       Tenancy tenancy, std::optional<Importer> importer) {
   std::lock_guard lock(mu_);
@@ -274,8 +287,7 @@ Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t byt
   }
   if (auto room = reserve(name, bytes); !room) return room.error();
   // Host pages fault in behind the caller's back: a job's first bytes need not wait for a gigabyte of faults.
-  auto allocated =
-      device >= 0 ? cuda::allocate(device, bytes) : MemoryRegion::allocate_host(bytes, Populate::Background);
+  auto allocated = device >= 0 ? cuda::allocate(device, bytes) : host_memory(bytes, Populate::Background);
   if (!allocated) return allocated.error();
   return insert(name, std::move(allocated).value(), "allocated", std::move(tenancy));
 }
@@ -330,7 +342,7 @@ Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& 
 
   if (auto room = reserve(name, bytes); !room) return room.error();
   // A copy, not a mapping: the file may be rewritten (or saved over) while the region lives.
-  auto allocated = MemoryRegion::allocate_host(bytes);
+  auto allocated = host_memory(bytes, Populate::Now);
   if (!allocated) return allocated.error();
   if (auto read = read_all(fd.get(), allocated->bytes(), file); !read) return read.error();
   return insert(name, std::move(allocated).value(),
@@ -395,7 +407,7 @@ Result<RegionPtr> RegionStore::scratch(std::uint64_t bytes, const std::string& w
   if (auto room = reserve("", bytes); !room) {
     return make_error(ErrorCode::ResourceExhausted, what + ": " + room.error().message);
   }
-  auto allocated = MemoryRegion::allocate_host(bytes);
+  auto allocated = host_memory(bytes, Populate::Now);
   if (!allocated) return allocated.error();
   std::lock_guard lock(mu_);
   if (auto room = check_room(regions_, *scratch_, "", bytes, cap_); !room) {

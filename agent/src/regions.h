@@ -24,6 +24,7 @@
 #include "conduit/memory_region.h"
 #include "conduit/transport.h"
 #include "importer.h"
+#include "memory_pool.h"
 #include "tenancy.h"
 
 namespace conduit::agent {
@@ -131,7 +132,9 @@ struct SourceFile {
 
 class RegionStore {
  public:
-  RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap);
+  // `pool_bytes`: the most memory of deleted host regions kept, zeroed, for new ones (memory_pool.h); 0 keeps
+  // none. Kept memory yields to regions under the cap.
+  RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes = 0);
 
   // memory: "host" or "cuda:N" (Unsupported, saying why, where CUDA or device N is absent: the API answers
   // 422).
@@ -163,6 +166,7 @@ class RegionStore {
 
   std::uint64_t used_bytes() const;
   std::uint64_t cap() const { return cap_; }
+  const MemoryPool& pool() const { return pool_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
 
   // `relative` resolved under the data directory; InvalidArgument when absolute or escaping it (.., links).
@@ -172,9 +176,13 @@ class RegionStore {
   Result<RegionPtr> insert(const std::string& name, MemoryRegion memory, std::string source,
                            Tenancy tenancy = {}, std::optional<Importer> importer = std::nullopt);
   Status reserve(const std::string& name, std::uint64_t bytes) const;  // name free and under the cap
+  // Host memory for a new region: a kept block of its size when the pool has one (zeroed, faulted in),
+  // else fresh, kept memory unmapped first where the fresh would not fit beside it under the cap.
+  Result<MemoryRegion> host_memory(std::uint64_t bytes, Populate populate);
 
   std::filesystem::path data_dir_;
   std::uint64_t cap_;
+  MemoryPool pool_;  // before the regions: they give their memory back to it as they go
   // Shared with the scratch regions, which may outlive the store.
   std::shared_ptr<std::mutex> mu_ptr_ = std::make_shared<std::mutex>();
   std::mutex& mu_ = *mu_ptr_;

@@ -139,9 +139,10 @@ Result<MemoryRegion> MemoryRegion::allocate_host(std::size_t bytes, Populate pop
 }
 
 MemoryRegion MemoryRegion::borrow(MemoryKind kind, void* address, std::size_t bytes, int device,
-                                  std::function<void()> release) {
+                                  std::function<void()> release, bool huge_pages) {
   MemoryRegion region;
   region.kind_ = kind;
+  region.huge_pages_ = huge_pages;
   region.address_ = address;
   region.bytes_ = bytes;
   region.device_ = device;

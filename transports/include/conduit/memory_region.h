@@ -28,9 +28,10 @@ class MemoryRegion {
   // region of at least one huge page, then transparent huge pages, then plain pages, all without error.
   static Result<MemoryRegion> allocate_host(std::size_t bytes, Populate populate = Populate::Now);
 
-  // Memory owned elsewhere (an imported buffer); `release` runs when the region is destroyed, may be empty.
+  // Memory owned elsewhere (an imported buffer, a kept block); `release` runs when the region is destroyed,
+  // may be empty. `huge_pages` says what the memory is backed by, for huge_pages().
   static MemoryRegion borrow(MemoryKind kind, void* address, std::size_t bytes, int device,
-                             std::function<void()> release = {});
+                             std::function<void()> release = {}, bool huge_pages = false);
 
   MemoryRegion() = default;
   MemoryRegion(MemoryRegion&& other) noexcept;
