@@ -118,10 +118,11 @@ struct MemoryPool::State : std::enable_shared_from_this<State> {
         lock.lock();
         Block block = std::move(*zeroing);
         zeroing.reset();
+        // A take() may be waiting for this block, whether it is kept or dropped.
+        wake.notify_all();
         if (zeroed && !drop_zeroing.load()) {
           block.since = Clock::now();
           clean.push_back(std::move(block));
-          wake.notify_all();  // a take() may be waiting for this block
         } else {
           if (!drop_zeroing.load()) held -= block.bytes();  // a shrink already took it off
           gone.push_back(std::move(block));
