@@ -7,6 +7,8 @@
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
+#include <memory>
 
 namespace conduit::kube {
 namespace {
@@ -64,28 +66,29 @@ std::string base64_encode(std::string_view bytes) {
 }
 
 Result<std::string> base64_decode(const std::string& text) {
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+' || c == '-') return 62;
-    if (c == '/' || c == '_') return 63;
-    return -1;
-  };
-  std::string out;
-  std::uint32_t acc = 0;
-  int bits = 0;
+  // OpenSSL's decoder. It skips line breaks but not other blanks, and knows only the standard alphabet:
+  // blanks are dropped and the URL-safe letters mapped first, as writers of either kind are met.
+  std::string in;
+  in.reserve(text.size());
   for (char c : text) {
-    if (c == '=' || c == '\n' || c == '\r' || c == ' ' || c == '\t') continue;
-    int v = value(c);
-    if (v < 0) return config_error(std::string("invalid base64 character '") + c + "'");
-    acc = (acc << 6) | static_cast<std::uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((acc >> bits) & 0xff));
-    }
+    if (c == ' ' || c == '\t' || c == '\r') continue;
+    in.push_back(c == '-' ? '+' : c == '_' ? '/' : c);
   }
+  if (in.size() > static_cast<std::size_t>(std::numeric_limits<int>::max() / 2))
+    return config_error("base64 text too long");
+  std::unique_ptr<EVP_ENCODE_CTX, decltype(&EVP_ENCODE_CTX_free)> ctx(EVP_ENCODE_CTX_new(),
+                                                                      &EVP_ENCODE_CTX_free);
+  if (!ctx) return config_error("out of memory decoding base64");
+  std::string out(in.size() / 4 * 3 + 3, '\0');
+  auto* to = reinterpret_cast<unsigned char*>(out.data());
+  int n = 0, tail = 0;
+  EVP_DecodeInit(ctx.get());
+  if (EVP_DecodeUpdate(ctx.get(), to, &n, reinterpret_cast<const unsigned char*>(in.data()),
+                       static_cast<int>(in.size())) < 0 ||
+      EVP_DecodeFinal(ctx.get(), to + n, &tail) < 0) {
+    return config_error("invalid base64: not groups of four characters of A-Z a-z 0-9 + / with = padding");
+  }
+  out.resize(static_cast<std::size_t>(n + tail));
   return out;
 }
 

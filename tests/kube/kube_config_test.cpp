@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "temp_dir.h"
@@ -161,6 +162,36 @@ TEST(KubeConfig, ServerUrls) {
   EXPECT_FALSE(parse_server_url("ftp://x"));
   EXPECT_FALSE(parse_server_url("https://x:99999"));
   EXPECT_FALSE(parse_server_url("https://[fd00::1"));
+}
+
+TEST(Base64, DecodesWhatEncodeWroteLineBrokenOrUrlSafeAndRefusesTheRest) {
+  std::string all;
+  for (int i = 0; i < 256; ++i) all.push_back(static_cast<char>(i));
+  for (std::size_t n : {0, 1, 2, 3, 4, 5, 255, 256}) {
+    const std::string bytes = all.substr(0, n);
+    auto back = base64_decode(base64_encode(bytes));
+    ASSERT_TRUE(back) << n << ": " << back.error().message;
+    EXPECT_EQ(*back, bytes) << n;
+  }
+  // Line breaks (PEM-style writers), blanks, and the URL-safe alphabet decode to the same bytes.
+  const std::string text = base64_encode(all);
+  std::string broken;
+  for (std::size_t i = 0; i < text.size(); i += 64) broken += text.substr(i, 64) + "\r\n ";
+  auto from_broken = base64_decode(broken);
+  ASSERT_TRUE(from_broken) << from_broken.error().message;
+  EXPECT_EQ(*from_broken, all);
+  std::string url = text;
+  std::replace(url.begin(), url.end(), '+', '-');
+  std::replace(url.begin(), url.end(), '/', '_');
+  auto from_url = base64_decode(url);
+  ASSERT_TRUE(from_url) << from_url.error().message;
+  EXPECT_EQ(*from_url, all);
+
+  for (const char* bad : {"not base64!", "QUJD*", "QUJDRA=x", "@@@@"}) {
+    auto refused = base64_decode(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().message.find("invalid base64"), std::string::npos) << refused.error().message;
+  }
 }
 
 TEST(TokenSource, FileIsReReadWhenItChangesAndOnlyThen) {
