@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Small and scattered transfers (docs/kv-cache.md), in one run on this machine:
-#   1. one op at a time on the transport alone against the bare provider (conduit-bench --latency);
+#   1. one op at a time on the transport alone against the bare provider (conduit-bench --latency), and
+#      1,000 scattered 16 KiB blocks against one contiguous 16 MiB on both;
 #   2. the same through two agents' API: POST /v1/transfers?waitSeconds with one op, submit to completion;
 #      and 1,000 scattered 16 KiB blocks in one request against one contiguous 16 MiB transfer.
 # Usage: bench/kv_bench.sh [BUILD_DIR] [ROUNDS]
