@@ -154,7 +154,11 @@ Result<json> LocalStore::get_job(const ObjectKey& key) {
   std::lock_guard lock(mu_);
   if (auto it = deleting_.find(key); it != deleting_.end()) return it->second;
   auto entry = find_locked(key);
-  if (!entry) return entry.error();
+  if (!entry) {
+    // find_locked's scan may just have found the file removed: the job is then being deleted, not gone.
+    if (auto it = deleting_.find(key); it != deleting_.end()) return it->second;
+    return entry.error();
+  }
   return (*entry)->object;
 }
 
@@ -232,7 +236,11 @@ Result<json> LocalStore::patch_locked(const ObjectKey& key, const char* field, c
     return result;
   }
   auto entry = find_locked(key);
-  if (!entry) return entry.error();
+  if (!entry) {
+    // Its scan may just have found the file removed while finalizers hold the job: the patch goes there.
+    if (deleting_.count(key) > 0) return patch_locked(key, field, patch);
+    return entry.error();
+  }
   json object = (*entry)->object;
   if (!object.contains(field) || !object[field].is_object()) object[field] = json::object();
   object[field].merge_patch(patch);
@@ -261,7 +269,7 @@ Status LocalStore::delete_job(const ObjectKey& key) {
   std::lock_guard lock(mu_);
   if (deleting_.count(key) > 0) return {};
   auto entry = find_locked(key);
-  if (!entry) return entry.error();
+  if (!entry) return deleting_.count(key) > 0 ? Status{} : Status{entry.error()};
   const fs::path path = (*entry)->path;
   std::error_code ec;
   fs::remove(path, ec);

@@ -275,6 +275,31 @@ TEST_F(LocalStoreTest, RemovingTheFileDeletesThroughTheFinalizer) {
   EXPECT_EQ(store.get_job({"default", "ckpt"}).error().code, ErrorCode::NotFound);
 }
 
+TEST_F(LocalStoreTest, AJobWhoseFileWasRemovedIsBeingDeletedForTheFirstCallToLook) {
+  // Whichever call is the first to find the file gone (no scan in between) sees the job being deleted, not
+  // gone: a NotFound here let the controller drop a job its finalizer still held.
+  const ObjectKey key{"default", "ckpt"};
+  for (int call = 0; call < 3; ++call) {
+    write_job("job.yaml", "ckpt");
+    LocalStore store(dir.path(), 20ms);
+    ASSERT_TRUE(store.patch_job_metadata(key, {{"finalizers", {"conduit.dev/cleanup"}}}).ok());
+    std::filesystem::remove(dir.path() / "job.yaml");
+    if (call == 0) {
+      auto job = store.get_job(key);
+      ASSERT_TRUE(job.ok()) << job.error().message;
+      EXPECT_TRUE((*job)["metadata"].contains("deletionTimestamp"));
+    } else if (call == 1) {
+      auto patched = store.patch_job_status(key, {{"phase", "Running"}});
+      ASSERT_TRUE(patched.ok()) << patched.error().message;
+      EXPECT_TRUE((*patched)["metadata"].contains("deletionTimestamp"));
+    } else {
+      EXPECT_TRUE(store.delete_job(key).ok());
+    }
+    ASSERT_TRUE(store.patch_job_metadata(key, {{"finalizers", nullptr}}).ok()) << "call " << call;
+    EXPECT_EQ(store.get_job(key).error().code, ErrorCode::NotFound) << "call " << call;
+  }
+}
+
 TEST_F(LocalStoreTest, StatusWrittenWhileThePersonRemovesOrEditsTheFileUndoesNeither) {
   // The controller writes status many times a second while a job runs; a removal or an edit landing between
   // its read and its write must stand (a plain rename brought the removed file back, and the job ran on).
