@@ -52,6 +52,9 @@ struct Context {
   const api::ClientOptions& peers;
   metrics::AgentMetrics* metrics;
   const TransferOptions& options;
+  // A file source's read-ahead slots come from here: counted against the memory cap, and reused from the
+  // region pool rather than faulted in anew for every transfer.
+  RegionStore& regions;
   // Set by shutdown(): past it a stopped run no longer waits for its cancelled batch to be reaped.
   const std::atomic<SteadyClock::rep>& shutdown_deadline;
 };

@@ -234,7 +234,7 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
 }
 
 void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
-  const run::Context context{transports_, peers_, metrics_, options_, shutdown_deadline_};
+  const run::Context context{transports_, peers_, metrics_, options_, regions_, shutdown_deadline_};
   std::optional<run::Failure> failure = t->execute(context);
   // Every error and stop path funnels through here, so releasing happens once, before the end state is
   // visible: whoever sees a finished transfer may delete its region at once. execute() cancelled and

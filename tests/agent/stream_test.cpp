@@ -120,6 +120,42 @@ TEST_F(Stream, FileToRegionSavedAsItLands) {
   EXPECT_EQ(sums.body["crc32c"][0].get<std::uint32_t>(), crc32c(source));
 }
 
+// A file source's read-ahead slots count against its agent's memory cap while the transfer runs: past the cap
+// the transfer fails saying so, and once a transfer ended its slots are no longer counted.
+TEST_F(Stream, AFileSourcesReadAheadCountsAgainstTheMemoryCap) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 8 * MiB + 3;
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "cap"}, {"bytes", size}}).status, 201);
+  auto g = b.post("/v1/regions/cap/grants", {{"access", "write"}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  json target = target_of(g.body, b, false);
+  target["region"] = "cap";
+
+  // 64 MiB of read-ahead (--pipeline-bytes) on an agent allowed 32 MiB.
+  AgentOptions tight = options();
+  tight.memory_cap = "32MiB";
+  AgentProcess small(tight);
+  ASSERT_TRUE(small.started());
+  write_file(small.data_dir() / "s.bin", size, 3);
+  auto refused = small.post("/v1/transfers", {{"source", {{"file", "s.bin"}}}, {"targets", {target}}});
+  ASSERT_EQ(refused.status, 202) << refused.body.dump();
+  const json failed = small.wait_transfer(refused.body["id"]);
+  EXPECT_EQ(failed["state"], "Failed") << failed.dump();
+  const std::string why = failed.value("message", "");
+  EXPECT_NE(why.find("read-ahead"), std::string::npos) << why;
+  EXPECT_NE(why.find("memory cap"), std::string::npos) << why;
+
+  // Within the cap the same transfer lands, and leaves nothing counted once it ended.
+  const auto source = write_file(a.data_dir() / "s.bin", size, 3);
+  auto started = a.post("/v1/transfers", {{"source", {{"file", "s.bin"}}}, {"targets", {target}}});
+  ASSERT_EQ(started.status, 202) << started.body.dump();
+  ASSERT_EQ(a.wait_transfer(started.body["id"])["state"], "Succeeded");
+  EXPECT_EQ(a.get("/v1/node").body["memory"]["used"], 0) << "the read-ahead was still counted after the end";
+  auto sums = b.get("/v1/regions/cap/checksum?slice=" + std::to_string(size));
+  ASSERT_EQ(sums.status, 200) << sums.body.dump();
+  EXPECT_EQ(sums.body["crc32c"][0].get<std::uint32_t>(), crc32c(source));
+}
+
 // A file source that shrinks while it is read fails the transfer with SourceFileChanged, and the target's
 // file never appears under its final name.
 TEST_F(Stream, ASourceFileThatShrinksFailsWithSourceFileChanged) {

@@ -42,19 +42,21 @@ Result<std::unique_ptr<SegmentFeed>> SegmentFeed::over_memory(std::span<const st
 }
 
 Result<std::unique_ptr<SegmentFeed>> SegmentFeed::over_file(int fd, std::uint64_t file_offset,
-                                                            Transport& transport,
+                                                            const MemoryRegion& slots, Transport& transport,
                                                             std::span<const std::uint32_t> rails,
                                                             Shape shape) {
   if (auto ok = check_shape(shape); !ok) return ok.error();
+  const std::uint64_t bytes = shape.segment * static_cast<std::uint64_t>(shape.slots);
+  if (slots.bytes().size() < bytes) {
+    return make_error(ErrorCode::InvalidArgument, "read-ahead slots: " + std::to_string(slots.size()) +
+                                                      " bytes of host memory for " + std::to_string(bytes));
+  }
   std::unique_ptr<SegmentFeed> feed(new SegmentFeed());
   feed->shape_ = shape;
   feed->fd_ = fd;
   feed->file_offset_ = file_offset;
-  const std::uint64_t bytes = shape.segment * static_cast<std::uint64_t>(shape.slots);
-  auto memory = MemoryRegion::allocate_host(bytes);
-  if (!memory) return make_error(memory.error().code, "read-ahead slots: " + memory.error().message);
-  feed->slots_memory_ = std::move(*memory);
-  auto reg = transport.register_memory(feed->slots_memory_, Access::Local, 0, bytes, rails);
+  feed->slots_memory_ = slots.bytes().first(bytes);
+  auto reg = transport.register_memory(slots, Access::Local, 0, bytes, rails);
   if (!reg) return make_error(reg.error().code, "registering the read-ahead slots: " + reg.error().message);
   feed->slots_registration_ = std::move(*reg);
   feed->start();
@@ -78,7 +80,7 @@ SegmentFeed::~SegmentFeed() {
 
 Status SegmentFeed::fill(Segment& s) {
   if (fd_ >= 0) {
-    auto* into = static_cast<std::byte*>(slots_memory_.data()) + s.local_offset;
+    std::byte* into = slots_memory_.data() + s.local_offset;
     for (std::uint64_t done = 0; done < s.length;) {
       const ssize_t got =
           ::pread(fd_, into + done, s.length - done, static_cast<off_t>(file_offset_ + s.offset + done));

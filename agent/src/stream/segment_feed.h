@@ -51,10 +51,11 @@ class SegmentFeed {
   // its offsets).
   static Result<std::unique_ptr<SegmentFeed>> over_memory(std::span<const std::byte> range,
                                                           const Registration& local, Shape shape);
-  // A file: range offset 0 is `file_offset` of `fd` (which must outlive the feed). The slots are host
-  // memory registered with `transport` on `rails`.
+  // A file: range offset 0 is `file_offset` of `fd` (which must outlive the feed). The slots are `slots`
+  // (host memory of at least shape.segment x shape.slots bytes, kept by the caller while the feed lives),
+  // registered with `transport` on `rails`.
   static Result<std::unique_ptr<SegmentFeed>> over_file(int fd, std::uint64_t file_offset,
-                                                        Transport& transport,
+                                                        const MemoryRegion& slots, Transport& transport,
                                                         std::span<const std::uint32_t> rails, Shape shape);
 
   SegmentFeed(const SegmentFeed&) = delete;
@@ -81,7 +82,7 @@ class SegmentFeed {
   // File sources.
   int fd_ = -1;
   std::uint64_t file_offset_ = 0;
-  MemoryRegion slots_memory_;
+  std::span<std::byte> slots_memory_;  // the caller's (over_file), kept while the feed lives
   Registration slots_registration_;
   // Memory sources.
   std::span<const std::byte> range_;
