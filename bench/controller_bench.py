@@ -6,8 +6,9 @@
      p90 of N jobs, one at a time.
   2. status lag: how long after the agent finished (finishedAt) the job's status says Succeeded in the
      apiserver, and how often status.bytesTransferred changes while a job runs.
-  3. many small jobs created at once (default 1,000 x 64 KiB): wall time until every one is Succeeded, and the
-     controller's peak RSS (VmHWM).
+  3. many small jobs created at once (default 1,000 x 64 KiB): wall time until every one is Succeeded, the
+     controller's peak RSS (VmHWM), and the writes the apiserver served per job (its apiserver_request_total)
+     with the CPU seconds it, etcd and the controller spent: on a small machine the apiserver's writes bound the rate.
 
 Usage: bench/controller_bench.py [--build build] [--jobs 1000] [--samples 20]
 Needs scripts/kube-tools.sh to have built the apiserver. Standard library only; prints figures, asserts none.
@@ -58,6 +59,20 @@ class Api:
             req.add_header("Content-Type", content_type)
         with urllib.request.urlopen(req, context=self.ctx, timeout=30) as res:
             return json.loads(res.read() or b"{}")
+
+    def writes(self):
+        """Write requests the apiserver has served so far, by resource[/subresource] (its own counter)."""
+        req = urllib.request.Request(self.server + "/metrics")
+        req.add_header("Authorization", "Bearer " + self.token)
+        with urllib.request.urlopen(req, context=self.ctx, timeout=30) as res:
+            text = res.read().decode()
+        out = {}
+        for m in re.finditer(r"^apiserver_request_total\{([^}]*)\} (\S+)$", text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels.get("verb") in ("POST", "PUT", "PATCH", "DELETE", "APPLY"):
+                key = labels.get("resource", "") + ("/" + labels["subresource"] if labels.get("subresource") else "")
+                out[key] = out.get(key, 0) + float(m.group(2))
+        return out
 
     def open(self, path):
         """A streaming GET (a watch): the response, read line by line."""
@@ -152,6 +167,11 @@ def newest_transfer(agent, after):
     items = agent.call("GET", "/v1/transfers")["items"]
     items = [t for t in items if parse_time(t["createdAt"]) >= after - 0.002]
     return max(items, key=lambda t: t["createdAt"]) if items else None
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def pct(values, p):
@@ -287,6 +307,10 @@ def main():
 
         follower = threading.Thread(target=follow, daemon=True)
         follower.start()
+        writes0 = api.writes()
+        pids = {"apiserver": int(open(f"{env_dir}/kube-apiserver.pid").read()),
+                "etcd": int(open(f"{env_dir}/etcd.pid").read()), "controller": controller.pid}
+        cpu0 = {k: cpu_seconds(pid) for k, pid in pids.items()}
         t0 = time.time()
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda i: api.call("POST", api.jobs_path(), job(f"small-{i}", "small", 64 * 1024)),
@@ -300,8 +324,15 @@ def main():
         wall = time.time() - t0
         with open(f"/proc/{controller.pid}/status") as f:
             peak = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+        cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
+        writes1 = api.writes()
+        per_job = {k: (writes1[k] - writes0.get(k, 0)) / args.jobs for k in writes1
+                   if writes1[k] - writes0.get(k, 0) > 0}
         print(f"{args.jobs} x 64 KiB jobs created at once (in {created:.1f} s): {done} Succeeded after "
               f"{wall:.1f} s ({done / wall:.1f} jobs/s); controller peak RSS {peak / 1024:.1f} MiB")
+        print(f"apiserver writes per job: {sum(per_job.values()):.2f} ("
+              + ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_job.items())) + "); CPU seconds: "
+              + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
         return 0 if done == args.jobs else 1
     finally:
         for p in procs:

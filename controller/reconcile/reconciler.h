@@ -68,10 +68,8 @@ class Reconciler {
     std::optional<TimePoint> unreachable_since;
     std::optional<TimePoint> last_progress_log;
     std::vector<std::uint64_t> committed;  // per target, as the agent last reported it
-    bool ending = false;
-    std::optional<TimePoint>
-        attempt_started;  // when this replica started the current attempt  // the last look expected the
-                          // transfer to end within a second: the next one waits
+    bool ending = false;  // the last look expected the transfer to end within a second: the next one waits
+    std::optional<TimePoint> attempt_started;  // when this replica started the current attempt
   };
   struct Pass;
 

@@ -2,6 +2,7 @@
 // them, every status write counted) and fake agents whose transfers move only when a test says so.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -123,7 +124,8 @@ class FakeAgents : public AgentApi {
   std::vector<std::string> revoked;
   std::vector<std::string> cancelled;
   int starts = 0;
-  int waits = 0;  // wait_transfer calls
+  int waits = 0;                  // wait_transfer calls
+  std::function<void()> on_wait;  // what happens at the agent while a wait_transfer waits
   int grants_made = 0;
   std::uint64_t file_bytes = 64 << 20;
 
@@ -252,6 +254,7 @@ class FakeAgents : public AgentApi {
   Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
                                      std::chrono::seconds) override {
     ++waits;
+    if (on_wait) on_wait();
     return get_transfer(node, id);
   }
   Status cancel_transfer(const std::string& node, const std::string& id) override {

@@ -104,6 +104,40 @@ TEST_F(ReconcilerTest, NearItsEndATransferIsWaitedForAtTheAgentNotPolledLate) {
   EXPECT_EQ(phase("tail"), "Succeeded");
 }
 
+TEST_F(ReconcilerTest, ASmallTransferIsWaitedForAsItStartsSoItsJobWritesStatusOnce) {
+  // 4 MiB: the agent is done within milliseconds, so the pass that starts it waits for its end and writes
+  // Succeeded, without a Running write a look before (with many small jobs, the apiserver's writes are
+  // what bounds the rate).
+  agents.file_bytes = 4 * MiB;
+  const json small{
+      {"targets", {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 4 * MiB}}}}}}};
+  store.put(job("small", small));
+  agents.on_wait = [&] { agents.finish("Succeeded"); };
+  std::size_t writes_before = 0;
+  for (int i = 0; i < 3 && agents.starts == 0; ++i) {
+    writes_before = store.status_writes.size();
+    reconcile("small");
+  }
+  ASSERT_EQ(agents.starts, 1);
+  EXPECT_EQ(agents.waits, 1);
+  EXPECT_EQ(phase("small"), "Succeeded") << store.job("small").dump(2);
+  EXPECT_EQ(store.status_writes.size(), writes_before + 1) << "one write: Succeeded";
+  EXPECT_EQ(status("small")["bytesTransferred"], 4 * MiB);
+
+  // Not done when the wait ends: Running, as for any job, and the next look goes on from there.
+  agents.on_wait = nullptr;
+  store.put(job("slow", {{"targets",
+                          {{{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 4 * MiB}}}}}}}));
+  for (int i = 0; i < 3 && agents.starts < 2; ++i) reconcile("slow");
+  ASSERT_EQ(agents.starts, 2);
+  EXPECT_EQ(agents.waits, 2);
+  EXPECT_EQ(phase("slow"), "Running");
+  clock.advance(2s);
+  agents.finish("Succeeded");
+  reconcile("slow");
+  EXPECT_EQ(phase("slow"), "Succeeded") << store.job("slow").dump(2);
+}
+
 TEST_F(ReconcilerTest, AJustStartedTransferStillQueuedIsLookedAtSoonThenAtThePollInterval) {
   store.put(job("queued"));
   start("queued");
