@@ -12,7 +12,11 @@ end-to-end GB/s, the slowest stage alone and the ratio job / slowest stage (the 
 verify, 1.5 with crc32c). A file -> file job of --big bytes reports both agents' peak RSS (VmHWM) against the
 pipeline bound. Interleaved rounds; medians with [min, max].
 
-Usage: bench/job_bench.py [--build build] [--size 1GiB] [--big 4GiB] [--rounds 3]
+CPU: the CPU seconds both agents spent on each job (utime + stime from /proc), and the wire stage's own (the
+two ends' CPU as conduit-bench reports it). On a machine whose CPUs the wire alone keeps busy, a job cannot
+take less than its agents' CPU seconds / CPUs: that floor is printed with each job, with the ratio to it.
+
+Usage: bench/job_bench.py [--build build] [--size 1GiB] [--big 4GiB] [--rounds 3] [--shapes file->region,...]
 Standard library only; prints figures, asserts none.
 """
 import argparse
@@ -62,6 +66,14 @@ def random_file(path, size):
         p.wait()
 
 
+SHAPES = ("region->region", "file->region", "file->region+save", "file->file")
+
+
+def cpu_seconds(pid):
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def stage_read(path):
     buf = bytearray(PIECE)
     view = memoryview(buf)
@@ -90,7 +102,8 @@ def stage_wire(build, size, chunk, window):
                           str(size), "--chunk", str(chunk), "--window", str(window), "--iterations", "3",
                           "--json"], capture_output=True, text=True, check=True)
     figures = json.loads(out.stdout.strip().splitlines()[-1])
-    return size / (figures["gbps_median"] * 1e9)
+    cpu = (figures["initiator_cpu_s_per_gb"] + figures["target_cpu_s_per_gb"]) * size / 1e9
+    return size / (figures["gbps_median"] * 1e9), cpu
 
 
 class Agents:
@@ -125,6 +138,9 @@ class Agents:
     def peak_rss_mib(self, node):
         text = open(f"/proc/{self.procs[node].pid}/status").read()
         return int(re.search(r"VmHWM:\s+(\d+) kB", text).group(1)) / 1024
+
+    def cpu_seconds(self):
+        return sum(cpu_seconds(p.pid) for p in self.procs.values())
 
     def call(self, node, method, path, body=None):
         args = ["curl", "-s", "-X", method, "-H", "Authorization: Bearer " + open(self.token).read()]
@@ -178,7 +194,11 @@ def main():
     ap.add_argument("--pipeline", default="64MiB")
     ap.add_argument("--region-pool", default="2GiB",
                     help="the agents' --region-pool: memory of deleted regions kept for new ones (0: none)")
+    ap.add_argument("--shapes", default=",".join(SHAPES), help="the jobs to run, comma-separated")
     args = ap.parse_args()
+    unknown = set(args.shapes.split(",")) - set(SHAPES)
+    if unknown:
+        sys.exit(f"--shapes: no such job {', '.join(sorted(unknown))} (have {', '.join(SHAPES)})")
     work = tempfile.mkdtemp(prefix="conduit-job-bench.")
     agents = None
     try:
@@ -194,17 +214,22 @@ def main():
             "file->file": ({"file": "src.bin"}, lambda n: {"file": n + ".bin"}),
         }
         stages = {"read": [], "write": [], "wire": []}
-        jobs = {(shape, verify): [] for shape in shapes for verify in ("none", "crc32c")}
+        jobs = {(shape, verify): [] for shape in args.shapes.split(",") for verify in ("none", "crc32c")}
+        cpu = {key: [] for key in list(jobs) + ["wire"]}
         for rnd in range(args.rounds):
             stages["read"].append(stage_read(src))
             stages["write"].append(stage_write(os.path.join(work, "node-b", "stage.bin"), args.size))
-            stages["wire"].append(stage_wire(args.build, args.size, args.chunk, args.window))
+            wire, wire_cpu = stage_wire(args.build, args.size, args.chunk, args.window)
+            stages["wire"].append(wire)
+            cpu["wire"].append(wire_cpu)
             for (shape, verify), times in jobs.items():
                 source, target = shapes[shape]
                 name = f"j{rnd}-{shape.replace('->', '-').replace('+', '-')}-{verify}"
+                before = agents.cpu_seconds()
                 took, _ = run_job(args.build, work, agents, name, source, target(name), verify, args.chunk,
                                   args.window)
                 times.append(took)
+                cpu[(shape, verify)].append(agents.cpu_seconds() - before)
                 agents.call("node-b", "DELETE", f"/v1/regions/{name}")
                 for leftover in (os.path.join(work, "node-b", name + ".bin"),):
                     if os.path.exists(leftover):
@@ -214,15 +239,18 @@ def main():
               f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs, region pool {args.region_pool}; "
               "seconds as median [min, max]")
         for name, values in stages.items():
-            print(f"  stage {name:<6} {median_range(values)} s  {gb / statistics.median(values):.2f} GB/s")
+            print(f"  stage {name:<6} {median_range(values)} s  {gb / statistics.median(values):.2f} GB/s"
+                  + (f"  CPU {median_range(cpu['wire'])} s" if name == "wire" else ""))
         needs = {"region->region": ["wire"], "file->region": ["read", "wire"],
                  "file->region+save": ["read", "wire", "write"], "file->file": ["read", "wire", "write"]}
         for (shape, verify), values in jobs.items():
             slowest = max(needs[shape], key=lambda s: statistics.median(stages[s]))
             alone = statistics.median(stages[slowest])
             job = statistics.median(values)
+            floor = statistics.median(cpu[(shape, verify)]) / os.cpu_count()
             print(f"  job {shape:<18} verify {verify:<6} {median_range(values)} s  {gb / job:.2f} GB/s  "
-                  f"slowest stage {slowest} {alone:.3f} s  ratio {job / alone:.2f}")
+                  f"slowest stage {slowest} {alone:.3f} s  ratio {job / alone:.2f}  "
+                  f"agents' CPU {median_range(cpu[(shape, verify)])} s, floor {floor:.3f} s, ratio {job / floor:.2f}")
         if args.big > 0:
             for node in ("node-a", "node-b"):
                 agents.procs[node].send_signal(signal.SIGTERM)

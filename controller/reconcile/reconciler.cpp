@@ -309,7 +309,9 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       // usually ends within milliseconds, and its job then writes status once (Succeeded) instead of twice
       // (Running, then Succeeded a look later). With many small jobs at once the apiserver's writes are
       // what bounds the rate (bench/controller_bench.py).
-      if (p.run.length * p.spec().targets.size() <= kWaitedAtStart) {
+      const std::uint64_t bytes = p.run.length * p.spec().targets.size();
+      const std::uint64_t rate = p.spec().max_bytes_per_second;  // a paced job's own pace says how long
+      if (bytes <= kWaitedAtStart && (rate == 0 || bytes < rate)) {
         p.memory.ending = true;
         return true;
       }

@@ -136,6 +136,17 @@ TEST_F(ReconcilerTest, ASmallTransferIsWaitedForAsItStartsSoItsJobWritesStatusOn
   agents.finish("Succeeded");
   reconcile("slow");
   EXPECT_EQ(phase("slow"), "Succeeded") << store.job("slow").dump(2);
+
+  // Paced to more than a second: not waited for; Running is written at once.
+  agents.add_node("node-d");
+  store.put(
+      job("paced",
+          {{"maxBytesPerSecond", MiB},
+           {"targets", {{{"node", "node-d"}, {"region", "weights"}, {"create", {{"bytes", 4 * MiB}}}}}}}));
+  for (int i = 0; i < 3 && agents.starts < 3; ++i) reconcile("paced");
+  ASSERT_EQ(agents.starts, 3);
+  EXPECT_EQ(agents.waits, 2);
+  EXPECT_EQ(phase("paced"), "Running");
 }
 
 TEST_F(ReconcilerTest, AJustStartedTransferStillQueuedIsLookedAtSoonThenAtThePollInterval) {
