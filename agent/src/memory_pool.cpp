@@ -16,7 +16,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kHugePage = 2u << 20;
+constexpr std::uint64_t kHugePage = MemoryRegion::kHugePage;  // how allocate_host rounds a size
 
 std::uint64_t huge_pages(std::uint64_t bytes) { return (bytes + kHugePage - 1) / kHugePage; }
 

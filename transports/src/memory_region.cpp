@@ -29,7 +29,7 @@ std::string_view to_string(MemoryKind kind) {
 
 namespace {
 
-constexpr std::size_t kHugePage = 2u << 20;
+constexpr std::size_t kHugePage = MemoryRegion::kHugePage;
 
 std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 

@@ -24,6 +24,10 @@ enum class Populate : std::uint8_t { Now, Background };
 
 class MemoryRegion {
  public:
+  // Host memory is mapped in whole huge pages of this size (x86-64 and arm64 with 4 KiB base pages), so two
+  // sizes that round to the same count of them map the same memory (the agent's region pool relies on it).
+  static constexpr std::size_t kHugePage = std::size_t{2} << 20;
+
   // Page-aligned anonymous host memory. Uses explicit huge pages when the system has them reserved for a
   // region of at least one huge page, then transparent huge pages, then plain pages, all without error.
   static Result<MemoryRegion> allocate_host(std::size_t bytes, Populate populate = Populate::Now);
