@@ -65,10 +65,14 @@ int initiate(const Options& options, const std::string& target) {
   const Op op{options.op, &*local, 0, *key, 0, options.size};
   const BatchOptions batch{options.chunk, options.window};
   std::vector<double> gbps;
-  const auto stats_before = get_json(control, "/stats");
-  const double cpu_before = cpu_seconds();
+  std::optional<nlohmann::json> stats_before;
+  double cpu_before = 0;
   double timed_seconds = 0;
   for (int i = 0; i <= options.iterations; ++i) {  // pass 0 is the warm-up
+    if (i == 1) {  // CPU is counted over the timed passes only, as the bytes it is divided by are
+      stats_before = get_json(control, "/stats");
+      cpu_before = cpu_seconds();
+    }
     const auto start = std::chrono::steady_clock::now();
     auto id = (*transport)->submit({&op, 1}, batch);
     if (!id) return fail(id.error().message);
