@@ -83,6 +83,7 @@ Result<std::shared_ptr<Endpoint>> Endpoint::open(const fi_info& info, const MrPo
     const std::string name = shm_endpoint_name();
     if (int rc = fi_setname(&ep->fid, const_cast<char*>(name.c_str()), name.size() + 1); rc != 0)
       return fi_error("fi_setname", rc);
+    e->doorbell_ = std::make_unique<Doorbell>(name);
   }
   if (int rc = fi_enable(ep); rc != 0) return fi_error("fi_enable", rc);
 
@@ -109,8 +110,18 @@ Result<fi_addr_t> Endpoint::resolve(std::span<const std::byte> peer_address) {
     return make_error(ErrorCode::PeerUnreachable,
                       "fi_av_insert rejected the peer address (" + std::to_string(key.size()) + " bytes)");
   }
+  if (shm_) {
+    const std::string_view name(reinterpret_cast<const char*>(key.data()), key.size());
+    if (auto bell = Doorbell::address_of(name)) doorbells_[addr] = *bell;
+  }
   peers_.emplace(std::move(key), addr);
   return addr;
+}
+
+void Endpoint::ring(fi_addr_t peer) {
+  if (!doorbell_) return;
+  std::lock_guard lock(av_mu_);
+  if (auto it = doorbells_.find(peer); it != doorbells_.end()) doorbell_->ring(it->second);
 }
 
 bool Endpoint::peer_process_gone(fi_addr_t peer) {

@@ -17,6 +17,7 @@
 
 #include "conduit/common/result.h"
 #include "conduit/transport.h"
+#include "doorbell.h"
 #include "fi_handles.h"
 #include "mr_mode.h"
 
@@ -42,6 +43,13 @@ class Endpoint {
   // shm only: whether the process behind `peer` (FI_ADDR_UNSPEC: behind any peer resolved here) has
   // exited (shm_names.h says which processes it can judge). Takes the AV lock; not for the hot path.
   bool peer_process_gone(fi_addr_t peer);
+  // shm only (doorbell.h): the fd an idle rail also sleeps on (-1: none), its drain, and a ring of the
+  // doorbell of `peer` (resolved here) after posting to it. Best effort; ring takes the AV lock.
+  int doorbell_fd() const { return doorbell_ ? doorbell_->fd() : -1; }
+  void drain_doorbell() const {
+    if (doorbell_) doorbell_->drain();
+  }
+  void ring(fi_addr_t peer);
 
   // CUDA memory: iface FI_HMEM_CUDA on `device`, through its DMA-BUF when dmabuf_fd >= 0 (libfabric 1.20+,
   // FI_MR_DMABUF: [dmabuf_offset, +length) of the fd), else by device address (nvidia-peermem).
@@ -72,8 +80,11 @@ class Endpoint {
   std::vector<std::byte> address_;
   std::uint64_t key_mask_ = ~std::uint64_t{0};  // the domain's mr_key_size, for keys we pick
 
+  std::unique_ptr<Doorbell> doorbell_;  // shm only
+
   std::mutex av_mu_;
   std::map<std::vector<std::byte>, fi_addr_t> peers_;
+  std::map<fi_addr_t, Doorbell::Address> doorbells_;  // shm peers' doorbells, by AV entry
 };
 
 // The Registration::Handles of the libfabric backend: one MR per rail.

@@ -144,18 +144,32 @@ bool Rail::post(Batch& batch) {
   const std::uint32_t rail = options_.index;
   if (batch.done(rail)) return false;
   bool progressed = false;
+  bool queue_full = false;
+  fi_addr_t posted_to = FI_ADDR_UNSPEC;
   while (PostedOp* op = batch.next_to_post(rail)) {
     posting_to_.store(op->peer, std::memory_order_relaxed);
     const int rc = post_one(*op);
     posting_to_.store(FI_ADDR_UNSPEC, std::memory_order_relaxed);
-    if (rc == -FI_EAGAIN) return progressed;  // provider queue full: reap, then retry
+    if (rc == -FI_EAGAIN) {  // provider queue full: reap, then retry
+      queue_full = true;
+      break;
+    }
     if (rc != 0) {
       batch.fail(make_error(classify(-rc), describe(*op) + " could not be posted: " + fi_strerror(-rc)));
       break;
     }
+    posted_to = op->peer;
     batch.posted(rail);
     progressed = true;
   }
+  // A passive shm target looks at its CQ only every so often once idle (up to 1 ms apart): its doorbell
+  // makes it look now (doorbell.h). Rung on every round that posted, not only after a pause: a passive
+  // target cannot tell us it is awake (processing a small write does not count as activity for it), and
+  // skipping rings within 100 us of the last left a 4 KiB write's p99 at 1.1 ms. The system call per round
+  // cost a streaming batch nothing measurable (conduit-bench --self shm, 256 MiB, 8 interleaved runs:
+  // median 12.9 GB/s before and after, 2 rails 15.7 and 15.9).
+  if (posted_to != FI_ADDR_UNSPEC && endpoint_->shm()) endpoint_->ring(posted_to);
+  if (queue_full) return progressed;
   batch.close_if_done(rail);
   return progressed;
 }
@@ -257,9 +271,11 @@ void Rail::idle_wait(bool busy) {
     const std::uint32_t shift = std::min<std::uint32_t>(idle_rounds_, 16);
     const long cap_us = busy ? 50 : 1000;
     timeout.tv_nsec = std::min<long>(1L << shift, cap_us) * 1000;
+    fds[1].fd = endpoint_->doorbell_fd();  // shm: a peer that posts to us rings it (doorbell.h)
   }
-  if (ppoll(fds.data(), fds[1].fd >= 0 ? 2 : 1, &timeout, nullptr) > 0 && (fds[0].revents & POLLIN) != 0) {
-    batches_.wake().drain();
+  if (ppoll(fds.data(), fds[1].fd >= 0 ? 2 : 1, &timeout, nullptr) > 0) {
+    if ((fds[0].revents & POLLIN) != 0) batches_.wake().drain();
+    if ((fds[1].revents & POLLIN) != 0 && fds[1].fd == endpoint_->doorbell_fd()) endpoint_->drain_doorbell();
   }
 }
 
