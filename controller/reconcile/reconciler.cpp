@@ -305,6 +305,8 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         fail(p, next.reason, next.message);
         return true;
       }
+      // No rate to go by yet: a short first look, so a small job's end is seen soon (next_look).
+      p.wait = std::min(options_.poll_interval, 100ms);
       // A small transfer is waited for at its agent in this same pass (a long-poll of at most kEndWait): it
       // usually ends within milliseconds, and its job then writes status once (Succeeded) instead of twice
       // (Running, then Succeeded a look later). With many small jobs at once the apiserver's writes are
@@ -315,8 +317,6 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         p.memory.ending = true;
         return true;
       }
-      // No rate to go by yet: a short first look, so a small job's end is seen soon (next_look).
-      p.wait = std::min(options_.poll_interval, 100ms);
       return false;
     }
     case StepKind::Track:
