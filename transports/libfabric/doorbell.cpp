@@ -5,11 +5,12 @@
 #include <cstring>
 #include <string>
 
+#include "shm_names.h"
+
 namespace conduit::fabric {
 
 std::optional<Doorbell::Address> Doorbell::address_of(std::string_view name) {
-  if (const auto nul = name.find('\0'); nul != std::string_view::npos) name = name.substr(0, nul);
-  if (name.starts_with("fi_shm://")) name.remove_prefix(9);
+  name = shm_endpoint_name_of(name);
   // Abstract namespace: a leading NUL, no file to create or clean up after a killed process.
   const std::string path = std::string(1, '\0') + "conduit-doorbell/" + std::string(name);
   Address a;

@@ -59,11 +59,14 @@ int remove_stale_shm_endpoints(const std::filesystem::path& dir) {
   return removed;
 }
 
+std::string_view shm_endpoint_name_of(std::string_view address) {
+  if (const auto nul = address.find('\0'); nul != std::string_view::npos) address = address.substr(0, nul);
+  if (address.starts_with("fi_shm://")) address.remove_prefix(9);
+  return address;
+}
+
 bool shm_endpoint_process_gone(std::string_view name) {
-  // fi_getname may end the name with its NUL, and may put shm's scheme before it.
-  if (const auto nul = name.find('\0'); nul != std::string_view::npos) name = name.substr(0, nul);
-  if (name.starts_with("fi_shm://")) name.remove_prefix(9);
-  const pid_t pid = pid_of(name, prefix());
+  const pid_t pid = pid_of(shm_endpoint_name_of(name), prefix());
   return pid != 0 && gone(pid);
 }
 

@@ -20,6 +20,10 @@ std::string shm_endpoint_name();
 // touches other names, other namespaces' files or live processes' files.
 int remove_stale_shm_endpoints(const std::filesystem::path& dir = "/dev/shm");
 
+// The endpoint name in a peer's shm address as fi_getname gives it, which may end with its NUL and may put
+// shm's "fi_shm://" scheme before it.
+std::string_view shm_endpoint_name_of(std::string_view address);
+
 // Whether the process behind a peer's shm endpoint name (its address, as fi_getname gives it) has exited:
 // true only for a Conduit name of this pid namespace whose pid no longer runs. Anything it cannot judge
 // (another namespace, another shape, a live or foreign process) is false.
