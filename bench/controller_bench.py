@@ -32,6 +32,8 @@ import time
 import urllib.error
 import urllib.request
 
+from procfs import cpu_seconds, peak_rss_mib  # bench/, this script's own folder
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NS = "bench"
 MiB = 1 << 20
@@ -167,11 +169,6 @@ def newest_transfer(agent, after):
     items = agent.call("GET", "/v1/transfers")["items"]
     items = [t for t in items if parse_time(t["createdAt"]) >= after - 0.002]
     return max(items, key=lambda t: t["createdAt"]) if items else None
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def pct(values, p):
@@ -322,14 +319,13 @@ def main():
             raise SystemExit(f"a small job Failed: {failed[0]}")
         done = len(succeeded)
         wall = time.time() - t0
-        with open(f"/proc/{controller.pid}/status") as f:
-            peak = int(re.search(r"VmHWM:\s+(\d+) kB", f.read()).group(1))
+        peak = peak_rss_mib(controller.pid)
         cpu = {k: cpu_seconds(pid) - cpu0[k] for k, pid in pids.items()}
         writes1 = api.writes()
         per_job = {k: (writes1[k] - writes0.get(k, 0)) / args.jobs for k in writes1
                    if writes1[k] - writes0.get(k, 0) > 0}
         print(f"{args.jobs} x 64 KiB jobs created at once (in {created:.1f} s): {done} Succeeded after "
-              f"{wall:.1f} s ({done / wall:.1f} jobs/s); controller peak RSS {peak / 1024:.1f} MiB")
+              f"{wall:.1f} s ({done / wall:.1f} jobs/s); controller peak RSS {peak:.1f} MiB")
         print(f"apiserver writes per job: {sum(per_job.values()):.2f} ("
               + ", ".join(f"{k} {v:.2f}" for k, v in sorted(per_job.items())) + "); CPU seconds: "
               + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))

@@ -32,6 +32,8 @@ import sys
 import tempfile
 import time
 
+from procfs import cpu_seconds, peak_rss_mib  # bench/, this script's own folder
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MiB = 1 << 20
 PIECE = 16 * MiB
@@ -67,11 +69,6 @@ def random_file(path, size):
 
 
 SHAPES = ("region->region", "file->region", "file->region+save", "file->file")
-
-
-def cpu_seconds(pid):
-    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def stage_read(path):
@@ -136,8 +133,7 @@ class Agents:
                 sys.exit(f"agent {node} did not start")
 
     def peak_rss_mib(self, node):
-        text = open(f"/proc/{self.procs[node].pid}/status").read()
-        return int(re.search(r"VmHWM:\s+(\d+) kB", text).group(1)) / 1024
+        return peak_rss_mib(self.procs[node].pid)
 
     def cpu_seconds(self):
         return sum(cpu_seconds(p.pid) for p in self.procs.values())
