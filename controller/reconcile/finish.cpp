@@ -321,7 +321,18 @@ void Reconciler::delete_region_when_free(Pass& p, const NodeRef& region) {
 
 bool Reconciler::save_run(Pass& p) {
   if (p.run == p.stored_run) return true;
-  auto r = store_.patch_job_metadata(p.key, {{"annotations", {{kRunAnnotation, p.run.to_annotation()}}}});
+  json patch = {{"annotations", {{kRunAnnotation, p.run.to_annotation()}}}};
+  // The finalizer comes with the first record of something held, in the same write: a job deleted before
+  // then holds nothing and goes at once, and one write per job fewer than a finalizer of its own (each
+  // write is apiserver CPU, what 1,000 jobs at once wait for: docs/pipelines.md). The apiserver refuses a
+  // new finalizer on a job already being deleted; the record then fails and the caller releases what it
+  // was about to hold, as for any failed record.
+  if (!has_finalizer(p.job)) {
+    json finalizers = p.job.value("metadata", json::object()).value("finalizers", json::array());
+    finalizers.push_back(kFinalizer);
+    patch["finalizers"] = std::move(finalizers);
+  }
+  auto r = store_.patch_job_metadata(p.key, patch);
   if (!r) {
     log::warn("recording the run failed", {{"job", p.job_name()}, {"error", r.error().message}});
     p.store_error = true;

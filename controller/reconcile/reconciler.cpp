@@ -38,14 +38,6 @@ std::string temporary_region_name(const json& job) {
 
 namespace {
 
-bool has_finalizer(const json& job) {
-  const json& meta = job.value("metadata", json::object());
-  for (const auto& f : meta.value("finalizers", json::array())) {
-    if (f.is_string() && f.get<std::string>() == kFinalizer) return true;
-  }
-  return false;
-}
-
 // The agent's transfer names only the targets this attempt sent to (run.sent, in its order); the job speaks
 // of every target, and one that landed in an earlier attempt has every byte.
 void widen(TransferInfo& t, const RunState& run, std::size_t targets) {
@@ -191,17 +183,6 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
     case StepKind::WaitBackoff:
     case StepKind::WaitForAgent:
       return false;
-    case StepKind::AddFinalizer: {
-      json finalizers = p.job["metadata"].value("finalizers", json::array());
-      finalizers.push_back(kFinalizer);
-      auto r = store_.patch_job_metadata(p.key, {{"finalizers", finalizers}});
-      if (!r) {
-        p.store_error = true;
-        return false;
-      }
-      p.job["metadata"] = (*r)["metadata"];
-      return true;
-    }
     case StepKind::Finalize: {
       release(p, /*drop_source=*/true);
       if (p.view.phase != phase::kSucceeded) drop_created_targets(p);

@@ -26,6 +26,14 @@ std::vector<NodeRef> refs_from(const json& j) {
 
 }  // namespace
 
+bool has_finalizer(const json& job) {
+  const json& meta = job.value("metadata", json::object());
+  for (const auto& f : meta.value("finalizers", json::array())) {
+    if (f.is_string() && f.get<std::string>() == kFinalizer) return true;
+  }
+  return false;
+}
+
 RunState RunState::from_job(const json& job) {
   RunState run;
   const json* annotations = nullptr;

@@ -18,6 +18,9 @@ namespace conduit::controller {
 inline constexpr const char* kRunAnnotation = "conduit.dev/run";
 inline constexpr const char* kFinalizer = "conduit.dev/cleanup";
 
+// Whether the job carries kFinalizer (deletion waits for the controller's cleanup).
+bool has_finalizer(const nlohmann::json& job);
+
 struct NodeRef {
   std::string node;
   std::string name;  // a grant id, a transfer id or a region name

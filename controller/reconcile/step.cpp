@@ -13,8 +13,6 @@ std::string_view to_string(StepKind kind) {
   switch (kind) {
     case StepKind::Idle:
       return "Idle";
-    case StepKind::AddFinalizer:
-      return "AddFinalizer";
     case StepKind::Finalize:
       return "Finalize";
     case StepKind::DeleteExpired:
@@ -132,7 +130,6 @@ Step follow_transfer(const JobView& job, const TransferJobSpec& spec, const Obse
 Step decide(const JobView& job, const RunState& run, const Observation& seen, TimePoint now,
             const DecideOptions& options) {
   if (job.deleting) return job.has_finalizer ? Step{StepKind::Finalize, "", "", std::nullopt} : idle();
-  if (!job.has_finalizer) return {StepKind::AddFinalizer, "", "", std::nullopt};
 
   if (is_terminal_phase(job.phase)) {
     if (!job.spec || !job.spec->ttl_seconds_after_finished) return idle();

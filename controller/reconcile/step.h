@@ -2,12 +2,13 @@
 // what the source agent says about the current transfer, pick the next step. Pure, so every transition is a
 // table row in a unit test; Reconciler carries the steps out.
 //
-//   (new) --AddFinalizer--> Pending --StartAttempt--> Running --Complete--> Succeeded --(ttl)--> deleted
+//   (new) --> Pending --StartAttempt--> Running --Complete--> Succeeded --(ttl)--> deleted
 //                              |                        |  \--Retry (backoff 1 s, 2 s, ... 60 s)--^
 //                              |                        \--Fail (permanent error, BackoffLimitExceeded,
 //                              |                                 DeadlineExceeded) --> Failed --(ttl)-->
 //                              \--Suspend <--> Resume (Suspended)
-//   any phase + deletionTimestamp --Finalize--> finalizer removed
+//   any phase + deletionTimestamp --Finalize--> finalizer removed (a job gets the finalizer with the first
+//   run record that holds something: the same write, so deletion never outruns cleanup)
 //   StartAttempt whose pre-flight finds a node not answering: Pending, no attempt spent, until it answers (or
 //   Failed PeerUnreachable at the deadline); one finding a transport a node cannot serve: Failed at once.
 #pragma once
@@ -91,7 +92,6 @@ struct Observation {
 
 enum class StepKind : std::uint8_t {
   Idle,           // nothing to do (settled, or waiting for the TTL: see wait)
-  AddFinalizer,   // first sight: make sure deletion waits for cleanup
   Finalize,       // being deleted: cancel, revoke, drop the finalizer
   DeleteExpired,  // ttlSecondsAfterFinished has passed
   Fail,           // cancel, revoke, phase Failed with reason

@@ -3,9 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "conduit/common/log.h"
@@ -49,6 +51,16 @@ std::string key_text(const ObjectKey& key) { return key.ns + "/" + key.name; }
 bool has_finalizers(const json& object) {
   const json& meta = object.value("metadata", json::object());
   return meta.contains("finalizers") && meta["finalizers"].is_array() && !meta["finalizers"].empty();
+}
+
+// As the apiserver: a metadata patch may not add a finalizer to an object being deleted.
+bool adds_finalizer(const json& object, const json& metadata_patch) {
+  if (!metadata_patch.is_object() || !metadata_patch.contains("finalizers")) return false;
+  const json have = object.value("metadata", json::object()).value("finalizers", json::array());
+  for (const auto& f : metadata_patch["finalizers"]) {
+    if (std::find(have.begin(), have.end(), f) == have.end()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -226,6 +238,10 @@ Status LocalStore::note_own_write(const fs::path& path) {
 Result<json> LocalStore::patch_locked(const ObjectKey& key, const char* field, const json& patch) {
   if (auto it = deleting_.find(key); it != deleting_.end()) {
     json& object = it->second;
+    if (std::string_view(field) == "metadata" && adds_finalizer(object, patch)) {
+      return make_error(ErrorCode::Conflict,
+                        "job " + key_text(key) + " is being deleted: no new finalizer can be added to it");
+    }
     if (!object.contains(field) || !object[field].is_object()) object[field] = json::object();
     object[field].merge_patch(patch);
     json result = object;

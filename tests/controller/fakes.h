@@ -2,6 +2,7 @@
 // them, every status write counted) and fake agents whose transfers move only when a test says so.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -64,6 +65,15 @@ class MemoryStore : public ObjectStore {
     auto it = jobs.find(key);
     if (it == jobs.end()) return make_error(ErrorCode::NotFound, "gone");
     if (fail_writes) return make_error(ErrorCode::Io, "store down");
+    if (it->second["metadata"].contains("deletionTimestamp") && metadata.contains("finalizers")) {
+      // As an apiserver: no new finalizer on an object being deleted (the whole patch is refused).
+      const json have = it->second["metadata"].value("finalizers", json::array());
+      for (const auto& f : metadata["finalizers"]) {
+        if (std::find(have.begin(), have.end(), f) == have.end())
+          return make_error(ErrorCode::Conflict,
+                            "no new finalizers can be added if the object is being deleted");
+      }
+    }
     it->second["metadata"].merge_patch(metadata);
     ++metadata_writes;
     json result = it->second;
@@ -124,8 +134,9 @@ class FakeAgents : public AgentApi {
   std::vector<std::string> revoked;
   std::vector<std::string> cancelled;
   int starts = 0;
-  int waits = 0;                  // wait_transfer calls
-  std::function<void()> on_wait;  // what happens at the agent while a wait_transfer waits
+  int waits = 0;                   // wait_transfer calls
+  std::function<void()> on_wait;   // what happens at the agent while a wait_transfer waits
+  std::function<void()> on_grant;  // what happens elsewhere while a grant is taken
   int grants_made = 0;
   std::uint64_t file_bytes = 64 << 20;
 
@@ -214,6 +225,7 @@ class FakeAgents : public AgentApi {
       return make_error(ErrorCode::NotFound, "NotFound: region");
     if (!ask.provider.empty() && ask.provider != "tcp")
       return make_error(ErrorCode::Unavailable, "Unavailable: " + ask.provider);
+    if (on_grant) on_grant();
     const std::string id = "g-" + std::to_string(++grants_made);
     nodes[node].grants[id] = ask.region;
     writers[id] = ask.writer;

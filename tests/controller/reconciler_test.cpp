@@ -821,6 +821,41 @@ TEST_F(ReconcilerTest, StoreOutageChangesNothingOnTheAgents) {
   EXPECT_EQ(error, Reconciler::Error::None);
 }
 
+TEST_F(ReconcilerTest, TheFinalizerComesWithTheFirstRecordOfSomethingHeld) {
+  // Before anything is held: no finalizer, and deleting the job removes it at once.
+  // Created suspended: nothing is asked of any agent.
+  store.put(job("waiting", {{"suspend", true}}));
+  reconcile("waiting");
+  EXPECT_EQ(phase("waiting"), "Suspended") << store.job("waiting").dump(2);
+  EXPECT_FALSE(store.job("waiting")["metadata"].contains("finalizers")) << store.job("waiting").dump(2);
+  EXPECT_EQ(store.metadata_writes, 0);
+  ASSERT_TRUE(store.delete_job({"default", "waiting"}).ok());
+  EXPECT_FALSE(store.exists("waiting")) << "nothing held: nothing to wait for";
+
+  // The first record (the target region, before it is created) carries the finalizer: one write, not two.
+  store.put(job("ckpt"));
+  start("ckpt");
+  EXPECT_EQ(store.job("ckpt")["metadata"]["finalizers"], json::array({"conduit.dev/cleanup"}));
+  const int writes_to_start = store.metadata_writes;
+  EXPECT_EQ(writes_to_start, 3) << "region, then grants, then the transfer: each recorded before the next";
+
+  // Deleted while its grant is being taken (another finalizer keeps the object): the apiserver refuses the
+  // finalizer with the record, so the grant is revoked and nothing starts.
+  const json target{{"targets", {{{"node", "node-c"}, {"region", "kv"}}}}};
+  agents.nodes["node-c"].regions["kv"] = RegionInfo{"kv", 64 * MiB, "host"};
+  json raced = job("raced", target);
+  raced["metadata"]["finalizers"] = json::array({"example.com/keep"});
+  store.put(raced);
+  agents.on_grant = [&] { store.job("raced")["metadata"]["deletionTimestamp"] = "2026-12-05T00:00:00Z"; };
+  const int starts = agents.starts;
+  const std::size_t grants = agents.live_grants();
+  for (int i = 0; i < 3; ++i) reconcile("raced");
+  agents.on_grant = nullptr;
+  EXPECT_EQ(agents.starts, starts) << "no transfer on a grant that could not be recorded";
+  EXPECT_EQ(agents.live_grants(), grants) << "its grant was revoked";
+  EXPECT_EQ(store.job("raced")["metadata"]["finalizers"], json::array({"example.com/keep"}));
+}
+
 // decide() alone: the rows of the table that the stories above do not reach.
 TEST(Decide, Table) {
   const TimePoint now = std::chrono::system_clock::from_time_t(1'800'000'000);
@@ -846,7 +881,8 @@ TEST(Decide, Table) {
   view.has_finalizer = false;
   EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::Idle);
   view.deleting = false;
-  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::AddFinalizer);
+  EXPECT_EQ(decide(view, run, seen, now).kind, StepKind::Retry)
+      << "no finalizer yet is no step of its own: it comes with the first run record";
 }
 
 TEST(Decide, RunningTransfersAreLookedAtWhenTheyShouldFinish) {
