@@ -131,7 +131,8 @@ void LocalStore::scan_locked() {
   jobs_ = std::move(found);
 }
 
-Result<LocalStore::Entry*> LocalStore::find_locked(const ObjectKey& key) {
+Result<LocalStore::Found> LocalStore::find_locked(const ObjectKey& key) {
+  if (auto it = deleting_.find(key); it != deleting_.end()) return Found{.deleting = &it->second};
   // The cached file first, re-read so the object is what is on disk now; a full scan when it moved.
   if (auto it = jobs_.find(key); it != jobs_.end()) {
     if (const auto text = read_file(it->second.path)) {
@@ -142,12 +143,14 @@ Result<LocalStore::Entry*> LocalStore::find_locked(const ObjectKey& key) {
         (*parsed)["metadata"]["namespace"] = key.ns;
         it->second.object = std::move(*parsed);
         it->second.text = *text;
-        return &it->second;
+        return Found{.entry = &it->second};
       }
     }
   }
   scan_locked();
-  if (auto it = jobs_.find(key); it != jobs_.end()) return &it->second;
+  // The scan may just have found the file removed: the job is then being deleted, not gone.
+  if (auto it = deleting_.find(key); it != deleting_.end()) return Found{.deleting = &it->second};
+  if (auto it = jobs_.find(key); it != jobs_.end()) return Found{.entry = &it->second};
   return make_error(ErrorCode::NotFound, "no TransferJob " + key_text(key) + " in " + dir_.string());
 }
 
@@ -164,14 +167,9 @@ Result<std::vector<json>> LocalStore::list_jobs() {
 
 Result<json> LocalStore::get_job(const ObjectKey& key) {
   std::lock_guard lock(mu_);
-  if (auto it = deleting_.find(key); it != deleting_.end()) return it->second;
-  auto entry = find_locked(key);
-  if (!entry) {
-    // find_locked's scan may just have found the file removed: the job is then being deleted, not gone.
-    if (auto it = deleting_.find(key); it != deleting_.end()) return it->second;
-    return entry.error();
-  }
-  return (*entry)->object;
+  auto found = find_locked(key);
+  if (!found) return found.error();
+  return found->deleting != nullptr ? *found->deleting : found->entry->object;
 }
 
 Status LocalStore::write_locked(const fs::path& path, const json& object, const std::string* expected) {
@@ -236,8 +234,10 @@ Status LocalStore::note_own_write(const fs::path& path) {
 }
 
 Result<json> LocalStore::patch_locked(const ObjectKey& key, const char* field, const json& patch) {
-  if (auto it = deleting_.find(key); it != deleting_.end()) {
-    json& object = it->second;
+  auto found = find_locked(key);
+  if (!found) return found.error();
+  if (found->deleting != nullptr) {
+    json& object = *found->deleting;
     if (std::string_view(field) == "metadata" && adds_finalizer(object, patch)) {
       return make_error(ErrorCode::Conflict,
                         "job " + key_text(key) + " is being deleted: no new finalizer can be added to it");
@@ -246,28 +246,23 @@ Result<json> LocalStore::patch_locked(const ObjectKey& key, const char* field, c
     object[field].merge_patch(patch);
     json result = object;
     if (!has_finalizers(object)) {
-      deleting_.erase(it);  // the last finalizer is gone: so is the object
+      deleting_.erase(key);  // the last finalizer is gone: so is the object
       log::info("job deleted", {{"job", key_text(key)}});
     }
     return result;
   }
-  auto entry = find_locked(key);
-  if (!entry) {
-    // Its scan may just have found the file removed while finalizers hold the job: the patch goes there.
-    if (deleting_.count(key) > 0) return patch_locked(key, field, patch);
-    return entry.error();
-  }
-  json object = (*entry)->object;
+  Entry& entry = *found->entry;
+  json object = entry.object;
   if (!object.contains(field) || !object[field].is_object()) object[field] = json::object();
   object[field].merge_patch(patch);
-  if (auto s = write_locked((*entry)->path, object, &(*entry)->text); !s) {
+  if (auto s = write_locked(entry.path, object, &entry.text); !s) {
     if (s.error().code != ErrorCode::NotFound) return s.error();
     // Removed under us: deleting now if finalizers hold it, and the patch goes to that object.
     scan_locked();
     if (deleting_.count(key) == 0) return s.error();
     return patch_locked(key, field, patch);
   }
-  (*entry)->object = object;
+  entry.object = object;
   return object;
 }
 
@@ -283,10 +278,10 @@ Result<json> LocalStore::patch_job_metadata(const ObjectKey& key, const json& me
 
 Status LocalStore::delete_job(const ObjectKey& key) {
   std::lock_guard lock(mu_);
-  if (deleting_.count(key) > 0) return {};
-  auto entry = find_locked(key);
-  if (!entry) return deleting_.count(key) > 0 ? Status{} : Status{entry.error()};
-  const fs::path path = (*entry)->path;
+  auto found = find_locked(key);
+  if (!found) return found.error();
+  if (found->deleting != nullptr) return {};  // already being deleted
+  const fs::path path = found->entry->path;
   std::error_code ec;
   fs::remove(path, ec);
   if (ec) return make_error(ErrorCode::Io, "removing " + path.string() + ": " + ec.message());

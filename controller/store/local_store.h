@@ -47,7 +47,13 @@ class LocalStore : public ObjectStore {
 
   // Re-reads the directory: key -> file. Files that are not TransferJobs are skipped (and said so once).
   void scan_locked();
-  Result<Entry*> find_locked(const ObjectKey& key);
+  // Where a job is now: the object being deleted (its file removed while finalizers hold it) or its file,
+  // re-read; NotFound when neither. Exactly one of the two pointers is set.
+  struct Found {
+    nlohmann::json* deleting = nullptr;
+    Entry* entry = nullptr;
+  };
+  Result<Found> find_locked(const ObjectKey& key);
   Result<nlohmann::json> patch_locked(const ObjectKey& key, const char* field, const nlohmann::json& patch);
   // `expected`: the job file's text the object was read from. Given, the write replaces only that text: a
   // removed file stays removed (NotFound) and an edit saved meanwhile stays (Conflict, to be read again).
