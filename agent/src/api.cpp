@@ -470,6 +470,28 @@ bool may_see_transfer(const AgentState& state, const std::string& id) {
   return !status || may_see_transfer(*status);
 }
 
+// The namespace a request on one region, grant or transfer (its DELETE, a transfer's GET) is held to ("" =
+// none), or nullopt after answering 400. A tenant's controller is held to its own. The cluster's controller
+// names the job's (`?namespace=`) when it looks at or releases what a job's run record lists: whoever may
+// edit the TransferJob may write that record, so the agent, not the record, decides that the object is that
+// namespace's.
+std::optional<std::string> held_namespace(const Request& req, Response& res) {
+  if (caller().tenant_controller()) return caller().ns;
+  if (!req.has_param("namespace")) return std::string();
+  if (req.get_param_value_count("namespace") > 1) {
+    send_error(res,
+               make_error(ErrorCode::InvalidArgument, "query parameter \"namespace\" given more than once"));
+    return std::nullopt;
+  }
+  std::string ns = req.get_param_value("namespace");
+  if (!valid_namespace(ns)) {
+    send_error(res, make_error(ErrorCode::InvalidArgument,
+                               "namespace: must be a namespace name (a DNS-1123 label)"));
+    return std::nullopt;
+  }
+  return ns;
+}
+
 // A tenant's controller (identity.h) acts for its own namespace alone. What a request names: 403 saying why
 // (and true) unless the caller may act for `job_ns`.
 bool out_of_scope(Response& res, const Request& req, const std::string& job_ns) {
@@ -541,10 +563,15 @@ void install_region_routes(Router& r, AgentState& state) {
   r.del(kRegion, [&state](const Request& req, Response& res) {
     const auto name = region_name(req, res);
     if (!name) return;
-    if (caller().tenant_controller()) {
+    const auto ns = held_namespace(req, res);
+    if (!ns) return;
+    if (!ns->empty()) {
       auto region = state.regions.get(*name);
       if (!region) return send_error(res, region.error());
       if (region_out_of_scope(res, req, **region, /*changes=*/true)) return;
+      if ((*region)->tenancy().ns != *ns) {
+        return forbid(res, req, "region " + *name + " is not of namespace " + *ns);
+      }
     }
     if (auto removed = state.regions.remove(*name); !removed) return send_error(res, removed.error());
     res.status = 204;
@@ -868,7 +895,12 @@ void install_grant_routes(Router& r, AgentState& state) {
   r.del(kGrant, [&state](const Request& req, Response& res) {
     const auto id = path_id(req, res);
     if (!id) return;
+    const auto ns = held_namespace(req, res);
+    if (!ns) return;
     if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
+    if (auto grant = state.grants.get(*id); grant && !ns->empty() && (*grant)->job_namespace != *ns) {
+      return forbid(res, req, "the grant is not made for namespace " + *ns);
+    }
     if (auto revoked = state.grants.revoke(*id); !revoked) return send_error(res, revoked.error());
     res.status = 204;
   });
@@ -942,9 +974,14 @@ void install_transfer_routes(Router& r, AgentState& state) {
       [&state](const Request& req, Response& res) {
         const auto id = path_id(req, res);
         if (!id) return;
-        const auto wait = parse_wait_query(req.params);
+        const auto wait = parse_wait_query(req.params, /*namespace_too=*/true);
         if (!wait) return send_error(res, wait.error());
+        const auto ns = held_namespace(req, res);
+        if (!ns) return;
         if (!may_see_transfer(state, *id)) return forbid(res, req, "it sees only the transfers it asked for");
+        if (auto status = state.transfers.get(*id); status && !ns->empty() && status->job_namespace != *ns) {
+          return forbid(res, req, "the transfer is not made for namespace " + *ns);
+        }
         std::optional<LongPoll> slot;
         if (wait->count() > 0) {
           slot.emplace(state);
@@ -962,8 +999,13 @@ void install_transfer_routes(Router& r, AgentState& state) {
       [&state](const Request& req, Response& res) {
         const auto id = path_id(req, res);
         if (!id) return;
+        const auto ns = held_namespace(req, res);
+        if (!ns) return;
         if (!may_see_transfer(state, *id)) {
           return forbid(res, req, "it cancels only the transfers it asked for");
+        }
+        if (auto status = state.transfers.get(*id); status && !ns->empty() && status->job_namespace != *ns) {
+          return forbid(res, req, "the transfer is not made for namespace " + *ns);
         }
         if (auto cancelled = state.transfers.cancel(*id); !cancelled)
           return send_error(res, cancelled.error());

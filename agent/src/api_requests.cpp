@@ -281,9 +281,10 @@ Result<VersionQuery> parse_version_query(const httplib::Params& params) {
   return query;
 }
 
-Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params) {
+Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too) {
   std::chrono::seconds wait{0};
   for (const auto& [key, value] : params) {
+    if (namespace_too && key == "namespace") continue;  // the route's own (held_namespace)
     if (key != "waitSeconds") return invalid("unknown query parameter " + quote(key));
     if (params.count(key) > 1) return invalid("query parameter " + quote(key) + " given more than once");
     const auto parsed = parse_decimal(value);

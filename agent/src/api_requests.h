@@ -98,7 +98,8 @@ struct VersionQuery {
 Result<VersionQuery> parse_version_query(const httplib::Params& params);
 
 // ?waitSeconds= of POST /v1/transfers and GET /v1/transfers/{id} (at most 60; absent: 0, no wait).
-Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params);
+// `namespace_too`: the route also takes ?namespace= (checked by the route itself).
+Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too = false);
 
 // Grant and transfer ids in paths: short, printable, no separators.
 Status validate_id(const std::string& id);

@@ -22,11 +22,7 @@ void Tenancy::add_to(nlohmann::json& region) const {
   if (!shared_with.empty()) region["sharedWith"] = shared_with;
 }
 
-namespace {
-
 bool valid_namespace(const std::string& name) { return static_cast<bool>(validate_name(name)); }
-
-}  // namespace
 
 std::string parse_job_namespace(JsonFields& f) {
   auto ns = f.string("namespace");

@@ -29,6 +29,9 @@ struct Tenancy {
   void add_to(nlohmann::json& region) const;
 };
 
+// A Kubernetes namespace name: a DNS-1123 label.
+bool valid_namespace(const std::string& name);
+
 // "namespace" and "sharedWith" of a request body: Kubernetes namespace names (DNS-1123 labels), "*" too in
 // sharedWith. Problems go to `f`.
 Tenancy parse_tenancy(JsonFields& f);

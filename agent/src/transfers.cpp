@@ -207,6 +207,7 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
     id = id_prefix_ + std::to_string(t->seq);
     t->status.id = id;
     t->status.requested_by = t->request.requested_by;
+    t->status.job_namespace = t->request.job_namespace;
     if (threaded) {
       try {
         threads_.emplace_back([this, t] { run(t); });

@@ -139,7 +139,8 @@ struct TransferStatus {
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
   StageSeconds stages;
-  std::string requested_by;  // TransferRequest's; not shown
+  std::string requested_by;   // TransferRequest's; not shown
+  std::string job_namespace;  // TransferRequest's; not shown
   std::chrono::system_clock::time_point created_at;
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;

@@ -5,6 +5,7 @@
 #include <openssl/x509v3.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <exception>
 #include <map>
 #include <memory>
@@ -47,6 +48,29 @@ Result<T> decoded(Result<json> answer) {
 Status done(const Result<json>& answer) {
   if (!answer) return answer.error();
   return {};
+}
+
+// A name or id as one path segment: what it names may come from a record others can write (a TransferJob's
+// run annotation), and a '?', '/' or '#' in it must not reach the query or another route.
+std::string segment(const std::string& name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : name) {
+    const bool plain = std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '~';
+    if (plain) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+// "?namespace=ns" when a namespace is given (a DNS-1123 label: nothing to escape; the agent checks it).
+std::string for_namespace(const std::string& ns, char sep = '?') {
+  return ns.empty() ? std::string() : std::string(1, sep) + "namespace=" + segment(ns);
 }
 
 }  // namespace
@@ -294,8 +318,9 @@ Result<Region> AgentClient::get_region(const std::string& name) const {
   return decoded<Region>(call(Method::Get, "/v1/regions/" + name, nullptr, options_.read_timeout));
 }
 
-Status AgentClient::delete_region(const std::string& name) const {
-  return done(call(Method::Delete, "/v1/regions/" + name, nullptr, options_.read_timeout));
+Status AgentClient::delete_region(const std::string& name, const std::string& ns) const {
+  return done(call(Method::Delete, "/v1/regions/" + segment(name) + for_namespace(ns), nullptr,
+                   options_.read_timeout));
 }
 
 Result<SaveResult> AgentClient::save_region(const std::string& name, const SaveRegion& request) const {
@@ -327,8 +352,9 @@ Result<Grant> AgentClient::create_grant(const std::string& region, const GrantRe
       call(Method::Post, "/v1/regions/" + region + "/grants", &body, options_.read_timeout));
 }
 
-Status AgentClient::revoke_grant(const std::string& id) const {
-  return done(call(Method::Delete, "/v1/grants/" + id, nullptr, options_.read_timeout));
+Status AgentClient::revoke_grant(const std::string& id, const std::string& ns) const {
+  return done(
+      call(Method::Delete, "/v1/grants/" + segment(id) + for_namespace(ns), nullptr, options_.read_timeout));
 }
 
 Result<FileInfo> AgentClient::stat_file(const std::string& path, const std::string& ns) const {
@@ -360,18 +386,22 @@ Result<TransferStatus> AgentClient::start_transfer(const TransferRequest& reques
   return decoded<TransferStatus>(call(Method::Post, "/v1/transfers", &body, options_.read_timeout));
 }
 
-Result<TransferStatus> AgentClient::get_transfer(const std::string& id) const {
-  return decoded<TransferStatus>(call(Method::Get, "/v1/transfers/" + id, nullptr, options_.read_timeout));
+Result<TransferStatus> AgentClient::get_transfer(const std::string& id, const std::string& ns) const {
+  return decoded<TransferStatus>(
+      call(Method::Get, "/v1/transfers/" + segment(id) + for_namespace(ns), nullptr, options_.read_timeout));
 }
 
-Result<TransferStatus> AgentClient::wait_transfer(const std::string& id, std::chrono::seconds wait) const {
+Result<TransferStatus> AgentClient::wait_transfer(const std::string& id, std::chrono::seconds wait,
+                                                  const std::string& ns) const {
   return decoded<TransferStatus>(call(Method::Get,
-                                      "/v1/transfers/" + id + "?waitSeconds=" + std::to_string(wait.count()),
+                                      "/v1/transfers/" + segment(id) + "?waitSeconds=" +
+                                          std::to_string(wait.count()) + for_namespace(ns, '&'),
                                       nullptr, options_.read_timeout + wait));
 }
 
-Status AgentClient::cancel_transfer(const std::string& id) const {
-  return done(call(Method::Delete, "/v1/transfers/" + id, nullptr, options_.read_timeout));
+Status AgentClient::cancel_transfer(const std::string& id, const std::string& ns) const {
+  return done(call(Method::Delete, "/v1/transfers/" + segment(id) + for_namespace(ns), nullptr,
+                   options_.read_timeout));
 }
 
 }  // namespace conduit::api

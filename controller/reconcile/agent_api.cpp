@@ -119,10 +119,10 @@ Status HttpAgentApi::save_region(const std::string& node, const std::string& nam
   return {};
 }
 
-Status HttpAgentApi::delete_region(const std::string& node, const std::string& name) {
+Status HttpAgentApi::delete_region(const std::string& node, const std::string& name, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->delete_region(name);
+  return c->delete_region(name, ns);
 }
 
 Result<std::uint64_t> HttpAgentApi::file_size(const std::string& node, const std::string& file,
@@ -159,10 +159,10 @@ Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& a
   return g;
 }
 
-Status HttpAgentApi::revoke_grant(const std::string& node, const std::string& id) {
+Status HttpAgentApi::revoke_grant(const std::string& node, const std::string& id, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->revoke_grant(id);
+  return c->revoke_grant(id, ns);
 }
 
 Result<TransferInfo> HttpAgentApi::start_transfer(const std::string& node, const TransferRequest& request) {
@@ -171,25 +171,26 @@ Result<TransferInfo> HttpAgentApi::start_transfer(const std::string& node, const
   return c->start_transfer(request);
 }
 
-Result<TransferInfo> HttpAgentApi::get_transfer(const std::string& node, const std::string& id) {
+Result<TransferInfo> HttpAgentApi::get_transfer(const std::string& node, const std::string& id,
+                                                const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->get_transfer(id);
+  return c->get_transfer(id, ns);
 }
 
 Result<TransferInfo> HttpAgentApi::wait_transfer(const std::string& node, const std::string& id,
-                                                 std::chrono::seconds wait) {
+                                                 std::chrono::seconds wait, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  auto r = c->wait_transfer(id, wait);
-  if (!r && r.error().code == ErrorCode::ResourceExhausted) return c->get_transfer(id);
+  auto r = c->wait_transfer(id, wait, ns);
+  if (!r && r.error().code == ErrorCode::ResourceExhausted) return c->get_transfer(id, ns);
   return r;
 }
 
-Status HttpAgentApi::cancel_transfer(const std::string& node, const std::string& id) {
+Status HttpAgentApi::cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->cancel_transfer(id);
+  return c->cancel_transfer(id, ns);
 }
 
 }  // namespace conduit::controller

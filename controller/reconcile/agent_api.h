@@ -71,18 +71,22 @@ class AgentApi {
   // `ns`: the job's namespace; with --namespace-files the agent lets a job reach only files under "<ns>/".
   virtual Status save_region(const std::string& node, const std::string& name, const std::string& file,
                              const std::string& ns) = 0;
-  virtual Status delete_region(const std::string& node, const std::string& name) = 0;
+  // `ns` below: the job's namespace. What a job's run record names (which whoever may edit the job may
+  // write) is looked at and released only as that namespace's: the agent refuses (RemoteAccess) a region,
+  // grant or transfer of another.
+  virtual Status delete_region(const std::string& node, const std::string& name, const std::string& ns) = 0;
   virtual Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
                                           const std::string& ns) = 0;
   virtual Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) = 0;
-  virtual Status revoke_grant(const std::string& node, const std::string& id) = 0;
+  virtual Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) = 0;
   virtual Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) = 0;
-  virtual Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) = 0;
+  virtual Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
+                                            const std::string& ns) = 0;
   // Answers as soon as the transfer ended, or after `wait` with its state then (the agent may refuse to
   // wait when it holds many long-polls: then it is asked without waiting).
   virtual Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
-                                             std::chrono::seconds wait) = 0;
-  virtual Status cancel_transfer(const std::string& node, const std::string& id) = 0;
+                                             std::chrono::seconds wait, const std::string& ns) = 0;
+  virtual Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) = 0;
 };
 
 struct HttpAgentOptions {
@@ -114,16 +118,17 @@ class HttpAgentApi : public AgentApi {
                                const std::string& ns) override;
   Status save_region(const std::string& node, const std::string& name, const std::string& file,
                      const std::string& ns) override;
-  Status delete_region(const std::string& node, const std::string& name) override;
+  Status delete_region(const std::string& node, const std::string& name, const std::string& ns) override;
   Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
                                   const std::string& ns) override;
   Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override;
-  Status revoke_grant(const std::string& node, const std::string& id) override;
+  Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) override;
   Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override;
-  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) override;
+  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
+                                    const std::string& ns) override;
   Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
-                                     std::chrono::seconds wait) override;
-  Status cancel_transfer(const std::string& node, const std::string& id) override;
+                                     std::chrono::seconds wait, const std::string& ns) override;
+  Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) override;
 
  private:
   // The client of the node's agent, or NotFound when the directory knows none there.

@@ -206,7 +206,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   p.run.transfer = NodeRef{spec.source.node, started->id};
   if (!save_run(p)) {
     // The transfer's id could not be recorded: stop it now rather than let it run unaccounted for.
-    (void)agents_.cancel_transfer(spec.source.node, started->id);
+    (void)agents_.cancel_transfer(spec.source.node, started->id, p.key.ns);
     return std::nullopt;
   }
   const std::size_t done = spec.targets.size() - sending.size();

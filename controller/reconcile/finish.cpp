@@ -248,7 +248,7 @@ void Reconciler::release(Pass& p, bool drop_source) {
   if (p.run.transfer) {
     const bool finished = p.seen.kind == Observation::Kind::Answered && p.seen.transfer.finished();
     if (!finished) {
-      const auto s = agents_.cancel_transfer(p.run.transfer->node, p.run.transfer->name);
+      const auto s = agents_.cancel_transfer(p.run.transfer->node, p.run.transfer->name, p.key.ns);
       if (!s && s.error().code != ErrorCode::NotFound) {
         log::warn("cancelling the transfer failed", {{"job", p.job_name()}, {"error", s.error().message}});
       }
@@ -258,13 +258,17 @@ void Reconciler::release(Pass& p, bool drop_source) {
   // A grant whose node does not answer stays on the list and is revoked again at the next release (and
   // before the next attempt): left alone it would stay valid for its whole TTL after the transfer.
   std::vector<NodeRef> unrevoked;
+  // Refused (RemoteAccess): not this job's namespace's to revoke (a record someone wrote by hand), never
+  // tried again.
+  const auto settled = [](const Status& s) {
+    return s || s.error().code == ErrorCode::NotFound || s.error().code == ErrorCode::RemoteAccess;
+  };
   for (const auto& g : p.run.unrevoked) {
-    const auto s = agents_.revoke_grant(g.node, g.name);
-    if (!s && s.error().code != ErrorCode::NotFound) unrevoked.push_back(g);
+    if (!settled(agents_.revoke_grant(g.node, g.name, p.key.ns))) unrevoked.push_back(g);
   }
   for (const auto& g : p.run.grants) {
-    const auto s = agents_.revoke_grant(g.node, g.name);
-    if (!s && s.error().code != ErrorCode::NotFound) {
+    const auto s = agents_.revoke_grant(g.node, g.name, p.key.ns);
+    if (!settled(s)) {
       log::warn("revoking a grant failed; trying again at the next step of the job",
                 {{"job", p.job_name()}, {"node", g.node}, {"grant", g.name}, {"error", s.error().message}});
       unrevoked.push_back(g);
@@ -306,7 +310,7 @@ void Reconciler::drop_created_targets(Pass& p) {
 void Reconciler::delete_region_when_free(Pass& p, const NodeRef& region) {
   // A cancelled transfer lets go of its regions a moment after the cancel returns: wait a little for it.
   for (int tries = 0;; ++tries) {
-    const auto s = agents_.delete_region(region.node, region.name);
+    const auto s = agents_.delete_region(region.node, region.name, p.key.ns);
     if (s || s.error().code == ErrorCode::NotFound) return;
     if (s.error().code != ErrorCode::Conflict || tries >= 20) {
       log::warn("deleting a region the job holds failed", {{"job", p.job_name()},

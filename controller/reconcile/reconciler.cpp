@@ -154,14 +154,21 @@ Observation Reconciler::observe(Pass& p) {
   const NodeRef& t = *p.run.transfer;
   // Near its end the look waits for it at the agent (a long-poll), so Succeeded reaches status when the
   // agent is done, not up to a poll later. It holds this worker for at most kEndWait.
-  auto r = p.memory.ending ? agents_.wait_transfer(t.node, t.name, kEndWait)
-                           : agents_.get_transfer(t.node, t.name);
+  auto r = p.memory.ending ? agents_.wait_transfer(t.node, t.name, kEndWait, p.key.ns)
+                           : agents_.get_transfer(t.node, t.name, p.key.ns);
   if (p.memory.ending) p.now = clock_();  // completionTime is when the end was seen
   if (r) {
     p.memory.unreachable_since.reset();
     o.kind = Observation::Kind::Answered;
     o.transfer = std::move(*r);
     widen(o.transfer, p.run, p.spec().targets.size());
+    return o;
+  }
+  if (r.error().code == ErrorCode::RemoteAccess) {
+    // The run record names a transfer the agent will not show this job's namespace: not this job's.
+    o.kind = Observation::Kind::Lost;
+    o.error = "the agent on node \"" + t.node + "\" refused transfer " + t.name + " to namespace " +
+              p.key.ns + ": " + r.error().message;
     return o;
   }
   if (r.error().code == ErrorCode::NotFound && agents_.url(t.node)) {

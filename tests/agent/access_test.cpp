@@ -376,6 +376,62 @@ std::string concrete(std::string path) {
   return path;
 }
 
+// The controller releases what a job's run record names, and whoever may edit the TransferJob may write that
+// record: the agent, holding each DELETE (and a transfer's GET) to the job's namespace, is what keeps a
+// forged record from reaching another namespace's region, grant or transfer.
+TEST(Release, ANamespacedRequestReachesOnlyThatNamespacesRegionsGrantsAndTransfers) {
+  AgentProcess agent(agent_options());
+  ASSERT_TRUE(agent.started());
+  for (const auto& [name, ns] :
+       {std::pair{"theirs", "team-b"}, {"theirs-dst", "team-b"}, {"ours", "team-a"}}) {
+    ASSERT_EQ(
+        agent.post("/v1/regions", {{"name", name}, {"bytes", MiB}, {"memory", "host"}, {"namespace", ns}})
+            .status,
+        201);
+  }
+  auto granted = [&](const std::string& region, const std::string& ns) {
+    auto r = agent.post("/v1/regions/" + region + "/grants",
+                        {{"length", MiB}, {"access", "write"}, {"ttlSeconds", 600}, {"namespace", ns}});
+    EXPECT_EQ(r.status, 201) << r.body.dump();
+    return r.body;
+  };
+  const json theirs = granted("theirs-dst", "team-b"), ours = granted("ours", "team-a");
+  auto t = agent.post("/v1/transfers", {{"source", {{"region", "theirs"}}},
+                                        {"targets", {{{"grant", theirs["key"]}}}},
+                                        {"namespace", "team-b"}});
+  ASSERT_EQ(t.status, 202) << t.body.dump();
+  const std::string transfer = "/v1/transfers/" + t.body["id"].get<std::string>();
+  const std::string their_grant = "/v1/grants/" + theirs["id"].get<std::string>();
+
+  // As team-a: refused, each saying why, and nothing of team-b's changed.
+  const std::vector<std::pair<std::string, std::string>> refused{
+      {"DELETE", "/v1/regions/theirs?namespace=team-a"},
+      {"DELETE", their_grant + "?namespace=team-a"},
+      {"GET", transfer + "?namespace=team-a"},
+      {"GET", transfer + "?waitSeconds=1&namespace=team-a"},
+      {"DELETE", transfer + "?namespace=team-a"}};
+  for (const auto& [method, path] : refused) {
+    auto r = method == "GET" ? agent.get(path) : agent.del(path);
+    EXPECT_EQ(r.status, 403) << method << " " << path << ": " << r.body.dump();
+    EXPECT_EQ(r.body["error"]["code"], "Forbidden") << r.body.dump();
+    EXPECT_NE(r.body["error"]["message"].get<std::string>().find("namespace team-a"), std::string::npos)
+        << r.body.dump();
+  }
+  EXPECT_EQ(agent.get("/v1/regions/theirs").status, 200);
+  EXPECT_EQ(agent.get(their_grant).status, 200);
+  EXPECT_EQ(agent.get(transfer + "?namespace=team-b").status, 200);
+
+  // A name that is no namespace, or two of them: 400.
+  EXPECT_EQ(agent.del("/v1/regions/ours?namespace=Team_A").status, 400);
+  EXPECT_EQ(agent.del("/v1/regions/ours?namespace=team-a&namespace=team-b").status, 400);
+  EXPECT_EQ(agent.get(transfer + "?namespace=").status, 400);
+
+  // As team-a, its own: revoked and deleted.
+  EXPECT_EQ(agent.del("/v1/grants/" + ours["id"].get<std::string>() + "?namespace=team-a").status, 204);
+  EXPECT_EQ(agent.del("/v1/regions/ours?namespace=team-a").status, 204);
+  EXPECT_EQ(agent.get("/v1/regions/ours").status, 404);
+}
+
 TEST(Tokens, EveryProtectedRouteInTheSpecAnswers401WithAJsonErrorWithoutOrWithAWrongToken) {
   AgentProcess agent(agent_options());
   ASSERT_TRUE(agent.started());

@@ -206,8 +206,12 @@ class FakeAgents : public AgentApi {
     saved.push_back(node + ":" + name + "->" + file);
     return {};
   }
-  Status delete_region(const std::string& node, const std::string& name) override {
+  // As the agent: given a namespace, a region, grant or transfer of another is refused ("": an operator's).
+  Status delete_region(const std::string& node, const std::string& name, const std::string& ns) override {
     if (auto e = reach(node)) return *e;
+    if (auto it = nodes[node].regions.find(name);
+        it != nodes[node].regions.end() && !ns.empty() && it->second.ns != ns)
+      return make_error(ErrorCode::RemoteAccess, "Forbidden: region " + name + " is not of namespace " + ns);
     if (nodes[node].regions.erase(name) == 0) return make_error(ErrorCode::NotFound, "NotFound");
     deleted_regions.push_back(node + ":" + name);
     return {};
@@ -229,6 +233,7 @@ class FakeAgents : public AgentApi {
     const std::string id = "g-" + std::to_string(++grants_made);
     nodes[node].grants[id] = ask.region;
     writers[id] = ask.writer;
+    grant_ns[id] = ask.ns;
     GrantInfo g{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
     g.length = ask.region.empty() ? (16u << 20) : ask.length;
     g.landing = json{
@@ -236,9 +241,12 @@ class FakeAgents : public AgentApi {
     if (!ask.save.empty()) g.landing["file"] = ask.save;
     return g;
   }
-  std::map<std::string, std::string> writers;  // grant id -> the writer it was asked with
-  Status revoke_grant(const std::string& node, const std::string& id) override {
+  std::map<std::string, std::string> writers;   // grant id -> the writer it was asked with
+  std::map<std::string, std::string> grant_ns;  // grant id -> the job's namespace it was asked for
+  Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) override {
     if (auto e = reach(node)) return *e;
+    if (nodes[node].grants.count(id) > 0 && !ns.empty() && grant_ns[id] != ns)
+      return make_error(ErrorCode::RemoteAccess, "Forbidden: the grant is not made for namespace " + ns);
     if (nodes[node].grants.erase(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: grant");
     revoked.push_back(id);
     return {};
@@ -257,21 +265,26 @@ class FakeAgents : public AgentApi {
     requests[t.id] = request;
     return t;
   }
-  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id) override {
+  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
+                                    const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
+    if (!ns.empty() && requests[id].ns != ns)
+      return make_error(ErrorCode::RemoteAccess, "Forbidden: not of namespace " + ns);
     return transfers[id];
   }
   // Nothing moves while a fake waits: it answers at once, and counts the waits asked for.
-  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
-                                     std::chrono::seconds) override {
+  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id, std::chrono::seconds,
+                                     const std::string& ns) override {
     ++waits;
     if (on_wait) on_wait();
-    return get_transfer(node, id);
+    return get_transfer(node, id, ns);
   }
-  Status cancel_transfer(const std::string& node, const std::string& id) override {
+  Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
+    if (!ns.empty() && requests[id].ns != ns)
+      return make_error(ErrorCode::RemoteAccess, "Forbidden: not of namespace " + ns);
     auto& t = transfers[id];
     if (!t.finished()) {
       t.state = "Cancelled";

@@ -856,6 +856,44 @@ TEST_F(ReconcilerTest, TheFinalizerComesWithTheFirstRecordOfSomethingHeld) {
   EXPECT_EQ(store.job("raced")["metadata"]["finalizers"], json::array({"example.com/keep"}));
 }
 
+TEST_F(ReconcilerTest, ARunRecordWrittenByHandReleasesNothingOfAnotherNamespace) {
+  // Whoever may edit a TransferJob may write its run annotation. Team-b's region, grant and transfer:
+  ASSERT_TRUE(agents.create_region("node-b", "victim", 64 * MiB, "host", "team-b").ok());
+  GrantAsk ask;
+  ask.region = "victim";
+  ask.length = 64 * MiB;
+  ask.ns = "team-b";
+  const auto g = agents.grant("node-b", ask);
+  ASSERT_TRUE(g.ok());
+  agents.nodes["node-a"].regions["src"] = RegionInfo{"src", 64 * MiB, "host"};
+  TransferRequest theirs;
+  theirs.source_region = "src";
+  theirs.length = 64 * MiB;
+  theirs.ns = "team-b";
+  const auto t = agents.start_transfer("node-a", theirs);
+  ASSERT_TRUE(t.ok());
+  // A job of namespace default whose record claims all three, then deleted before it succeeded.
+  json forged = job("forged");
+  RunState run;
+  run.attempt = 1;
+  run.created = {{"node-b", "victim"}};
+  run.grants = {{"node-b", g->id}};
+  run.transfer = NodeRef{"node-a", t->id};
+  forged["metadata"]["annotations"] = {{kRunAnnotation, run.to_annotation()}};
+  forged["metadata"]["finalizers"] = json::array({kFinalizer});
+  forged["status"] = {{"phase", "Running"}};
+  store.put(forged);
+  reconcile("forged");  // the transfer it names is refused to namespace default: not this job's
+  ASSERT_TRUE(store.delete_job({"default", "forged"}).ok());
+  for (int i = 0; i < 3 && store.exists("forged"); ++i) reconcile("forged");
+
+  EXPECT_FALSE(store.exists("forged")) << "refusals do not hold the job's deletion";
+  EXPECT_EQ(agents.nodes["node-b"].regions.count("victim"), 1U) << "team-b's region is still there";
+  EXPECT_EQ(agents.nodes["node-b"].grants.count(g->id), 1U) << "team-b's grant is still live";
+  EXPECT_TRUE(agents.cancelled.empty()) << "team-b's transfer was not cancelled";
+  EXPECT_EQ(agents.transfers.at(t->id).state, "Running");
+}
+
 // decide() alone: the rows of the table that the stories above do not reach.
 TEST(Decide, Table) {
   const TimePoint now = std::chrono::system_clock::from_time_t(1'800'000'000);

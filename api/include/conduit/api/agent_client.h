@@ -74,7 +74,9 @@ class AgentClient {
   Result<Region> create_region(const CreateRegion& request) const;  // POST /v1/regions
   Result<Region> load_region(const LoadRegion& request) const;      // POST /v1/regions
   Result<Region> get_region(const std::string& name) const;         // GET /v1/regions/{name}
-  Status delete_region(const std::string& name) const;              // DELETE /v1/regions/{name}
+  // DELETE /v1/regions/{name}. `ns`, for a job's namespace: the agent deletes only a region of that
+  // namespace (the DELETEs and transfer GETs below likewise hold to it: a grant or transfer made for it).
+  Status delete_region(const std::string& name, const std::string& ns = "") const;
   // POST /v1/regions/{name}/save
   Result<SaveResult> save_region(const std::string& name, const SaveRegion& request) const;
   // GET /v1/regions/{name}/checksum
@@ -87,16 +89,19 @@ class AgentClient {
 
   // POST /v1/regions/{name}/grants
   Result<Grant> create_grant(const std::string& region, const GrantRequest& request) const;
-  Status revoke_grant(const std::string& id) const;                        // DELETE /v1/grants/{id}
-  Result<Grant> create_ring_grant(const RingGrantRequest& request) const;  // POST /v1/grants
+  Status revoke_grant(const std::string& id, const std::string& ns = "") const;  // DELETE /v1/grants/{id}
+  Result<Grant> create_ring_grant(const RingGrantRequest& request) const;        // POST /v1/grants
   Result<Landed> landed(const std::string& grant, const LandedReport& report) const;  // .../landed
   Status commit(const std::string& grant, std::uint64_t bytes) const;                 // .../commit
 
   Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
-  Result<TransferStatus> get_transfer(const std::string& id) const;             // GET /v1/transfers/{id}
+  // GET /v1/transfers/{id}
+  Result<TransferStatus> get_transfer(const std::string& id, const std::string& ns = "") const;
   // A long-poll: answers as soon as the transfer ended, or after `wait` with its state then.
-  Result<TransferStatus> wait_transfer(const std::string& id, std::chrono::seconds wait) const;
-  Status cancel_transfer(const std::string& id) const;  // DELETE /v1/transfers/{id}
+  Result<TransferStatus> wait_transfer(const std::string& id, std::chrono::seconds wait,
+                                       const std::string& ns = "") const;
+  Status cancel_transfer(const std::string& id,
+                         const std::string& ns = "") const;  // DELETE /v1/transfers/{id}
 
  private:
   enum class Method { Get, Post, Delete };
