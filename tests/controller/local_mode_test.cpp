@@ -244,6 +244,17 @@ TEST_F(LocalMode, AJobReachesOnlyItsNamespacesRegionsUntilTheOwnerSharesThem) {
                       {"namespace", "team-b"},
                       {"targets", {{{"grant", into.body["key"]}, {"url", b.url()}, {"region", "shared"}}}}});
   EXPECT_EQ(send.status, 403) << send.body.dump();
+
+  // A team-b job whose run record, written by hand, claims team-a's private region as one it created: the
+  // job fails (no agent on node-z) and the controller deletes what it created, as team-b's alone, so the
+  // agent refuses and the region stays.
+  apply("forged",
+        "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: forged\n"
+        "  namespace: team-b\n  annotations:\n    conduit.dev/run: '{\"attempt\": 1, \"created\": "
+        "[{\"node\": \"node-b\", \"name\": \"private\"}]}'\nspec:\n  source: {node: node-a, "
+        "file: w.bin}\n  targets:\n    - {node: node-z, region: x}\n");
+  ASSERT_TRUE(eventually([&] { return phase("forged") == "Failed"; }, 30s)) << read_job("forged").dump(2);
+  EXPECT_EQ(b.get("/v1/regions/private").status, 200) << "team-a's region was deleted for a team-b job";
   EXPECT_EQ(b.get("/v1/regions/private").body["namespace"], "team-a");
 }
 
