@@ -164,13 +164,6 @@ Observation Reconciler::observe(Pass& p) {
     widen(o.transfer, p.run, p.spec().targets.size());
     return o;
   }
-  if (r.error().code == ErrorCode::RemoteAccess) {
-    // The run record names a transfer the agent will not show this job's namespace: not this job's.
-    o.kind = Observation::Kind::Lost;
-    o.error = "the agent on node \"" + t.node + "\" refused transfer " + t.name + " to namespace " +
-              p.key.ns + ": " + r.error().message;
-    return o;
-  }
   if (r.error().code == ErrorCode::NotFound && agents_.url(t.node)) {
     o.kind = Observation::Kind::Lost;
     o.error = "the agent on node \"" + t.node + "\" no longer knows transfer " + t.name +

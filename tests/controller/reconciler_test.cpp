@@ -883,7 +883,7 @@ TEST_F(ReconcilerTest, ARunRecordWrittenByHandReleasesNothingOfAnotherNamespace)
   forged["metadata"]["finalizers"] = json::array({kFinalizer});
   forged["status"] = {{"phase", "Running"}};
   store.put(forged);
-  reconcile("forged");  // the transfer it names is refused to namespace default: not this job's
+  reconcile("forged");  // the transfer it names is refused to namespace default: as an agent not answering
   ASSERT_TRUE(store.delete_job({"default", "forged"}).ok());
   for (int i = 0; i < 3 && store.exists("forged"); ++i) reconcile("forged");
 
