@@ -492,6 +492,15 @@ std::optional<std::string> held_namespace(const Request& req, Response& res) {
   return ns;
 }
 
+// Why transfer `id` is out of reach of a request held to `ns` (held_namespace), or nullopt. An unknown
+// transfer passes, so the handler answers NotFound as for anyone.
+std::optional<std::string> transfer_not_of(const AgentState& state, const std::string& id,
+                                           const std::string& ns) {
+  auto status = state.transfers.get(id);
+  if (!status || ns.empty() || status->job_namespace == ns) return std::nullopt;
+  return "the transfer is not made for namespace " + ns;
+}
+
 // A tenant's controller (identity.h) acts for its own namespace alone. What a request names: 403 saying why
 // (and true) unless the caller may act for `job_ns`.
 bool out_of_scope(Response& res, const Request& req, const std::string& job_ns) {
@@ -979,9 +988,7 @@ void install_transfer_routes(Router& r, AgentState& state) {
         const auto ns = held_namespace(req, res);
         if (!ns) return;
         if (!may_see_transfer(state, *id)) return forbid(res, req, "it sees only the transfers it asked for");
-        if (auto status = state.transfers.get(*id); status && !ns->empty() && status->job_namespace != *ns) {
-          return forbid(res, req, "the transfer is not made for namespace " + *ns);
-        }
+        if (auto why = transfer_not_of(state, *id, *ns)) return forbid(res, req, *why);
         std::optional<LongPoll> slot;
         if (wait->count() > 0) {
           slot.emplace(state);
@@ -1004,9 +1011,7 @@ void install_transfer_routes(Router& r, AgentState& state) {
         if (!may_see_transfer(state, *id)) {
           return forbid(res, req, "it cancels only the transfers it asked for");
         }
-        if (auto status = state.transfers.get(*id); status && !ns->empty() && status->job_namespace != *ns) {
-          return forbid(res, req, "the transfer is not made for namespace " + *ns);
-        }
+        if (auto why = transfer_not_of(state, *id, *ns)) return forbid(res, req, *why);
         if (auto cancelled = state.transfers.cancel(*id); !cancelled)
           return send_error(res, cancelled.error());
         auto status = state.transfers.get(*id);

@@ -269,8 +269,7 @@ class FakeAgents : public AgentApi {
                                     const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
-    if (!ns.empty() && requests[id].ns != ns)
-      return make_error(ErrorCode::RemoteAccess, "Forbidden: not of namespace " + ns);
+    if (auto e = not_of(id, ns)) return *e;
     return transfers[id];
   }
   // Nothing moves while a fake waits: it answers at once, and counts the waits asked for.
@@ -283,8 +282,7 @@ class FakeAgents : public AgentApi {
   Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
-    if (!ns.empty() && requests[id].ns != ns)
-      return make_error(ErrorCode::RemoteAccess, "Forbidden: not of namespace " + ns);
+    if (auto e = not_of(id, ns)) return *e;
     auto& t = transfers[id];
     if (!t.finished()) {
       t.state = "Cancelled";
@@ -292,6 +290,12 @@ class FakeAgents : public AgentApi {
     }
     cancelled.push_back(id);
     return {};
+  }
+
+  // As the agent: a transfer of another namespace than the one given ("": an operator's) is refused.
+  std::optional<Error> not_of(const std::string& transfer, const std::string& ns) {
+    if (ns.empty() || requests[transfer].ns == ns) return std::nullopt;
+    return make_error(ErrorCode::RemoteAccess, "Forbidden: not of namespace " + ns);
   }
 
   std::vector<std::string> saved;
