@@ -211,6 +211,10 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   server.set_payload_max_length(config.max_body_bytes);
   // Small JSON replies otherwise wait out Nagle against the client's delayed ACK: 40 ms per GET measured.
   server.set_tcp_nodelay(true);
+  // cpp-httplib closes a kept-alive connection after 5 requests, so a caller that sends request after
+  // request (the controller, the SDK) opened a new connection, through the gate, every fifth one. 1,000 as
+  // nginx does; the 5 s idle timeout still closes connections nobody uses.
+  server.set_keep_alive_max_count(1000);
   // cpp-httplib's default adds SO_REUSEPORT, which would let a second agent share the port unnoticed.
   server.set_socket_options([](socket_t sock) {
     const int yes = 1;
