@@ -23,7 +23,9 @@ class ScatterExecutor {
   explicit ScatterExecutor(Done done);
   ~ScatterExecutor();  // stop()
 
-  // Queues a transfer whose source registration (scatter_local) and transport (transports[0]) are set.
+  // Submits a transfer whose source registration (scatter_local) and transport (transports[0]) are set, as
+  // one batch, on the caller's thread, and hands it to the executor's thread to watch. A transfer that ends
+  // at once (stopped, or refused by the transport) has `done` called before this returns.
   void submit(std::shared_ptr<TransferRun> transfer);
   // Ends the thread once every transfer it holds ended (their stop flags are the caller's to set).
   void stop();
@@ -36,15 +38,16 @@ class ScatterExecutor {
     std::optional<run::Failure> why;  // set when we cancelled it: the end to report
   };
   void loop();
-  bool launch(Flight& f);  // false: it ended at once (done called)
-  bool watch(Flight& f);   // false: it ended (done called)
+  bool launch(Flight& f) const;  // false: it ended at once (done called)
+  bool watch(Flight& f);         // false: it ended (done called)
 
   Done done_;
   // Woken by submit(), stop() and every batch's end; the loop looks at the batches in flight then, and
   // every kLook otherwise (progress in status, stops).
   std::shared_ptr<BatchWakeup> wakeup_ = std::make_shared<BatchWakeup>();
   std::mutex mu_;
-  std::deque<std::shared_ptr<TransferRun>> queue_;
+  std::deque<Flight> queue_;  // launched, not yet watched
+  int launching_ = 0;         // submit() calls between their launch and their flight's queueing
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -219,8 +219,9 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
     transfers_.emplace(id, t);
     running = ++running_;
   }
-  if (!threaded) scatter_->submit(t);
+  // Before the submit: a scatter transfer refused at once finishes inside it and sets the gauge again.
   if (metrics_ != nullptr) metrics_->set_active_transfers(static_cast<double>(running));
+  if (!threaded) scatter_->submit(t);
   // A scatter-gather transfer may be one of thousands a second: debug, not info.
   const log::Fields fields{{"transfer", id},
                            {"source", source_name},
