@@ -8,7 +8,8 @@
 // per fi_writemsg as its iov limits allow, the last message delivered) against conduit::Transport (one
 // batch of 1,000 ops): what the provider itself loses to scattering, measured beside what conduit loses.
 // And through the agent API: POST /v1/transfers?waitSeconds with one op (submit to completion, one HTTP
-// round trip), plus the same 1,000 blocks in one request against one contiguous 16 MiB transfer.
+// round trip) beside GET /healthz (the HTTP round trip alone), plus the same 1,000 blocks in one request
+// against one contiguous 16 MiB transfer.
 #include <httplib.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -491,6 +492,21 @@ int agent_latency(const Options& options, const std::string& source, const std::
   };
   std::printf("through the agent API (POST /v1/transfers?waitSeconds, one op): submit to completion\n");
   json out = json::object();
+  {
+    // The HTTP round trip alone on the same connection, what every call pays before any transfer work: the
+    // floor under the figures below.
+    std::vector<double> us;
+    for (int i = 0; i < count_for(0, 1) / 2; ++i) {
+      const auto t0 = Clock::now();
+      auto r = a->Get("/healthz");
+      if (!ok(r, 200)) return std::cerr << "GET /healthz failed\n", 1;
+      us.push_back(micros(Clock::now() - t0));
+    }
+    const Percentiles p = percentiles(us);
+    std::printf("  %-8s %10s  p50 %8.1f us  p99 %8.1f us  p999 %8.1f us\n", "http", "GET /healthz", p.p50,
+                p.p99, p.p999);
+    out["p50_us_healthz"] = p.p50;
+  }
   for (std::uint64_t bytes : kSizes) {
     std::vector<double> us;
     const json body = ops_body(json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", bytes}}}));
