@@ -29,12 +29,11 @@ void ScatterExecutor::submit(std::shared_ptr<TransferRun> transfer) {
     std::lock_guard lock(mu_);
     ++launching_;  // the loop does not end while a launch may still hand it a flight
   }
-  Flight f{std::move(transfer), std::nullopt, false, std::nullopt};
-  const bool flying = launch(f);
+  const bool flying = launch(transfer);
   {
     std::lock_guard lock(mu_);
     --launching_;
-    if (flying) queue_.push_back(std::move(f));
+    if (flying) queue_.push_back(std::move(transfer));
   }
   wakeup_->wake();
 }
@@ -49,8 +48,8 @@ void ScatterExecutor::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-bool ScatterExecutor::launch(Flight& f) const {
-  TransferRun& t = *f.transfer;
+bool ScatterExecutor::launch(const std::shared_ptr<TransferRun>& transfer) const {
+  TransferRun& t = *transfer;
   {
     std::lock_guard lock(t.mu);
     t.status.state = TransferState::Running;
@@ -58,7 +57,11 @@ bool ScatterExecutor::launch(Flight& f) const {
     t.started = run::SteadyClock::now();
   }
   if (auto why = t.stopped()) {
-    done_(f.transfer, std::move(why));
+    {
+      std::lock_guard lock(t.scatter.mu);
+      t.scatter.settled = true;
+    }
+    done_(transfer, std::move(why));
     return false;
   }
   const TransferTarget& target = t.request.targets[0];
@@ -79,20 +82,36 @@ bool ScatterExecutor::launch(Flight& f) const {
     ops.push_back(
         Op{t.request.op, t.scatter_local.get(), op.source_offset, target.grant, op.target_offset, op.length});
   }
+  // The batch's end wakes whoever waits on the transfer, who settles it (one wake-up fewer than through this
+  // thread), or else this thread. A waiter that leaves settles once more after it stopped counting itself,
+  // so an end it was woken for but missed is settled then; an end after that wakes this thread.
+  std::unique_lock lock(t.scatter.mu);  // from before the batch can end: settle() finds it
   auto id = t.transports[0]->submit(
-      ops, BatchOptions{t.request.chunk_bytes, t.request.window, BatchWakeup::notifier(wakeup_)});
+      ops, BatchOptions{t.request.chunk_bytes, t.request.window, [end = t.batch_end, executor = wakeup_] {
+                          if (end->waiters.load() > 0) {
+                            end->waiter.wake();
+                          } else {
+                            executor->wake();
+                          }
+                        }});
   if (!id) {
     const char* why =
         id.error().code == ErrorCode::InvalidArgument ? reason::kRemoteAccessDenied : reason::kTransportError;
-    done_(f.transfer, Failure{TransferState::Failed, why, "submitting the ops: " + id.error().message});
+    t.scatter.settled = true;
+    lock.unlock();
+    done_(transfer, Failure{TransferState::Failed, why, "submitting the ops: " + id.error().message});
     return false;
   }
-  f.batch = *id;
+  t.scatter.batch = *id;
   return true;
 }
 
-bool ScatterExecutor::watch(Flight& f) {
-  TransferRun& t = *f.transfer;
+bool ScatterExecutor::settle(const std::shared_ptr<TransferRun>& transfer) {
+  TransferRun& t = *transfer;
+  TransferRun::Scatter& f = t.scatter;
+  std::unique_lock settling(f.mu);
+  if (f.settled) return false;
+  if (!f.batch) return true;  // not launched yet: its launch holds the lock, or settles it
   Transport& transport = *t.transports[0];
   if (!f.cancelling) {
     if (auto why = t.stopped()) {
@@ -122,12 +141,14 @@ bool ScatterExecutor::watch(Flight& f) {
     t.status.targets[0].state = failure ? failure->state : TransferState::Succeeded;
     if (failure) t.status.targets[0].last_error = failure->message;
   }
-  done_(f.transfer, std::move(failure));
+  f.settled = true;
+  settling.unlock();  // done takes the transfer manager's lock; nothing here needs ours any more
+  done_(transfer, std::move(failure));
   return false;
 }
 
 void ScatterExecutor::loop() {
-  std::vector<Flight> flights;
+  std::vector<std::shared_ptr<TransferRun>> flights;
   for (;;) {
     // With nothing in flight only submit() and stop() can matter, and they wake the loop.
     wakeup_->wait_for(flights.empty() ? std::chrono::microseconds(1h) : std::chrono::microseconds(kLook));
@@ -137,7 +158,7 @@ void ScatterExecutor::loop() {
       for (auto& f : queue_) flights.push_back(std::move(f));
       queue_.clear();
     }
-    std::erase_if(flights, [this](Flight& f) { return !watch(f); });
+    std::erase_if(flights, [this](const std::shared_ptr<TransferRun>& t) { return !settle(t); });
   }
 }
 

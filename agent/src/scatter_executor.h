@@ -29,25 +29,21 @@ class ScatterExecutor {
   void submit(std::shared_ptr<TransferRun> transfer);
   // Ends the thread once every transfer it holds ended (their stop flags are the caller's to set).
   void stop();
+  // Any thread: looks at the transfer's batch (a stop cancels it; progress goes to its status) and, once it
+  // ended, has `done` called here unless another thread already did. False once the transfer has ended.
+  bool settle(const std::shared_ptr<TransferRun>& transfer);
 
  private:
-  struct Flight {
-    std::shared_ptr<TransferRun> transfer;
-    std::optional<BatchId> batch;
-    bool cancelling = false;
-    std::optional<run::Failure> why;  // set when we cancelled it: the end to report
-  };
   void loop();
-  bool launch(Flight& f) const;  // false: it ended at once (done called)
-  bool watch(Flight& f);         // false: it ended (done called)
+  bool launch(const std::shared_ptr<TransferRun>& transfer) const;  // false: it ended at once (done called)
 
   Done done_;
   // Woken by submit(), stop() and every batch's end; the loop looks at the batches in flight then, and
   // every kLook otherwise (progress in status, stops).
   std::shared_ptr<BatchWakeup> wakeup_ = std::make_shared<BatchWakeup>();
   std::mutex mu_;
-  std::deque<Flight> queue_;  // launched, not yet watched
-  int launching_ = 0;         // submit() calls between their launch and their flight's queueing
+  std::deque<std::shared_ptr<TransferRun>> queue_;  // launched, not yet watched
+  int launching_ = 0;  // submit() calls between their launch and their flight's queueing
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -81,6 +81,23 @@ class TransferRun {
 
   // A scatter-gather transfer's local side: the source region's registration, kept by the region.
   std::shared_ptr<const Registration> scatter_local;
+  // A scatter-gather transfer's batch (scatter_executor.h), watched by the executor and by whoever waits on
+  // the transfer: the first to see its end settles it, once.
+  struct Scatter {
+    std::mutex mu;
+    std::optional<BatchId> batch;
+    bool cancelling = false;
+    std::optional<run::Failure> why;  // set when it was cancelled: the end to report
+    bool settled = false;
+  };
+  Scatter scatter;
+  // The batch's end (BatchOptions::on_finished) wakes the callers waiting on the transfer, if any, else the
+  // executor: a waiter settles the transfer itself, one thread wake-up sooner than through the executor.
+  struct BatchEnd {
+    BatchWakeup waiter;
+    std::atomic<int> waiters{0};
+  };
+  std::shared_ptr<BatchEnd> batch_end = std::make_shared<BatchEnd>();
 
   // Why the run must end now: cancelled, the agent shutting down, or past its deadline.
   std::optional<run::Failure> stopped() const;

@@ -286,6 +286,7 @@ void TransferManager::finish(const std::shared_ptr<TransferRun>& t, std::optiona
   }
   exited_cv_.notify_all();
   ended_cv_.notify_all();
+  t->batch_end->waiter.wake();  // a scatter transfer's waiters (wait()) sleep there
 
   if (metrics_ != nullptr) {
     const char* result = final_status.state == TransferState::Succeeded   ? "succeeded"
@@ -346,6 +347,27 @@ Result<TransferStatus> TransferManager::get(const std::string& id) const {
 Result<TransferStatus> TransferManager::wait(const std::string& id, std::chrono::milliseconds wait) const {
   const auto until = std::chrono::steady_clock::now() + wait;
   std::unique_lock lock(mu_);
+  if (auto it = transfers_.find(id); it != transfers_.end() && !it->second->request.ops.empty()) {
+    // A scatter-gather transfer: its batch's end wakes this thread, which settles it here. Settled by
+    // another thread, it may not show its end yet: finish() wakes this thread once it does.
+    const std::shared_ptr<TransferRun> t = it->second;
+    lock.unlock();
+    auto ended = [&t] {
+      std::lock_guard transfer_lock(t->mu);
+      return t->status.state != TransferState::Queued && t->status.state != TransferState::Running;
+    };
+    TransferRun::BatchEnd& end = *t->batch_end;
+    ++end.waiters;
+    for (;;) {
+      if (!scatter_->settle(t) && ended()) break;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= until) break;
+      end.waiter.wait_for(until - now);
+    }
+    --end.waiters;
+    (void)scatter_->settle(t);  // an end that came after the last look, and woke only this thread
+    return t->snapshot();
+  }
   for (bool last = false;; last = ended_cv_.wait_until(lock, until) == std::cv_status::timeout) {
     // Found again after every wake: the history may have dropped it meanwhile.
     auto it = transfers_.find(id);
