@@ -366,6 +366,8 @@ Result<TransferStatus> TransferManager::wait(const std::string& id, std::chrono:
     }
     --end.waiters;
     (void)scatter_->settle(t);  // an end that came after the last look, and woke only this thread
+    // The end wakes one waiter: each passes it on to the next (several callers may wait on one transfer).
+    if (ended()) end.waiter.wake();
     return t->snapshot();
   }
   for (bool last = false;; last = ended_cv_.wait_until(lock, until) == std::cv_status::timeout) {

@@ -2,6 +2,7 @@
 // in one request, as one batch, into a long-lived grant; completion answered to the request that waits.
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -257,6 +258,49 @@ TEST_F(Scatter, ARevokedLongLivedGrantStopsWorkingAtOnce) {
   auto after = run(g, one);
   EXPECT_EQ(after.body["state"], "Failed") << after.body.dump();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "a revoked key should fail fast, not stall";
+}
+
+// Several callers waiting on one transfer (the request that started it and two more asking with
+// ?waitSeconds) are each answered at its end: the end wakes one of them, which settles it and passes it on.
+TEST_F(Scatter, EveryCallerWaitingOnATransferIsAnsweredAtItsEnd) {
+  const json g = grant("write");
+  // The target agent stopped: the last write's delivery cannot complete until it runs again.
+  ASSERT_EQ(::kill(b.process().pid(), SIGSTOP), 0);
+  auto client = [this] {
+    auto c = std::make_unique<httplib::Client>(a.url());
+    c->set_bearer_token_auth(a.token());
+    c->set_read_timeout(60, 0);
+    return c;
+  };
+  const json body = {{"source", {{"region", "src"}}},
+                     {"targets", {{{"grant", g["key"]}}}},
+                     {"ops", ops_json(random_layout(200, kBytes, 5))}};
+  auto started = client()->Post("/v1/transfers", body.dump(), "application/json");
+  ASSERT_TRUE(started && started->status == 202) << (started ? started->body : "no answer");
+  const std::string id = json::parse(started->body)["id"];
+  std::vector<std::thread> callers;
+  std::vector<int> status(3, 0);
+  std::vector<std::string> state(3);
+  std::vector<std::chrono::steady_clock::duration> took(3);
+  for (int i = 0; i < 3; ++i) {
+    callers.emplace_back([&, i] {
+      auto c = client();
+      const auto t0 = std::chrono::steady_clock::now();
+      auto r = c->Get(("/v1/transfers/" + id + "?waitSeconds=20").c_str());
+      took[i] = std::chrono::steady_clock::now() - t0;
+      if (!r) return;
+      status[i] = r->status;
+      state[i] = json::parse(r->body, nullptr, false).value("state", "");
+    });
+  }
+  std::this_thread::sleep_for(500ms);  // every caller waiting
+  ASSERT_EQ(::kill(b.process().pid(), SIGCONT), 0);
+  for (auto& t : callers) t.join();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(status[i], 200) << "caller " << i;
+    EXPECT_EQ(state[i], "Succeeded") << "caller " << i;
+    EXPECT_LT(took[i], 10s) << "caller " << i << " waited out its long poll, not woken by the end";
+  }
 }
 
 // 10,000 transfers into one long-lived grant: no registration after the first, and no thread, fd or
