@@ -216,6 +216,12 @@ TEST(YamlJson, HostileDocumentsAreRefusedOrRoundTrip) {
   auto again = parse_yaml(to_yaml(fragile));
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(*again, fragile) << to_yaml(fragile);
+  // A key longer than YAML's 1,024 characters for an implicit key (as written, escapes included) was read
+  // back as "illegal map value".
+  const json long_keys{{std::string(1100, 'k'), 1}, {std::string(300, '\x1d') + "x", "v"}, {"short", 2}};
+  auto read = parse_yaml(to_yaml(long_keys));
+  ASSERT_TRUE(read.ok()) << read.error().message;
+  EXPECT_EQ(*read, long_keys);
 }
 
 class LocalStoreTest : public ::testing::Test {
