@@ -964,9 +964,7 @@ void install_transfer_routes(Router& r, AgentState& state) {
                                     : state.transfers.get(*id);
         json answer = status ? status->to_json() : json::object();
         answer["id"] = *id;
-        const bool ended =
-            status && status->state != TransferState::Queued && status->state != TransferState::Running;
-        send_json(res, slot && ended ? 200 : 202, answer);
+        send_json(res, slot && status && ended(status->state) ? 200 : 202, answer);
       },
       RouteAccess::Peer);
 

@@ -38,8 +38,8 @@ class ScatterExecutor {
   bool launch(const std::shared_ptr<TransferRun>& transfer) const;  // false: it ended at once (done called)
 
   Done done_;
-  // Woken by submit(), stop() and every batch's end; the loop looks at the batches in flight then, and
-  // every kLook otherwise (progress in status, stops).
+  // Woken by submit(), stop() and the end of every batch nobody waits on (a waiter settles its own); the
+  // loop looks at the batches in flight then, and every kLook otherwise (progress in status, stops).
   std::shared_ptr<BatchWakeup> wakeup_ = std::make_shared<BatchWakeup>();
   std::mutex mu_;
   std::deque<std::shared_ptr<TransferRun>> queue_;  // launched, not yet watched

@@ -354,7 +354,7 @@ Result<TransferStatus> TransferManager::wait(const std::string& id, std::chrono:
     lock.unlock();
     auto ended = [&t] {
       std::lock_guard transfer_lock(t->mu);
-      return t->status.state != TransferState::Queued && t->status.state != TransferState::Running;
+      return agent::ended(t->status.state);
     };
     TransferRun::BatchEnd& end = *t->batch_end;
     ++end.waiters;
@@ -375,7 +375,7 @@ Result<TransferStatus> TransferManager::wait(const std::string& id, std::chrono:
     auto it = transfers_.find(id);
     if (it == transfers_.end()) return make_error(ErrorCode::NotFound, "no transfer " + id);
     TransferStatus s = it->second->snapshot();
-    if (last || (s.state != TransferState::Queued && s.state != TransferState::Running)) return s;
+    if (last || ended(s.state)) return s;
   }
 }
 

@@ -94,6 +94,8 @@ struct TransferRequest {
 };
 
 enum class TransferState : std::uint8_t { Queued, Running, Succeeded, Failed, Cancelled };
+// Succeeded, Failed or Cancelled: the transfer will not change again.
+inline bool ended(TransferState s) { return s != TransferState::Queued && s != TransferState::Running; }
 std::string_view to_string(TransferState state);
 
 // Reason codes a caller can act on (the controller copies them into TransferJob conditions).
