@@ -2,7 +2,9 @@
 """TransferJobs against the stages they are made of, measured in one run on this machine (docs/pipelines.md).
 
 Stages alone, each the way a job uses it:
-  read    the source file read in 16 MiB pieces (page cache warm, as a job after the file was written)
+  read    the source file read in 16 MiB pieces (page cache warm, as a job after the file was written; with
+          --cold, dropped from the page cache first and read with O_DIRECT, as the agent reads such a file,
+          and also through the page cache for comparison: "read-cached", not a stage any job needs)
   write   a file written in 16 MiB pieces, then fsync (what a file target does)
   wire    conduit-bench --self over tcp at the job's chunk and window, into prefaulted memory
 Jobs (local mode: two conduit-agents on loopback, conduit-controller --once-job), each verify none and crc32c:
@@ -17,11 +19,13 @@ two ends' CPU as conduit-bench reports it). On a machine whose CPUs the wire alo
 take less than its agents' CPU seconds / CPUs: that floor is printed with each job, with the ratio to it.
 
 Usage: bench/job_bench.py [--build build] [--size 1GiB] [--big 4GiB] [--rounds 3] [--shapes file->region,...]
+                          [--cold]
 Standard library only; prints figures, asserts none.
 """
 import argparse
 import datetime
 import json
+import mmap
 import os
 import re
 import shutil
@@ -71,13 +75,26 @@ def random_file(path, size):
 SHAPES = ("region->region", "file->region", "file->region+save", "file->file")
 
 
-def stage_read(path):
-    buf = bytearray(PIECE)
-    view = memoryview(buf)
+def drop_from_page_cache(path):
+    """PATH written back and dropped from the page cache, as a file nobody has read lately."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def stage_read(path, direct=False):
+    buf = mmap.mmap(-1, PIECE)  # page-aligned, as O_DIRECT wants
     start = time.perf_counter()
-    with open(path, "rb", buffering=0) as f:
-        while f.readinto(view):
-            pass
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if direct else 0))
+    try:
+        offset = 0
+        while (n := os.preadv(fd, [buf], offset)) > 0:
+            offset += n
+    finally:
+        os.close(fd)
     return time.perf_counter() - start
 
 
@@ -191,6 +208,8 @@ def main():
     ap.add_argument("--region-pool", default="2GiB",
                     help="the agents' --region-pool: memory of deleted regions kept for new ones (0: none)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="the jobs to run, comma-separated")
+    ap.add_argument("--cold", action="store_true",
+                    help="drop the source file from the page cache before each read stage and file-source job")
     args = ap.parse_args()
     unknown = set(args.shapes.split(",")) - set(SHAPES)
     if unknown:
@@ -210,10 +229,16 @@ def main():
             "file->file": ({"file": "src.bin"}, lambda n: {"file": n + ".bin"}),
         }
         stages = {"read": [], "write": [], "wire": []}
+        if args.cold:
+            stages["read-cached"] = []
         jobs = {(shape, verify): [] for shape in args.shapes.split(",") for verify in ("none", "crc32c")}
         cpu = {key: [] for key in list(jobs) + ["wire"]}
         for rnd in range(args.rounds):
-            stages["read"].append(stage_read(src))
+            if args.cold:
+                drop_from_page_cache(src)
+                stages["read-cached"].append(stage_read(src))
+                drop_from_page_cache(src)
+            stages["read"].append(stage_read(src, direct=args.cold))
             stages["write"].append(stage_write(os.path.join(work, "node-b", "stage.bin"), args.size))
             wire, wire_cpu = stage_wire(args.build, args.size, args.chunk, args.window)
             stages["wire"].append(wire)
@@ -221,6 +246,8 @@ def main():
             for (shape, verify), times in jobs.items():
                 source, target = shapes[shape]
                 name = f"j{rnd}-{shape.replace('->', '-').replace('+', '-')}-{verify}"
+                if args.cold and "file" in source:
+                    drop_from_page_cache(src)
                 before = agents.cpu_seconds()
                 took, _ = run_job(args.build, work, agents, name, source, target(name), verify, args.chunk,
                                   args.window)
@@ -232,7 +259,8 @@ def main():
                         os.unlink(leftover)
         gb = args.size / 1e9
         print(f"conduit job bench: {args.size} bytes, chunk {args.chunk}, window {args.window}, tcp loopback, "
-              f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs, region pool {args.region_pool}; "
+              f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs, region pool {args.region_pool}"
+              f"{', source file cold' if args.cold else ''}; "
               "seconds as median [min, max]")
         for name, values in stages.items():
             print(f"  stage {name:<6} {median_range(values)} s  {gb / statistics.median(values):.2f} GB/s"

@@ -78,10 +78,14 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
       registration_(histogram(*registry_, "conduit_agent_registration_duration_seconds",
                               "Time to register memory with a transport.",
                               exponential_buckets(1e-5, 10, 13))),
+      file_read_(counter(*registry_, "conduit_agent_file_read_bytes_total",
+                         "Bytes of source files read, by path: out of the page cache or around it "
+                         "(O_DIRECT, where the page cache did not hold them).")),
       errors_(counter(*registry_, "conduit_agent_errors_total", "Errors by reason code.")) {
   // Known label values start at 0, so rate() and absent() work before the first event.
   for (const char* result : {"succeeded", "failed", "cancelled"}) transfers_.Add({{"result", result}});
   for (const char* memory : {"host", "cuda", "file"}) region_bytes_.Add({{"memory", memory}});
+  for (const char* path : {"page_cache", "direct"}) file_read_.Add({{"path", path}});
   gauge(*registry_, "conduit_agent_build_info", "Always 1; labels say which agent build runs on which node.")
       .Add({{"version", version}, {"node", node}})
       .Set(1);
@@ -118,6 +122,10 @@ void AgentMetrics::set_region_bytes(const std::string& memory, double bytes) {
 void AgentMetrics::set_region_pool_bytes(double bytes) { region_pool_.Set(bytes); }
 
 void AgentMetrics::observe_registration(double seconds) { registration_.Observe(seconds); }
+
+void AgentMetrics::add_file_read(const std::string& path, double bytes) {
+  file_read_.Add({{"path", path}}).Increment(bytes);
+}
 
 void AgentMetrics::error(const std::string& reason) { errors_.Add({{"reason", reason}}).Increment(); }
 

@@ -34,6 +34,8 @@ class AgentMetrics {
   void set_region_bytes(const std::string& memory, double bytes);  // memory: "host" | "cuda" | "file"
   void set_region_pool_bytes(double bytes);  // memory of deleted regions kept for new ones
   void observe_registration(double seconds);
+  // A source file's bytes as read: path "page_cache" (copied out of it) | "direct" (O_DIRECT, around it).
+  void add_file_read(const std::string& path, double bytes);
   void error(const std::string& reason);
 
   // Prometheus text exposition format 0.0.4 of everything above.
@@ -53,6 +55,7 @@ class AgentMetrics {
   prometheus::Family<prometheus::Gauge>& region_bytes_;
   prometheus::Gauge& region_pool_;
   prometheus::Histogram& registration_;
+  prometheus::Family<prometheus::Counter>& file_read_;
   prometheus::Family<prometheus::Counter>& errors_;
 };
 

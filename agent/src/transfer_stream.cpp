@@ -162,11 +162,14 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     if (!made) return Failure{TransferState::Failed, reason::kRegistrationFailed, made.error().message};
     slots = std::move(*made);
   }
+  // A file the page cache does not hold is read around it, but for a Fanout: each target reads the file, and
+  // through the page cache the disk is read once for all of them.
+  const bool direct_reads = request.targets.size() == 1;
   const auto registering = SteadyClock::now();
-  auto opened =
-      file ? SegmentFeed::over_file(file->fd.get(), request.offset, slots->memory(), transport, {}, shape)
-           : SegmentFeed::over_memory(source->memory().bytes().subspan(request.offset, length),
-                                      source_path(&transport).registration(), shape);
+  auto opened = file ? SegmentFeed::over_file(file->fd.get(), request.offset, direct_reads, slots->memory(),
+                                              transport, {}, shape)
+                     : SegmentFeed::over_memory(source->memory().bytes().subspan(request.offset, length),
+                                                source_path(&transport).registration(), shape);
   if (!opened) return Failure{TransferState::Failed, reason::kRegistrationFailed, opened.error().message};
   // A file's slots are registered here (a region source was registered when its path opened).
   if (file && c.metrics != nullptr)
@@ -366,12 +369,20 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     return landed(s);
   };
 
+  // The read stage's time, and a file's bytes by where they were read from.
+  auto account_read = [&] {
+    add_stage(&StageSeconds::read, feed.busy_seconds());
+    if (!file || c.metrics == nullptr) return;
+    const auto bytes = feed.file_bytes();
+    c.metrics->add_file_read("page_cache", static_cast<double>(bytes.cached));
+    c.metrics->add_file_read("direct", static_cast<double>(bytes.direct));
+  };
   std::optional<Pending> pending;
   // Every early return leaves nothing on the wire and no report running against a slot the feed may free.
   auto drain = [&](std::optional<Failure> f) {
     abandon_wire();
     if (pending && pending->answer.valid()) pending->answer.wait();
-    add_stage(&StageSeconds::read, feed.busy_seconds());
+    account_read();
     return f;
   };
   for (;;) {
@@ -421,7 +432,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     pending.reset();
     if (f) return drain(f);
   }
-  add_stage(&StageSeconds::read, feed.busy_seconds());
+  account_read();
   if (file) {
     if (auto same = file->unchanged(); !same)
       return Failure{TransferState::Failed, reason::kSourceFileChanged, same.error().message};

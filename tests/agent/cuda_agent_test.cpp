@@ -44,18 +44,6 @@ std::string expected_cuda_error() {
                    : "this agent was built without CUDA: cuda:0 regions are not available";
 }
 
-double metric(AgentProcess& agent, const std::string& name) {
-  httplib::Client client(agent.url());
-  auto r = client.Get("/metrics");
-  if (!r) return -1;
-  std::istringstream in(r->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with(name + " ") || line.starts_with(name + "{"))
-      return std::stod(line.substr(line.rfind(' ')));
-  }
-  return -1;
-}
-
 class CudaUnavailable : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -256,8 +244,8 @@ TEST_F(StagedAgents, HostToGpuThenGpuToGpuAreVerifiedAndSayStagedEverywhere) {
 
   // Never silent: each node counted the ends it staged (b: the grant of t1 and the source of t2;
   // a: the grant of t2).
-  EXPECT_EQ(metric(b, "conduit_agent_staged_fallback_total"), 2);
-  EXPECT_EQ(metric(a, "conduit_agent_staged_fallback_total"), 1);
+  EXPECT_EQ(b.metric("conduit_agent_staged_fallback_total"), 2);
+  EXPECT_EQ(a.metric("conduit_agent_staged_fallback_total"), 1);
 
   // A read into GPU memory from a staged GPU region: b reads a's gpu-a into its gpu-r (inbound staging at
   // b, a copies each piece from its device into its staging buffer before b reads it).

@@ -1,9 +1,13 @@
 // Pipelined transfers through real conduit-agent processes on loopback, driven over HTTP as the controller
 // drives them (docs/pipelines.md): a file read as it goes out, segments reported landed, verified and saved
 // at the target as they land, a file target through a bounded ring, and the errors a user can act on.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -50,6 +54,40 @@ std::vector<std::string> temporaries(const fs::path& dir) {
     if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
   }
   return out;
+}
+
+// Whether `path` takes O_DIRECT reads, and what share of its pages the page cache holds.
+bool takes_direct_reads(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
+  if (fd < 0) return false;
+  std::vector<std::byte> probe(8192);
+  void* aligned = probe.data() + (4096 - reinterpret_cast<std::uintptr_t>(probe.data()) % 4096) % 4096;
+  const bool ok = ::pread(fd, aligned, 4096, 0) >= 0;
+  ::close(fd);
+  return ok;
+}
+
+double cached_share(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  const auto bytes = static_cast<std::size_t>(fs::file_size(path));
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (map == MAP_FAILED) return -1;
+  std::vector<unsigned char> pages((bytes + 4095) / 4096);
+  const int rc = ::mincore(map, bytes, pages.data());
+  ::munmap(map, bytes);
+  if (rc != 0) return -1;
+  return static_cast<double>(
+             std::count_if(pages.begin(), pages.end(), [](unsigned char c) { return c & 1; })) /
+         static_cast<double>(pages.size());
+}
+
+// `path` written back and dropped from the page cache, as a file nobody has read lately.
+void drop_from_page_cache(const fs::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
 }
 
 json target_of(const json& grant, const AgentProcess& b, bool save) {
@@ -118,6 +156,48 @@ TEST_F(Stream, FileToRegionSavedAsItLands) {
   auto sums = b.get("/v1/regions/w/checksum?slice=" + std::to_string(size));
   ASSERT_EQ(sums.status, 200) << sums.body.dump();
   EXPECT_EQ(sums.body["crc32c"][0].get<std::uint32_t>(), crc32c(source));
+}
+
+// A source file the page cache does not hold is read around it (O_DIRECT: whole blocks into the read-ahead
+// slots, the last one past the end of the file included); once the page cache holds the file, out of the
+// cache. Both arrive intact, and the agent's metrics say which way the bytes came.
+TEST_F(Stream, ASourceFileThePageCacheDoesNotHoldIsReadAroundIt) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 40 * MiB + 4097;  // more than two segments, the last not a whole block
+  const fs::path path = a.data_dir() / "cold.bin";
+  const auto source = write_file(path, size, 33);
+  if (!takes_direct_reads(path)) GTEST_SKIP() << "the file system of " << path << " takes no O_DIRECT reads";
+  drop_from_page_cache(path);
+  const double share = cached_share(path);
+  if (share != 0)
+    GTEST_SKIP() << "the file system of " << path << " keeps " << share << " of the file in memory";
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "cold"}, {"bytes", size}}).status, 201);
+  auto copy = [&] {
+    auto g = b.post("/v1/regions/cold/grants", {{"access", "write"}});
+    ASSERT_EQ(g.status, 201) << g.body.dump();
+    json target = target_of(g.body, b, false);
+    target["region"] = "cold";
+    auto started = a.post("/v1/transfers",
+                          {{"source", {{"file", "cold.bin"}}}, {"targets", {target}}, {"verify", "crc32c"}});
+    ASSERT_EQ(started.status, 202) << started.body.dump();
+    const json done = a.wait_transfer(started.body["id"]);
+    ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+    auto sums = b.get("/v1/regions/cold/checksum?slice=" + std::to_string(size));
+    ASSERT_EQ(sums.status, 200) << sums.body.dump();
+    EXPECT_EQ(sums.body["crc32c"][0].get<std::uint32_t>(), crc32c(source));
+    ASSERT_EQ(b.del("/v1/grants/" + g.body["id"].get<std::string>()).status, 204);
+  };
+  const std::string direct = "conduit_agent_file_read_bytes_total{path=\"direct\"}";
+  const std::string cached = "conduit_agent_file_read_bytes_total{path=\"page_cache\"}";
+  copy();
+  EXPECT_EQ(a.metric(direct), static_cast<double>(size)) << "a file out of the page cache is read around it";
+  EXPECT_EQ(a.metric(cached), 0);
+  EXPECT_LT(cached_share(path), 0.5) << "reading around the page cache left the file out of it";
+
+  EXPECT_TRUE(read_file(path) == source);  // the page cache holds it now
+  copy();
+  EXPECT_EQ(a.metric(direct), static_cast<double>(size));
+  EXPECT_EQ(a.metric(cached), static_cast<double>(size)) << "a file in the page cache is read out of it";
 }
 
 // A file source's read-ahead slots count against its agent's memory cap while the transfer runs: past the cap

@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "conduit/pattern.h"
@@ -86,6 +87,18 @@ AgentProcess::Reply AgentProcess::post(const std::string& path, const nlohmann::
 
 AgentProcess::Reply AgentProcess::del(const std::string& path) {
   return to_reply(client_->Delete(path.c_str()));
+}
+
+double AgentProcess::metric(const std::string& sample) {
+  auto r = client_->Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(sample + " ") ||
+        (sample.find('{') == std::string::npos && line.starts_with(sample + "{")))
+      return std::stod(line.substr(line.rfind(' ')));
+  }
+  return -1;
 }
 
 nlohmann::json AgentProcess::wait_transfer(const std::string& id, std::chrono::seconds timeout) {

@@ -71,6 +71,10 @@ class AgentProcess {
   Reply post(const std::string& path, const nlohmann::json& body);
   Reply del(const std::string& path);
 
+  // The value of the first sample on GET /metrics that is `sample` (a name, or a name with its labels as
+  // the agent prints them: `name{label="value"}`); -1 when there is none or no answer.
+  double metric(const std::string& sample);
+
   // Polls GET /v1/transfers/{id} until it leaves Queued/Running or `timeout` passes.
   nlohmann::json wait_transfer(const std::string& id,
                                std::chrono::seconds timeout = std::chrono::seconds(120));

@@ -1,10 +1,6 @@
 #include "stream/segment_feed.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <string>
 #include <system_error>
 
@@ -41,7 +37,7 @@ Result<std::unique_ptr<SegmentFeed>> SegmentFeed::over_memory(std::span<const st
   return feed;
 }
 
-Result<std::unique_ptr<SegmentFeed>> SegmentFeed::over_file(int fd, std::uint64_t file_offset,
+Result<std::unique_ptr<SegmentFeed>> SegmentFeed::over_file(int fd, std::uint64_t file_offset, bool direct,
                                                             const MemoryRegion& slots, Transport& transport,
                                                             std::span<const std::uint32_t> rails,
                                                             Shape shape) {
@@ -53,7 +49,7 @@ Result<std::unique_ptr<SegmentFeed>> SegmentFeed::over_file(int fd, std::uint64_
   }
   std::unique_ptr<SegmentFeed> feed(new SegmentFeed());
   feed->shape_ = shape;
-  feed->fd_ = fd;
+  feed->reader_.emplace(fd, direct);
   feed->file_offset_ = file_offset;
   feed->slots_memory_ = slots.bytes().first(bytes);
   auto reg = transport.register_memory(slots, Access::Local, 0, bytes, rails);
@@ -79,22 +75,11 @@ SegmentFeed::~SegmentFeed() {
 }
 
 Status SegmentFeed::fill(Segment& s) {
-  if (fd_ >= 0) {
+  if (reader_) {
+    // The segment's slot: whole blocks of a direct read may fill it past the segment, never past the slot.
     std::byte* into = slots_memory_.data() + s.local_offset;
-    for (std::uint64_t done = 0; done < s.length;) {
-      const ssize_t got =
-          ::pread(fd_, into + done, s.length - done, static_cast<off_t>(file_offset_ + s.offset + done));
-      if (got < 0) {
-        if (errno == EINTR) continue;
-        return make_error(ErrorCode::Io, std::string("reading the source file: ") + std::strerror(errno));
-      }
-      if (got == 0) {
-        return make_error(ErrorCode::Conflict,
-                          "the source file ended at byte " + std::to_string(file_offset_ + s.offset + done) +
-                              ", before the end of the range: it shrank while it was read");
-      }
-      done += static_cast<std::uint64_t>(got);
-    }
+    if (auto read = reader_->read(into, shape_.segment, file_offset_ + s.offset, s.length); !read)
+      return read.error();
     s.bytes = {into, s.length};
   } else {
     s.bytes = range_.subspan(s.offset, s.length);
@@ -114,7 +99,7 @@ void SegmentFeed::produce() {
     Segment s;
     s.offset = shape_.begin + i * shape_.segment;
     s.length = std::min(shape_.segment, shape_.end - s.offset);
-    if (fd_ >= 0) {
+    if (reader_) {
       s.local = &slots_registration_;
       s.local_offset = static_cast<std::uint64_t>(slot) * shape_.segment;
     } else {
@@ -137,6 +122,7 @@ void SegmentFeed::produce() {
     Status filled = fill(s);
     std::lock_guard lock(mu_);
     busy_ += seconds_since(began);
+    if (reader_) file_bytes_ = {reader_->cached_bytes(), reader_->direct_bytes()};
     if (!filled) {
       error_ = filled.error();
       cv_.notify_all();
@@ -176,6 +162,11 @@ void SegmentFeed::give_back() {
 double SegmentFeed::busy_seconds() const {
   std::lock_guard lock(mu_);
   return busy_;
+}
+
+SegmentFeed::FileBytes SegmentFeed::file_bytes() const {
+  std::lock_guard lock(mu_);
+  return file_bytes_;
 }
 
 }  // namespace conduit::agent

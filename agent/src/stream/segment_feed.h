@@ -21,6 +21,7 @@
 #include "conduit/common/result.h"
 #include "conduit/memory_region.h"
 #include "conduit/transport.h"
+#include "files/source_reader.h"
 
 namespace conduit::agent {
 
@@ -53,8 +54,9 @@ class SegmentFeed {
                                                           const Registration& local, Shape shape);
   // A file: range offset 0 is `file_offset` of `fd` (which must outlive the feed). The slots are `slots`
   // (host memory of at least shape.segment x shape.slots bytes, kept by the caller while the feed lives),
-  // registered with `transport` on `rails`.
-  static Result<std::unique_ptr<SegmentFeed>> over_file(int fd, std::uint64_t file_offset,
+  // registered with `transport` on `rails`. `direct`: what the page cache does not hold may be read
+  // around it (SourceReader).
+  static Result<std::unique_ptr<SegmentFeed>> over_file(int fd, std::uint64_t file_offset, bool direct,
                                                         const MemoryRegion& slots, Transport& transport,
                                                         std::span<const std::uint32_t> rails, Shape shape);
 
@@ -70,6 +72,12 @@ class SegmentFeed {
   void give_back();
   // Seconds the producer spent reading and checksumming: the read stage's own time.
   double busy_seconds() const;
+  // A file's bytes read so far out of the page cache and around it (O_DIRECT).
+  struct FileBytes {
+    std::uint64_t cached = 0;
+    std::uint64_t direct = 0;
+  };
+  FileBytes file_bytes() const;
 
  private:
   SegmentFeed() = default;
@@ -80,7 +88,7 @@ class SegmentFeed {
   Shape shape_;
   std::uint64_t count_ = 0;  // segments in the range
   // File sources.
-  int fd_ = -1;
+  std::optional<SourceReader> reader_;
   std::uint64_t file_offset_ = 0;
   std::span<std::byte> slots_memory_;  // the caller's (over_file), kept while the feed lives
   Registration slots_registration_;
@@ -97,6 +105,7 @@ class SegmentFeed {
   std::optional<Error> error_;
   bool stop_ = false;
   double busy_ = 0;
+  FileBytes file_bytes_;
   std::thread producer_;
 };
 

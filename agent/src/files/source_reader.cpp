@@ -1,0 +1,98 @@
+#include "files/source_reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace conduit::agent {
+
+namespace {
+
+// O_DIRECT wants the file offset, the length and the memory aligned to the device's logical block; 4 KiB
+// is that or a multiple of it on every disk we meet, and the slots are page-aligned.
+constexpr std::uint64_t kBlock = 4096;
+
+constexpr std::uint64_t round_up(std::uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+
+Error read_error(int err) {
+  return make_error(ErrorCode::Io, std::string("reading the source file: ") + std::strerror(err));
+}
+
+}  // namespace
+
+SourceReader::SourceReader(int fd, bool direct) : fd_(fd) {
+  if (!direct) return;
+  // The same file as `fd` (not whatever its name holds now), opened again: O_DIRECT is a property of an
+  // open file, and setting it on `fd` would change it for every other user of that file description.
+  const std::string self = "/proc/self/fd/" + std::to_string(fd);
+  direct_fd_.reset(::open(self.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+}
+
+bool SourceReader::mostly_cached(std::uint64_t pos, std::uint64_t length) const {
+  const std::uint64_t bytes = round_up(length);
+  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd_, static_cast<off_t>(pos));
+  if (map == MAP_FAILED) return true;  // cannot tell: the page cache, as a plain read would
+  std::vector<unsigned char> resident(bytes / kBlock);
+  int rc = ::mincore(map, bytes, resident.data());
+  ::munmap(map, bytes);
+  if (rc != 0) return true;
+  // A caller that neither owns the file nor may write it is told every page is resident (Linux 5.0 on):
+  // its reads then go through the page cache, as they did before there was a direct path.
+  const auto cached = std::count_if(resident.begin(), resident.end(), [](unsigned char c) { return c & 1; });
+  return static_cast<std::uint64_t>(cached) * 4 >= resident.size() * 3;
+}
+
+Result<std::uint64_t> SourceReader::read_direct(std::byte* into, std::uint64_t pos, std::uint64_t length) {
+  const std::uint64_t want = round_up(length);
+  std::uint64_t done = 0;
+  while (done < length) {
+    const ssize_t got = ::pread(direct_fd_.get(), into + done, want - done, static_cast<off_t>(pos + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && errno == EINVAL) {
+      direct_fd_
+          .reset();  // this file system takes no O_DIRECT reads at this alignment: the cache from now on
+      break;
+    }
+    if (got < 0) return read_error(errno);
+    if (got == 0) break;  // the file ended: the page-cache read says where
+    done += static_cast<std::uint64_t>(got);
+    if (done % kBlock != 0) break;  // short of a block: the rest through the cache, which takes any offset
+  }
+  return std::min(done, length);
+}
+
+Status SourceReader::read(std::byte* into, std::uint64_t room, std::uint64_t pos, std::uint64_t length) {
+  std::uint64_t done = 0;
+  const bool aligned =
+      pos % kBlock == 0 && reinterpret_cast<std::uintptr_t>(into) % kBlock == 0 && round_up(length) <= room;
+  if (direct_fd_ && aligned && !mostly_cached(pos, length)) {
+    auto direct = read_direct(into, pos, length);
+    if (!direct) return direct.error();
+    done = *direct;
+    direct_bytes_ += done;
+  }
+  const std::uint64_t from_cache = length - done;
+  while (done < length) {
+    const ssize_t got = ::pread(fd_, into + done, length - done, static_cast<off_t>(pos + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return read_error(errno);
+    }
+    if (got == 0) {
+      return make_error(ErrorCode::Conflict,
+                        "the source file ended at byte " + std::to_string(pos + done) +
+                            ", before the end of the range: it shrank while it was read");
+    }
+    done += static_cast<std::uint64_t>(got);
+  }
+  cached_bytes_ += from_cache;
+  return {};
+}
+
+}  // namespace conduit::agent
