@@ -1,9 +1,9 @@
 // How a source file's bytes reach registered memory: a copy out of the page cache where they already are,
-// O_DIRECT (the disk's DMA straight into the slot) where they are not. A cold 1 GiB file on this machine:
-// 0.94-0.96 s and 0.07-0.13 CPU-seconds direct, 1.1-2.4 s and 0.6-1.4 CPU-seconds through the page cache,
-// CPU the wire needs (docs/pipelines.md); a hot one copies out of the cache at about 17 GB/s, far faster
-// than its disk. So each read looks first at what the page cache holds of its range (mincore over a
-// mapping that is never touched, so a file that shrinks cannot raise SIGBUS).
+// O_DIRECT (the disk's DMA straight into the slot) where they are not. Reading a cold file through the page
+// cache costs CPU the wire needs (a 1 GiB file -> region job spent 0.1-0.15 CPU-seconds more that way, and
+// ended 5-13% later: docs/pipelines.md, "A cold source file"); a warm one copies out of the cache far faster
+// than any disk. So each read looks first at what the page cache holds of its range (mincore over a mapping
+// that is never touched, so a file that shrinks cannot raise SIGBUS).
 #pragma once
 
 #include <cstddef>
