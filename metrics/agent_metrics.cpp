@@ -78,9 +78,10 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
       registration_(histogram(*registry_, "conduit_agent_registration_duration_seconds",
                               "Time to register memory with a transport.",
                               exponential_buckets(1e-5, 10, 13))),
-      file_read_(counter(*registry_, "conduit_agent_file_read_bytes_total",
-                         "Bytes of source files read, by path: out of the page cache or around it "
-                         "(O_DIRECT, where the page cache did not hold them).")),
+      file_read_(
+          counter(*registry_, "conduit_agent_file_read_bytes_total",
+                  "Bytes of source files read by transfers, by path: out of the page cache or around it "
+                  "(O_DIRECT, where the page cache did not hold them).")),
       errors_(counter(*registry_, "conduit_agent_errors_total", "Errors by reason code.")) {
   // Known label values start at 0, so rate() and absent() work before the first event.
   for (const char* result : {"succeeded", "failed", "cancelled"}) transfers_.Add({{"result", result}});

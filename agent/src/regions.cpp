@@ -20,6 +20,7 @@
 #include "conduit/cuda_device.h"
 #include "conduit/cuda_staging.h"
 #include "files/save_file.h"
+#include "files/source_reader.h"
 
 namespace conduit::agent {
 
@@ -73,17 +74,18 @@ Status cuda_device(int device) {
   return cuda::check_device(device);
 }
 
+// The whole file into `out`, around the page cache where it does not hold the file (SourceReader): loading a
+// checkpoint nobody read lately then costs no copy, and does not push the rest of the node out of the cache.
 Status read_all(int fd, std::span<std::byte> out, const std::string& file) {
+  SourceReader reader(fd, /*direct=*/true);
   for (std::size_t done = 0; done < out.size();) {
     const std::size_t n = std::min(kIoPiece, out.size() - done);
-    const ssize_t got = ::pread(fd, out.data() + done, n, static_cast<off_t>(done));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return io_error("reading " + quoted(file), errno);
+    if (auto read = reader.read(out.data() + done, out.size() - done, done, n); !read) {
+      if (read.error().code == ErrorCode::Conflict)
+        return make_error(ErrorCode::Io, "file " + quoted(file) + " shrank while it was being loaded");
+      return make_error(read.error().code, "loading " + quoted(file) + ": " + read.error().message);
     }
-    if (got == 0)
-      return make_error(ErrorCode::Io, "file " + quoted(file) + " shrank while it was being loaded");
-    done += static_cast<std::size_t>(got);
+    done += n;
   }
   return {};
 }

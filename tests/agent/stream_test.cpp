@@ -1,13 +1,9 @@
 // Pipelined transfers through real conduit-agent processes on loopback, driven over HTTP as the controller
 // drives them (docs/pipelines.md): a file read as it goes out, segments reported landed, verified and saved
 // at the target as they land, a file target through a bounded ring, and the errors a user can act on.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +13,7 @@
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "file_bytes.h"
+#include "page_cache.h"
 
 namespace conduit {
 namespace {
@@ -37,7 +34,10 @@ AgentOptions options(std::vector<std::string> extra = {}) {
   return o;
 }
 
+using testing::cached_share;
+using testing::drop_from_page_cache;
 using testing::read_file;
+using testing::takes_direct_reads;
 
 // `bytes` of the seeded pattern written to `path`; returns them.
 std::vector<std::byte> write_file(const fs::path& path, std::uint64_t bytes, std::uint64_t seed) {
@@ -54,40 +54,6 @@ std::vector<std::string> temporaries(const fs::path& dir) {
     if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
   }
   return out;
-}
-
-// Whether `path` takes O_DIRECT reads, and what share of its pages the page cache holds.
-bool takes_direct_reads(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECT);
-  if (fd < 0) return false;
-  std::vector<std::byte> probe(8192);
-  void* aligned = probe.data() + (4096 - reinterpret_cast<std::uintptr_t>(probe.data()) % 4096) % 4096;
-  const bool ok = ::pread(fd, aligned, 4096, 0) >= 0;
-  ::close(fd);
-  return ok;
-}
-
-double cached_share(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  const auto bytes = static_cast<std::size_t>(fs::file_size(path));
-  void* map = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return -1;
-  std::vector<unsigned char> pages((bytes + 4095) / 4096);
-  const int rc = ::mincore(map, bytes, pages.data());
-  ::munmap(map, bytes);
-  if (rc != 0) return -1;
-  return static_cast<double>(
-             std::count_if(pages.begin(), pages.end(), [](unsigned char c) { return c & 1; })) /
-         static_cast<double>(pages.size());
-}
-
-// `path` written back and dropped from the page cache, as a file nobody has read lately.
-void drop_from_page_cache(const fs::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
 }
 
 json target_of(const json& grant, const AgentProcess& b, bool save) {

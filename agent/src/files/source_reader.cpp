@@ -69,12 +69,13 @@ Result<std::uint64_t> SourceReader::read_direct(std::byte* into, std::uint64_t p
 
 Status SourceReader::read(std::byte* into, std::uint64_t room, std::uint64_t pos, std::uint64_t length) {
   std::uint64_t done = 0;
-  const bool aligned =
-      pos % kBlock == 0 && reinterpret_cast<std::uintptr_t>(into) % kBlock == 0 && round_up(length) <= room;
-  if (direct_fd_ && aligned && !mostly_cached(pos, length)) {
-    auto direct = read_direct(into, pos, length);
-    if (!direct) return direct.error();
-    done = *direct;
+  // Whole blocks directly; a last partial block too where its whole block fits in `room`.
+  const std::uint64_t direct = round_up(length) <= room ? length : length / kBlock * kBlock;
+  const bool aligned = pos % kBlock == 0 && reinterpret_cast<std::uintptr_t>(into) % kBlock == 0;
+  if (direct_fd_ && aligned && direct > 0 && !mostly_cached(pos, direct)) {
+    auto got = read_direct(into, pos, direct);
+    if (!got) return got.error();
+    done = *got;
     direct_bytes_ += done;
   }
   const std::uint64_t from_cache = length - done;

@@ -22,8 +22,9 @@ class SourceReader {
   SourceReader(int fd, bool direct);
 
   // [pos, pos + length) of the file into `into`, which may be written up to `room` bytes (>= length): a
-  // direct read is whole 4 KiB blocks, so it may fill past `length`, never past `room`. Errors: Conflict
-  // when the file ends before pos + length (it shrank while it was read), Io otherwise.
+  // direct read is whole 4 KiB blocks, so it may fill past `length`, never past `room` (a last partial
+  // block whose whole block does not fit goes through the cache). Errors: Conflict when the file ends
+  // before pos + length (it shrank while it was read), Io otherwise.
   Status read(std::byte* into, std::uint64_t room, std::uint64_t pos, std::uint64_t length);
 
   std::uint64_t cached_bytes() const { return cached_bytes_; }
