@@ -55,8 +55,8 @@ Result<std::uint64_t> SourceReader::read_direct(std::byte* into, std::uint64_t p
     const ssize_t got = ::pread(direct_fd_.get(), into + done, want - done, static_cast<off_t>(pos + done));
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && errno == EINVAL) {
-      direct_fd_
-          .reset();  // this file system takes no O_DIRECT reads at this alignment: the cache from now on
+      // This file system takes no O_DIRECT reads at this alignment: the page cache from now on.
+      direct_fd_.reset();
       break;
     }
     if (got < 0) return read_error(errno);
