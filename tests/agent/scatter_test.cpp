@@ -89,14 +89,6 @@ std::size_t entries(const std::string& dir) {
   return n;
 }
 
-double metric(AgentProcess& agent, const std::string& name) {
-  httplib::Client c(agent.url());
-  auto r = c.Get("/metrics");
-  if (!r) return -1;
-  const auto at = r->body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(r->body.substr(at + name.size() + 2));
-}
-
 class Scatter : public ::testing::Test {
  protected:
   Scatter() : a(options()), b(options()) {}
@@ -310,7 +302,7 @@ TEST_F(Scatter, TenThousandSmallTransfersRegisterOnceAndLeaveNothingBehind) {
   const json one = json::array({{{"sourceOffset", 4096}, {"targetOffset", 0}, {"length", 16 * KiB}}});
   ASSERT_EQ(run(g, one).body["state"], "Succeeded");  // the first registers the source region
   const std::string proc = "/proc/" + std::to_string(a.process().pid());
-  const double registrations = metric(a, "conduit_agent_registration_duration_seconds_count");
+  const double registrations = a.metric("conduit_agent_registration_duration_seconds_count");
   const std::size_t threads = entries(proc + "/task");
   const std::size_t fds = entries(proc + "/fd");
   int succeeded = 0;
@@ -322,7 +314,7 @@ TEST_F(Scatter, TenThousandSmallTransfersRegisterOnceAndLeaveNothingBehind) {
     if (r.status == 200 && r.body["state"] == "Succeeded") ++succeeded;
   }
   EXPECT_EQ(succeeded, 10000);
-  EXPECT_EQ(metric(a, "conduit_agent_registration_duration_seconds_count"), registrations)
+  EXPECT_EQ(a.metric("conduit_agent_registration_duration_seconds_count"), registrations)
       << "a transfer into a long-lived grant registered memory";
   // Nothing more than before (fewer is fine: a connection counted before, such as the metrics request's, may
   // have closed since); one the client reopened meanwhile may take a moment to close on the agent's side.

@@ -40,11 +40,7 @@ class SourceReaderTest : public ::testing::Test {
 
   // A file nobody has read lately; skips where this file system cannot make one.
   void make_cold() {
-    if (!testing::takes_direct_reads(path))
-      GTEST_SKIP() << "the file system of " << path << " takes no O_DIRECT";
-    testing::drop_from_page_cache(path);
-    if (testing::cached_share(path) != 0)
-      GTEST_SKIP() << "the file system of " << path << " keeps files in memory";
+    if (const auto why = testing::make_cold(path); !why.empty()) GTEST_SKIP() << why;
   }
 
   // Page-aligned memory of `bytes`, as the agent's slots and regions are.

@@ -35,9 +35,8 @@ AgentOptions options(std::vector<std::string> extra = {}) {
 }
 
 using testing::cached_share;
-using testing::drop_from_page_cache;
+using testing::make_cold;
 using testing::read_file;
-using testing::takes_direct_reads;
 
 // `bytes` of the seeded pattern written to `path`; returns them.
 std::vector<std::byte> write_file(const fs::path& path, std::uint64_t bytes, std::uint64_t seed) {
@@ -132,11 +131,7 @@ TEST_F(Stream, ASourceFileThePageCacheDoesNotHoldIsReadAroundIt) {
   const std::uint64_t size = 40 * MiB + 4097;  // more than two segments, the last not a whole block
   const fs::path path = a.data_dir() / "cold.bin";
   const auto source = write_file(path, size, 33);
-  if (!takes_direct_reads(path)) GTEST_SKIP() << "the file system of " << path << " takes no O_DIRECT reads";
-  drop_from_page_cache(path);
-  const double share = cached_share(path);
-  if (share != 0)
-    GTEST_SKIP() << "the file system of " << path << " keeps " << share << " of the file in memory";
+  if (const auto why = make_cold(path); !why.empty()) GTEST_SKIP() << why;
   ASSERT_EQ(b.post("/v1/regions", {{"name", "cold"}, {"bytes", size}}).status, 201);
   auto copy = [&] {
     auto g = b.post("/v1/regions/cold/grants", {{"access", "write"}});

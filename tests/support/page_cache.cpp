@@ -44,4 +44,14 @@ void drop_from_page_cache(const std::filesystem::path& path) {
   ::close(fd);
 }
 
+std::string make_cold(const std::filesystem::path& path) {
+  if (!takes_direct_reads(path)) return "the file system of " + path.string() + " takes no O_DIRECT reads";
+  drop_from_page_cache(path);
+  const double share = cached_share(path);
+  if (share != 0)
+    return "the file system of " + path.string() + " keeps " + std::to_string(share) +
+           " of the file in memory";
+  return "";
+}
+
 }  // namespace conduit::testing

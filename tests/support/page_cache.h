@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 namespace conduit::testing {
 
@@ -12,5 +13,8 @@ bool takes_direct_reads(const std::filesystem::path& path);
 double cached_share(const std::filesystem::path& path);
 // `path` written back and dropped from the page cache.
 void drop_from_page_cache(const std::filesystem::path& path);
+// `path` dropped from the page cache, as a file nobody has read lately; "" when it is, otherwise why this
+// file system cannot make one (it takes no O_DIRECT reads, or keeps files in memory): a test's skip reason.
+std::string make_cold(const std::filesystem::path& path);
 
 }  // namespace conduit::testing
