@@ -5,7 +5,8 @@ Stages alone, each the way a job uses it:
   read    the source file read in 16 MiB pieces (page cache warm, as a job after the file was written; with
           --cold, dropped from the page cache first and read with O_DIRECT, as the agent reads such a file,
           and also through the page cache for comparison: "read-cached", not a stage any job needs)
-  write   a file written in 16 MiB pieces, then fsync (what a file target does)
+  write   a file written in 16 MiB pieces from aligned memory with O_DIRECT, then fsync (what a file target
+          does; with --save-page-cache, through the page cache, as agents started with that flag write)
   wire    conduit-bench --self over tcp at the job's chunk and window, into prefaulted memory
 Jobs (local mode: two conduit-agents on loopback, conduit-controller --once-job), each verify none and crc32c:
   region -> region, file -> region, file -> region + save, file -> file
@@ -19,7 +20,7 @@ two ends' CPU as conduit-bench reports it). On a machine whose CPUs the wire alo
 take less than its agents' CPU seconds / CPUs: that floor is printed with each job, with the ratio to it.
 
 Usage: bench/job_bench.py [--build build] [--size 1GiB] [--big 4GiB] [--rounds 3] [--shapes file->region,...]
-                          [--cold]
+                          [--cold] [--save-page-cache]
 Standard library only; prints figures, asserts none.
 """
 import argparse
@@ -112,16 +113,28 @@ def stage_read(path, direct=False):
     return took
 
 
-def stage_write(path, size):
-    block = os.urandom(PIECE)
+def stage_write(path, size, direct=True):
+    mem, buf = slot()
+    buf[:] = os.urandom(PIECE)
     start = time.perf_counter()
-    with open(path, "wb", buffering=0) as f:
-        left = size
-        while left > 0:
-            left -= f.write(block[: min(left, PIECE)])
-        os.fsync(f.fileno())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # As the agent writes: whole 4 KiB blocks around the page cache, a last partial block through it.
+    whole = size // 4096 * 4096 if direct else 0
+    dfd = os.open(path, os.O_WRONLY | os.O_DIRECT) if direct else fd
+    try:
+        offset = 0
+        while offset < size:
+            into = dfd if offset < whole else fd
+            offset += os.pwritev(into, [buf[: min((whole if offset < whole else size) - offset, PIECE)]], offset)
+        os.fsync(fd)
+    finally:
+        if dfd != fd:
+            os.close(dfd)
+        os.close(fd)
     took = time.perf_counter() - start
     os.unlink(path)
+    buf.release()
+    mem.close()
     return took
 
 
@@ -135,7 +148,7 @@ def stage_wire(build, size, chunk, window):
 
 
 class Agents:
-    def __init__(self, build, work, pipeline, region_pool="2GiB"):
+    def __init__(self, build, work, pipeline, region_pool="2GiB", extra=()):
         self.build, self.work = build, work
         self.token = os.path.join(work, "token")
         with open(self.token, "w") as f:
@@ -149,7 +162,8 @@ class Agents:
                                   "--providers", "tcp", "--bind-address", "127.0.0.1", "--token-file", self.token,
                                   "--data-dir", data, "--memory-cap", "12GiB", "--pipeline-bytes", pipeline,
                                   "--region-pool", region_pool,
-                                  "--log-level", "warn", "--import-socket", os.path.join(work, node + ".sock")],
+                                  "--log-level", "warn", "--import-socket", os.path.join(work, node + ".sock"),
+                                  *extra],
                                  stdout=out, stderr=open(os.path.join(work, node + ".log"), "w"),
                                  env=dict(os.environ, NODE_NAME=node))
             self.procs[node] = p
@@ -222,6 +236,8 @@ def main():
     ap.add_argument("--region-pool", default="2GiB",
                     help="the agents' --region-pool: memory of deleted regions kept for new ones (0: none)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help="the jobs to run, comma-separated")
+    ap.add_argument("--save-page-cache", action="store_true",
+                    help="agents save through the page cache (their --save-page-cache), the write stage too")
     ap.add_argument("--cold", action="store_true",
                     help="drop the source file from the page cache before each read stage and file-source job")
     args = ap.parse_args()
@@ -230,8 +246,9 @@ def main():
         sys.exit(f"--shapes: no such job {', '.join(sorted(unknown))} (have {', '.join(SHAPES)})")
     work = tempfile.mkdtemp(prefix="conduit-job-bench.")
     agents = None
+    extra = ["--save-page-cache"] if args.save_page_cache else []
     try:
-        agents = Agents(args.build, work, args.pipeline, args.region_pool)
+        agents = Agents(args.build, work, args.pipeline, args.region_pool, extra)
         src = os.path.join(work, "node-a", "src.bin")
         random_file(src, args.size)
         agents.call("node-a", "POST", "/v1/regions", {"name": "src", "file": "src.bin", "mode": "load"})
@@ -253,7 +270,8 @@ def main():
                 stages["read-cached"].append(stage_read(src))
                 drop_from_page_cache(src)
             stages["read"].append(stage_read(src, direct=args.cold))
-            stages["write"].append(stage_write(os.path.join(work, "node-b", "stage.bin"), args.size))
+            stages["write"].append(stage_write(os.path.join(work, "node-b", "stage.bin"), args.size,
+                                              direct=not args.save_page_cache))
             wire, wire_cpu = stage_wire(args.build, args.size, args.chunk, args.window)
             stages["wire"].append(wire)
             cpu["wire"].append(wire_cpu)
@@ -274,7 +292,8 @@ def main():
         gb = args.size / 1e9
         print(f"conduit job bench: {args.size} bytes, chunk {args.chunk}, window {args.window}, tcp loopback, "
               f"{args.rounds} interleaved rounds, {os.cpu_count()} CPUs, region pool {args.region_pool}"
-              f"{', source file cold' if args.cold else ''}; "
+              f"{', source file cold' if args.cold else ''}"
+              f"{', saves through the page cache' if args.save_page_cache else ''}; "
               "seconds as median [min, max]")
         for name, values in stages.items():
             print(f"  stage {name:<6} {median_range(values)} s  {gb / statistics.median(values):.2f} GB/s"
@@ -295,9 +314,11 @@ def main():
                 agents.procs[node].wait(timeout=30)
             shutil.rmtree(work)
             os.makedirs(work)
-            agents = Agents(args.build, work, args.pipeline, args.region_pool)
+            agents = Agents(args.build, work, args.pipeline, args.region_pool, extra)
             big = os.path.join(work, "node-a", "big.bin")
             random_file(big, args.big)
+            write_alone = stage_write(os.path.join(work, "node-b", "stage.bin"), args.big,
+                                      direct=not args.save_page_cache)
             rss0 = {n: agents.peak_rss_mib(n) for n in agents.procs}
             took, status = run_job(args.build, work, agents, "big", {"file": "big.bin"}, {"file": "big-copy.bin"},
                                    "crc32c", args.chunk, args.window)
@@ -306,7 +327,8 @@ def main():
             print(f"  file->file {args.big} bytes crc32c: {took:.2f} s, {args.big / 1e9 / took:.2f} GB/s, "
                   f"slowest {status.get('slowestStage')}, cmp {'equal' if same else 'DIFFERENT'}; peak RSS "
                   + ", ".join(f"{n} {rss[n]:.0f} MiB (at start {rss0[n]:.0f})" for n in rss)
-                  + f"; pipeline bound {args.pipeline} per side")
+                  + f"; pipeline bound {args.pipeline} per side; write stage alone {write_alone:.2f} s, ratio "
+                  f"{took / write_alone:.2f}")
     finally:
         if agents:
             try:

@@ -82,11 +82,17 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
           counter(*registry_, "conduit_agent_file_read_bytes_total",
                   "Bytes of source files read by transfers, by path: out of the page cache or around it "
                   "(O_DIRECT, where the page cache did not hold them).")),
+      file_write_(counter(*registry_, "conduit_agent_file_write_bytes_total",
+                          "Bytes of saved files written, by path: around the page cache (O_DIRECT, whole "
+                          "blocks from aligned memory) or through it.")),
       errors_(counter(*registry_, "conduit_agent_errors_total", "Errors by reason code.")) {
   // Known label values start at 0, so rate() and absent() work before the first event.
   for (const char* result : {"succeeded", "failed", "cancelled"}) transfers_.Add({{"result", result}});
   for (const char* memory : {"host", "cuda", "file"}) region_bytes_.Add({{"memory", memory}});
-  for (const char* path : {"page_cache", "direct"}) file_read_.Add({{"path", path}});
+  for (const char* path : {"page_cache", "direct"}) {
+    file_read_.Add({{"path", path}});
+    file_write_.Add({{"path", path}});
+  }
   gauge(*registry_, "conduit_agent_build_info", "Always 1; labels say which agent build runs on which node.")
       .Add({{"version", version}, {"node", node}})
       .Set(1);
@@ -126,6 +132,10 @@ void AgentMetrics::observe_registration(double seconds) { registration_.Observe(
 
 void AgentMetrics::add_file_read(const std::string& path, double bytes) {
   file_read_.Add({{"path", path}}).Increment(bytes);
+}
+
+void AgentMetrics::add_file_write(const std::string& path, double bytes) {
+  file_write_.Add({{"path", path}}).Increment(bytes);
 }
 
 void AgentMetrics::error(const std::string& reason) { errors_.Add({{"reason", reason}}).Increment(); }

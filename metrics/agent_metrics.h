@@ -36,6 +36,8 @@ class AgentMetrics {
   void observe_registration(double seconds);
   // A source file's bytes as read: path "page_cache" (copied out of it) | "direct" (O_DIRECT, around it).
   void add_file_read(const std::string& path, double bytes);
+  // A saved file's bytes as written: path "direct" (O_DIRECT, around the page cache) | "page_cache".
+  void add_file_write(const std::string& path, double bytes);
   void error(const std::string& reason);
 
   // Prometheus text exposition format 0.0.4 of everything above.
@@ -56,6 +58,7 @@ class AgentMetrics {
   prometheus::Gauge& region_pool_;
   prometheus::Histogram& registration_;
   prometheus::Family<prometheus::Counter>& file_read_;
+  prometheus::Family<prometheus::Counter>& file_write_;
   prometheus::Family<prometheus::Counter>& errors_;
 };
 

@@ -22,6 +22,12 @@
 namespace conduit::agent {
 namespace {
 
+// conduit_agent_file_write_bytes_total: which way a save's bytes went to its file.
+void count_written(metrics::AgentMetrics& metrics, const WrittenBytes& written) {
+  metrics.add_file_write("direct", static_cast<double>(written.direct));
+  metrics.add_file_write("page_cache", static_cast<double>(written.cached));
+}
+
 using httplib::Request;
 using httplib::Response;
 using json = nlohmann::json;
@@ -600,7 +606,9 @@ void install_region_routes(Router& r, AgentState& state) {
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
     if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
-    if (auto saved = state.regions.save(*name, save->file); !saved) return send_error(res, saved.error());
+    auto saved = state.regions.save(*name, save->file);
+    if (!saved) return send_error(res, saved.error());
+    count_written(state.metrics, *saved);
     send_json(res, 200, {{"region", *name}, {"file", save->file}, {"bytes", (*region)->bytes()}});
   });
 
@@ -700,7 +708,7 @@ void install_staging_route(Router& r, AgentState& state) {
 Result<SaveFile> open_save(const AgentState& state, const std::string& file) {
   auto path = state.regions.data_path(file);
   if (!path) return path.error();
-  return SaveFile::create(*path, file);
+  return SaveFile::create(*path, file, state.regions.save_direct());
 }
 
 Result<std::shared_ptr<Landing>> grant_landing(const AgentState& state, const std::string& id) {
@@ -836,6 +844,7 @@ void install_grant_routes(Router& r, AgentState& state) {
         if (!landing) return send_error(res, landing.error());
         auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c);
         if (!report) return send_error(res, report.error());
+        count_written(state.metrics, report->written);
         send_json(res, 200,
                   {{"offset", request->offset},
                    {"length", request->length},

@@ -85,7 +85,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 29> kSettings{{
+const std::array<Setting, 30> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -171,6 +171,16 @@ const std::array<Setting, 29> kSettings{{
        if (!n) return n.error();
        if (*n < (1u << 20) || *n > (16ULL << 30)) return invalid("must be 1MiB to 16GiB");
        c.pipeline_bytes = *n;
+       return {};
+     }},
+    {"save-page-cache", "",
+     "write saved files through the page cache, where a reader right after finds them, instead of around it "
+     "with O_DIRECT (no copy, no page cache filled with a checkpoint)",
+     "false",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       auto b = parse_bool(v);
+       if (!b) return b.error();
+       c.save_page_cache = *b;
        return {};
      }},
     {"log-level", "LEVEL", "debug | info | warn | error", "info",

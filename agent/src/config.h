@@ -28,6 +28,8 @@ struct AgentConfig {
   std::uint64_t region_pool = 2ULL << 30;
   // Per pipelined transfer and file: a file source's read-ahead slots, a file target's landing ring.
   std::uint64_t pipeline_bytes = 64ULL << 20;
+  // Saved files written through the page cache instead of around it (files/save_file.h).
+  bool save_page_cache = false;
   std::string log_level = "info";     // debug | info | warn | error
   std::string log_format = "logfmt";  // logfmt | json
   std::string tls_cert;

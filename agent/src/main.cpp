@@ -151,7 +151,7 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
               {{"transport", std::string(transport->name())}, {"rails", std::to_string(transport->rails())}});
   }
 
-  RegionStore regions(config.data_dir, config.memory_cap, config.region_pool);
+  RegionStore regions(config.data_dir, config.memory_cap, config.region_pool, !config.save_page_cache);
   GrantTable grants(transports);
   // Calls to other agents present our certificate when we have one (identity.h), else carry our own token as
   // it is at the time, rotations included.

@@ -199,8 +199,12 @@ nlohmann::json Region::to_json() const {
 // A block unused this long is unmapped: an agent that stopped making regions gives its memory back.
 constexpr std::chrono::seconds kPoolKeep{60};
 
-RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes)
-    : data_dir_(std::move(data_dir)), cap_(memory_cap), pool_(std::min(pool_bytes, memory_cap), kPoolKeep) {
+RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes,
+                         bool save_direct)
+    : data_dir_(std::move(data_dir)),
+      cap_(memory_cap),
+      save_direct_(save_direct),
+      pool_(std::min(pool_bytes, memory_cap), kPoolKeep) {
   // Best effort: a data directory that cannot be created only matters to load and save, which say why.
   std::error_code ec;
   fs::create_directories(data_dir_, ec);
@@ -465,7 +469,7 @@ std::uint64_t RegionStore::used_bytes() const {
   return sum_bytes(regions_, *scratch_);
 }
 
-Status RegionStore::save(const std::string& name, const std::string& file) {
+Result<WrittenBytes> RegionStore::save(const std::string& name, const std::string& file) {
   auto region = get(name);
   if (!region) return region.error();
   const MemoryRegion& memory = (*region)->memory();
@@ -476,7 +480,7 @@ Status RegionStore::save(const std::string& name, const std::string& file) {
   auto path = data_path(file);
   if (!path) return path.error();
 
-  auto out = SaveFile::create(*path, file);
+  auto out = SaveFile::create(*path, file, save_direct_);
   if (!out) return out.error();
   if (device) {
     // Device memory goes to the file through a host buffer, a piece at a time.
@@ -484,7 +488,8 @@ Status RegionStore::save(const std::string& name, const std::string& file) {
   } else if (auto written = out->append(data); !written) {
     return written.error();
   }
-  return out->commit(memory.size());
+  if (auto committed = out->commit(memory.size()); !committed) return committed.error();
+  return out->written();
 }
 
 Result<std::vector<std::uint32_t>> region_checksum(const Region& region, std::uint64_t offset,

@@ -23,6 +23,7 @@
 #include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
 #include "conduit/transport.h"
+#include "files/save_file.h"
 #include "importer.h"
 #include "memory_pool.h"
 #include "tenancy.h"
@@ -134,7 +135,10 @@ class RegionStore {
  public:
   // `pool_bytes`: the most memory of deleted host regions kept, zeroed, for new ones (memory_pool.h); 0 keeps
   // none. Kept memory yields to regions under the cap.
-  RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes = 0);
+  // `save_direct`: saved files are written around the page cache where the file system allows it
+  // (SaveFile::create).
+  RegionStore(std::filesystem::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes = 0,
+              bool save_direct = true);
 
   // memory: "host" or "cuda:N" (Unsupported, saying why, where CUDA or device N is absent: the API answers
   // 422).
@@ -162,12 +166,14 @@ class RegionStore {
   std::vector<RegionPtr> list() const;
   Status remove(const std::string& name);  // Conflict while in use, NotFound
   // Writes the region to `file` under the data directory: temp file, fsync, rename, fsync of the directory.
-  Status save(const std::string& name, const std::string& file);
+  // Returns how the bytes were written (around the page cache or through it).
+  Result<WrittenBytes> save(const std::string& name, const std::string& file);
 
   std::uint64_t used_bytes() const;
   std::uint64_t cap() const { return cap_; }
   const MemoryPool& pool() const { return pool_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
+  bool save_direct() const { return save_direct_; }
 
   // `relative` resolved under the data directory; InvalidArgument when absolute or escaping it (.., links).
   Result<std::filesystem::path> data_path(const std::string& relative) const;
@@ -182,6 +188,7 @@ class RegionStore {
 
   std::filesystem::path data_dir_;
   std::uint64_t cap_;
+  bool save_direct_;
   MemoryPool pool_;  // before the regions: they give their memory back to it as they go
   // Shared with the scratch regions, which may outlive the store.
   std::shared_ptr<std::mutex> mu_ptr_ = std::make_shared<std::mutex>();

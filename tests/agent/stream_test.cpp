@@ -70,7 +70,8 @@ class Stream : public ::testing::Test {
 };
 
 // 40 MiB + 1 byte (not a multiple of the chunk) from a file on node-a to a file on node-b that has no
-// region: the target holds a 4 MiB ring, the bytes are verified as they land and the file appears whole.
+// region: the target holds a 4 MiB ring, the bytes are verified as they land and the file appears whole,
+// written around the target's page cache.
 TEST_F(Stream, FileToFileThroughARingArrivesIntactAndVerified) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 40 * MiB + 1;
@@ -90,6 +91,15 @@ TEST_F(Stream, FileToFileThroughARingArrivesIntactAndVerified) {
   EXPECT_EQ(done["verified"], true);
   EXPECT_GT(done["stages"]["readSeconds"].get<double>(), 0);
   EXPECT_GT(done["stages"]["landSeconds"].get<double>(), 0);
+  // The ring's whole blocks went to the disk around the page cache (files/save_file.h), where the file
+  // system lets them: the saved checkpoint does not fill the target's memory.
+  testing::write_file(b.data_dir() / "probe.bin", std::vector<std::byte>(4096));
+  if (make_cold(b.data_dir() / "probe.bin").empty()) {
+    EXPECT_LT(cached_share(b.data_dir() / "in/model.bin"), 0.01)
+        << "the saved file was left in the page cache";
+    EXPECT_EQ(b.metric("conduit_agent_file_write_bytes_total{path=\"direct\"}"), 40.0 * MiB);
+    EXPECT_EQ(b.metric("conduit_agent_file_write_bytes_total{path=\"page_cache\"}"), 1) << "the last byte";
+  }
   EXPECT_TRUE(read_file(b.data_dir() / "in/model.bin") == source) << "the saved file differs from the source";
   EXPECT_EQ(temporaries(b.data_dir()), std::vector<std::string>{});
   auto after = b.get("/v1/grants/" + g.body["id"].get<std::string>());

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -21,6 +23,9 @@ namespace {
 constexpr std::size_t kIoPiece = std::size_t{1} << 30;
 // Dirty bytes a save may hold ahead of what the disk took (write_back).
 constexpr std::uint64_t kWritebackLag = std::uint64_t{128} << 20;
+// O_DIRECT wants the file offset, the length and the memory aligned to the device's logical block; 4 KiB
+// is that or a multiple of it on every disk we meet (as files/source_reader.cpp).
+constexpr std::uint64_t kBlock = 4096;
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
@@ -42,7 +47,7 @@ Error io_error(const std::string& what, int err) {
                     what + ": " + std::strerror(err));
 }
 
-Result<SaveFile> SaveFile::create(const fs::path& path, std::string file) {
+Result<SaveFile> SaveFile::create(const fs::path& path, std::string file, bool direct) {
   const fs::path dir = path.parent_path();
   SaveFile out;
   std::error_code ec;
@@ -60,6 +65,12 @@ Result<SaveFile> SaveFile::create(const fs::path& path, std::string file) {
   out.fd_.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!out.fd_) return io_error("creating a temporary file for " + in_quotes(out.file_), errno);
   out.temp_ = std::move(temp);
+  if (direct) {
+    // The same file opened again (O_DIRECT is a property of an open file): a file system that refuses
+    // O_DIRECT refuses this open, and every write goes through the page cache.
+    const std::string self = "/proc/self/fd/" + std::to_string(out.fd_.get());
+    out.direct_fd_.reset(::open(self.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
+  }
   return out;
 }
 
@@ -69,7 +80,9 @@ SaveFile::SaveFile(SaveFile&& other) noexcept
       created_dirs_(std::exchange(other.created_dirs_, {})),
       file_(std::move(other.file_)),
       fd_(std::move(other.fd_)),
+      direct_fd_(std::move(other.direct_fd_)),
       end_(other.end_),
+      written_(other.written_),
       flushed_(other.flushed_),
       committed_(other.committed_) {}
 
@@ -81,7 +94,9 @@ SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
     created_dirs_ = std::exchange(other.created_dirs_, {});
     file_ = std::move(other.file_);
     fd_ = std::move(other.fd_);
+    direct_fd_ = std::move(other.direct_fd_);
     end_ = other.end_;
+    written_ = other.written_;
     flushed_ = other.flushed_;
     committed_ = other.committed_;
   }
@@ -91,6 +106,7 @@ SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
 SaveFile::~SaveFile() { discard(); }
 
 void SaveFile::discard() {
+  direct_fd_.reset();
   fd_.reset();
   if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
   temp_.clear();
@@ -106,18 +122,49 @@ void SaveFile::discard() {
 Status SaveFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
   if (committed_ || !fd_)
     return make_error(ErrorCode::Conflict, "file " + in_quotes(file_) + " is already saved");
-  for (std::size_t done = 0; done < bytes.size();) {
-    const std::size_t n = std::min(kIoPiece, bytes.size() - done);
-    const ssize_t put = ::pwrite(fd_.get(), bytes.data() + done, n, static_cast<off_t>(offset + done));
+  auto direct = write_direct(offset, bytes);
+  if (!direct) return direct.error();
+  written_.direct += *direct;
+  end_ = std::max(end_, offset + bytes.size());
+  const std::uint64_t from = offset + *direct;
+  const auto rest = bytes.subspan(static_cast<std::size_t>(*direct));
+  for (std::size_t done = 0; done < rest.size();) {
+    const std::size_t n = std::min(kIoPiece, rest.size() - done);
+    const ssize_t put = ::pwrite(fd_.get(), rest.data() + done, n, static_cast<off_t>(from + done));
     if (put < 0) {
       if (errno == EINTR) continue;
       return io_error("writing " + in_quotes(file_), errno);
     }
     done += static_cast<std::size_t>(put);
   }
-  end_ = std::max(end_, offset + bytes.size());
-  write_back(offset, bytes.size());
+  written_.cached += rest.size();
+  if (!rest.empty()) write_back(from, rest.size());
   return {};
+}
+
+Result<std::uint64_t> SaveFile::write_direct(std::uint64_t offset, std::span<const std::byte> bytes) {
+  if (!direct_fd_ || offset % kBlock != 0 || reinterpret_cast<std::uintptr_t>(bytes.data()) % kBlock != 0)
+    return std::uint64_t{0};
+  const std::uint64_t whole = bytes.size() / kBlock * kBlock;
+  std::uint64_t done = 0;
+  while (done < whole) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kIoPiece, whole - done));
+    const ssize_t put = ::pwrite(direct_fd_.get(), bytes.data() + done, n, static_cast<off_t>(offset + done));
+    if (put < 0 && errno == EINTR) continue;
+    if (put < 0 && (errno == EINVAL || errno == EFAULT)) {
+      // This file system takes no O_DIRECT writes at this alignment, or the kernel cannot pin this memory
+      // for the device (a driver's mapping, as some pinned CUDA host buffers are, where a copy still reads
+      // it): the page cache from now on.
+      direct_fd_.reset();
+      break;
+    }
+    if (put < 0) return io_error("writing " + in_quotes(file_), errno);
+    done += static_cast<std::uint64_t>(put);
+    // A short write that ends inside a block leaves the rest to the page cache; one that wrote nothing
+    // (it should not) too, rather than asking again forever.
+    if (put == 0 || done % kBlock != 0) break;
+  }
+  return done;
 }
 
 void SaveFile::write_back(std::uint64_t offset, std::uint64_t length) {

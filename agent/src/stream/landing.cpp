@@ -71,9 +71,11 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
                                                std::to_string(saved_end_) + ", " + std::to_string(offset) +
                                                "): a save is written in order");
   }
+  const WrittenBytes before = save_->written();
   if (auto written = save_->write_at(offset, bytes); !written) return written.error();
   saved_end_ = std::max(saved_end_, offset + length);
   report.saved = true;
+  report.written = {save_->written().direct - before.direct, save_->written().cached - before.cached};
   return report;
 }
 

@@ -30,6 +30,7 @@ class Landing {
   struct Report {
     std::vector<std::uint64_t> mismatched;  // indices of the slices whose CRC32C differs
     bool saved = false;                     // the bytes went to the save file
+    WrittenBytes written;                   // how, this time (around the page cache or through it)
   };
   // [offset, +length) of the stream has landed. crc32c: one per `slice` bytes, empty to skip the check.
   // Saving is in order: bytes past what was saved so far are a Conflict.
