@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "conduit/common/random.h"
+#include "files/direct_io.h"
 
 namespace conduit::agent {
 
@@ -23,9 +24,6 @@ namespace {
 constexpr std::size_t kIoPiece = std::size_t{1} << 30;
 // Dirty bytes a save may hold ahead of what the disk took (write_back).
 constexpr std::uint64_t kWritebackLag = std::uint64_t{128} << 20;
-// O_DIRECT wants the file offset, the length and the memory aligned to the device's logical block; 4 KiB
-// is that or a multiple of it on every disk we meet (as files/source_reader.cpp).
-constexpr std::uint64_t kBlock = 4096;
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
@@ -65,12 +63,8 @@ Result<SaveFile> SaveFile::create(const fs::path& path, std::string file, bool d
   out.fd_.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
   if (!out.fd_) return io_error("creating a temporary file for " + in_quotes(out.file_), errno);
   out.temp_ = std::move(temp);
-  if (direct) {
-    // The same file opened again (O_DIRECT is a property of an open file): a file system that refuses
-    // O_DIRECT refuses this open, and every write goes through the page cache.
-    const std::string self = "/proc/self/fd/" + std::to_string(out.fd_.get());
-    out.direct_fd_.reset(::open(self.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC));
-  }
+  // A file system that refuses O_DIRECT refuses this open, and every write goes through the page cache.
+  if (direct) out.direct_fd_ = direct_io::reopen(out.fd_.get(), O_WRONLY);
   return out;
 }
 
@@ -143,9 +137,8 @@ Status SaveFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes
 }
 
 Result<std::uint64_t> SaveFile::write_direct(std::uint64_t offset, std::span<const std::byte> bytes) {
-  if (!direct_fd_ || offset % kBlock != 0 || reinterpret_cast<std::uintptr_t>(bytes.data()) % kBlock != 0)
-    return std::uint64_t{0};
-  const std::uint64_t whole = bytes.size() / kBlock * kBlock;
+  if (!direct_fd_ || !direct_io::aligned(offset, bytes.data())) return std::uint64_t{0};
+  const std::uint64_t whole = direct_io::round_down(bytes.size());
   std::uint64_t done = 0;
   while (done < whole) {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(kIoPiece, whole - done));
@@ -162,7 +155,7 @@ Result<std::uint64_t> SaveFile::write_direct(std::uint64_t offset, std::span<con
     done += static_cast<std::uint64_t>(put);
     // A short write that ends inside a block leaves the rest to the page cache; one that wrote nothing
     // (it should not) too, rather than asking again forever.
-    if (put == 0 || done % kBlock != 0) break;
+    if (put == 0 || done % direct_io::kBlock != 0) break;
   }
   return done;
 }

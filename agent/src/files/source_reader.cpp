@@ -1,6 +1,5 @@
 #include "files/source_reader.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,15 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "files/direct_io.h"
+
 namespace conduit::agent {
 
 namespace {
 
-// O_DIRECT wants the file offset, the length and the memory aligned to the device's logical block; 4 KiB
-// is that or a multiple of it on every disk we meet, and the slots are page-aligned.
-constexpr std::uint64_t kBlock = 4096;
-
-constexpr std::uint64_t round_up(std::uint64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+using direct_io::kBlock;
+using direct_io::round_down;
+using direct_io::round_up;
 
 Error read_error(int err) {
   return make_error(ErrorCode::Io, std::string("reading the source file: ") + std::strerror(err));
@@ -27,11 +26,7 @@ Error read_error(int err) {
 }  // namespace
 
 SourceReader::SourceReader(int fd, bool direct) : fd_(fd) {
-  if (!direct) return;
-  // The same file as `fd` (not whatever its name holds now), opened again: O_DIRECT is a property of an
-  // open file, and setting it on `fd` would change it for every other user of that file description.
-  const std::string self = "/proc/self/fd/" + std::to_string(fd);
-  direct_fd_.reset(::open(self.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC));
+  if (direct) direct_fd_ = direct_io::reopen(fd, O_RDONLY);
 }
 
 bool SourceReader::mostly_cached(std::uint64_t pos, std::uint64_t length) const {
@@ -70,9 +65,8 @@ Result<std::uint64_t> SourceReader::read_direct(std::byte* into, std::uint64_t p
 Status SourceReader::read(std::byte* into, std::uint64_t room, std::uint64_t pos, std::uint64_t length) {
   std::uint64_t done = 0;
   // Whole blocks directly; a last partial block too where its whole block fits in `room`.
-  const std::uint64_t direct = round_up(length) <= room ? length : length / kBlock * kBlock;
-  const bool aligned = pos % kBlock == 0 && reinterpret_cast<std::uintptr_t>(into) % kBlock == 0;
-  if (direct_fd_ && aligned && direct > 0 && !mostly_cached(pos, direct)) {
+  const std::uint64_t direct = round_up(length) <= room ? length : round_down(length);
+  if (direct_fd_ && direct_io::aligned(pos, into) && direct > 0 && !mostly_cached(pos, direct)) {
     auto got = read_direct(into, pos, direct);
     if (!got) return got.error();
     done = *got;
