@@ -842,7 +842,8 @@ void install_grant_routes(Router& r, AgentState& state) {
         if (!request) return send_error(res, request.error());
         auto landing = grant_landing(state, *id);
         if (!landing) return send_error(res, landing.error());
-        auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c);
+        auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c,
+                                         request->wait_for_previous);
         if (!report) return send_error(res, report.error());
         count_written(state.metrics, report->written);
         send_json(res, 200,

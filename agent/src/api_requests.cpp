@@ -185,9 +185,10 @@ Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body) {
 }
 
 Result<LandedRequest> parse_landed(const nlohmann::json& body) {
-  Fields f(body, {"offset", "length", "slice", "crc32c"});
+  Fields f(body, {"offset", "length", "slice", "crc32c", "waitForPrevious"});
   LandedRequest request;
   request.offset = f.u64("offset", Need::Required).value_or(0);
+  request.wait_for_previous = f.boolean("waitForPrevious").value_or(false);
   request.length = f.u64("length", Need::Required, 1, std::uint64_t{1} << 40).value_or(0);
   request.slice = f.u64("slice", Need::Optional, 1, std::uint64_t{1} << 40).value_or(0);
   if (const auto* crcs = f.array("crc32c")) {

@@ -64,6 +64,7 @@ struct LandedRequest {
   std::uint64_t length = 0;
   std::uint64_t slice = 0;
   std::vector<std::uint32_t> crc32c;
+  bool wait_for_previous = false;
 };
 Result<LandedRequest> parse_landed(const nlohmann::json& body);
 

@@ -3,8 +3,9 @@
 //   read     SegmentFeed's producer: a file read into a free slot, CRC32C of each slice as it passes;
 //   wire     this thread: the segment as one batch;
 //   land     a landing report to the target agent (its CRC32C check, its save), in flight while the next
-//            segment is on the wire. A segment counts as landed (committedBytes) once its report came
-//            back clean; its slot is then free for a segment further on.
+//            segment is on the wire (two in flight for a target that saves, so its disk never waits). A
+//            segment counts as landed (committedBytes) once its report came back clean; its slot is then free
+//            for a segment further on.
 // The save is committed (fsync, rename) only after every report came back and the source file was found
 // unchanged, so a target file never holds bytes that were not verified, nor a mix of two source files.
 #include <algorithm>
@@ -284,18 +285,27 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     std::future<Answer> answer;
     SteadyClock::time_point sent;
   };
+  // A target that saves writes each segment to its file while answering its report: two reports in flight
+  // keep its disk busy, the next segment's check and report overlapping the previous one's write
+  // (stream/landing.h). Without a save a report is a check in memory, done long before the next segment;
+  // one in flight leaves a file's read-ahead its slot.
+  const std::size_t report_depth = t.save ? 2 : 1;
+  // The land stage's time: while a report is out (two overlapping count once).
+  SteadyClock::time_point land_until{};
   // A report waits no longer than a batch may go without bytes: a target cut off is then noticed as soon
   // as the wire would notice it (a stop waits for the report in flight).
   api::ClientOptions report_options = c.peers;
   report_options.connect_timeout = std::min(report_options.connect_timeout, c.options.stall_timeout);
   report_options.read_timeout = std::min(report_options.read_timeout, c.options.stall_timeout);
   report_options.write_timeout = std::min(report_options.write_timeout, c.options.stall_timeout);
-  auto report = [&](const SegmentFeed::Segment& s) -> Result<Pending> {
+  // `after_another`: the report before this one is still out (the target waits for it, stream/landing.h).
+  auto report = [&](const SegmentFeed::Segment& s, bool after_another) -> Result<Pending> {
     // In the grant's own offsets (a ring maps stream offsets itself): where the batch wrote them.
     api::LandedReport body{.offset = (t.ring_bytes > 0 ? 0 : t.offset) + s.offset,
                            .length = s.length,
                            .slice = shape.slice,
-                           .crc32c = s.crc32c};
+                           .crc32c = s.crc32c,
+                           .wait_for_previous = after_another};
     // Taken before the report starts: it may be answered before the next statement runs.
     const auto sent = SteadyClock::now();
     try {
@@ -335,7 +345,8 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     for (int round = 0;; ++round) {
       // The report's own timeout bounds this; a stop waits it out, since it reads the slot's bytes' CRCs.
       auto [answer, at] = p.answer.get();
-      add_stage(&StageSeconds::land, run::seconds(at - p.sent));
+      if (at > land_until) add_stage(&StageSeconds::land, run::seconds(at - std::max(p.sent, land_until)));
+      land_until = std::max(land_until, at);
       if (!answer) return landing_failure(answer.error(), "reporting landed bytes to the target agent");
       if (answer->mismatched.empty()) break;
       const std::uint64_t slices = (s.length - 1) / shape.slice + 1;
@@ -362,7 +373,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
         const std::uint64_t at = i * shape.slice;
         if (auto f = put(s, at, std::min(shape.slice, s.length - at))) return f;
       }
-      auto again = report(s);
+      auto again = report(s, false);
       if (!again) return landing_failure(again.error(), "reporting re-sent bytes");
       p = std::move(*again);
     }
@@ -377,12 +388,21 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     c.metrics->add_file_read("page_cache", static_cast<double>(bytes.cached));
     c.metrics->add_file_read("direct", static_cast<double>(bytes.direct));
   };
-  std::optional<Pending> pending;
+  // The reports in flight, oldest first, settled in order.
+  std::deque<Pending> pending;
   // Every early return leaves nothing on the wire and no report running against a slot the feed may free.
   auto drain = [&](std::optional<Failure> f) {
     abandon_wire();
-    if (pending && pending->answer.valid()) pending->answer.wait();
+    for (Pending& p : pending) {
+      if (p.answer.valid()) p.answer.wait();
+    }
+    pending.clear();
     account_read();
+    return f;
+  };
+  auto settle_oldest = [&] {
+    auto f = settle(pending.front());
+    pending.pop_front();
     return f;
   };
   for (;;) {
@@ -414,23 +434,19 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
                   : Failure{TransferState::Failed, run::reason_for(done.error().code), done.error().message});
     }
     const SegmentFeed::Segment& s = **done;
-    if (pending) {
-      auto f = settle(*pending);
-      pending.reset();
-      if (f) return drain(f);
+    while (pending.size() >= report_depth) {
+      if (auto f = settle_oldest()) return drain(f);
     }
     if (!reports) {
       if (auto f = landed(s)) return drain(f);
       continue;
     }
-    auto sent = report(s);
+    auto sent = report(s, !pending.empty());
     if (!sent) return drain(landing_failure(sent.error(), "reporting landed bytes to the target agent"));
-    pending = std::move(*sent);
+    pending.push_back(std::move(*sent));
   }
-  if (pending) {
-    auto f = settle(*pending);
-    pending.reset();
-    if (f) return drain(f);
+  while (!pending.empty()) {
+    if (auto f = settle_oldest()) return drain(f);
   }
   account_read();
   if (file) {

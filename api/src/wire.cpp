@@ -164,6 +164,7 @@ json LandedReport::to_json() const {
     body["slice"] = slice;
     body["crc32c"] = crc32c;
   }
+  if (wait_for_previous) body["waitForPrevious"] = true;
   return body;
 }
 

@@ -304,6 +304,69 @@ TEST_F(Stream, ARegionsVersionMovesOncePerCompleteWriteAndWakesItsWaiters) {
   EXPECT_EQ(b.get("/v1/regions/nope/version").status, 404);
 }
 
+// A saving writer keeps two reports in flight (transfer_stream.cpp): the later one, told the earlier is
+// still out, waits for it instead of being refused, through a mismatch and its re-report, and the file
+// still gets its bytes in order. Told nothing, or with nothing coming before it, it is refused.
+TEST_F(Stream, ASaveWaitsForTheReportBeforeItWhenToldItIsOut) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::uint64_t size = 8 * MiB;
+  const auto data = write_file(b.data_dir() / "two.bin", size, 21);
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "two"}, {"file", "two.bin"}, {"mode", "load"}}).status, 201);
+  auto grant = [&](const std::string& file) {
+    auto g = b.post("/v1/regions/two/grants", {{"access", "write"}, {"save", {{"file", file}}}});
+    EXPECT_EQ(g.status, 201) << g.body.dump();
+    return "/v1/grants/" + g.body["id"].get<std::string>();
+  };
+  const std::string g = grant("copy.bin");
+  const std::uint32_t first = crc32c(std::span(data).first(4 * MiB));
+  const std::uint32_t second = crc32c(std::span(data).subspan(4 * MiB));
+
+  // The second half's report, on a connection of its own, before the first half's.
+  json later;
+  int later_status = 0;
+  std::thread waiter([&] {
+    httplib::Client c(b.url());
+    c.set_bearer_token_auth(b.token());
+    c.set_read_timeout(30, 0);
+    auto r = c.Post(g + "/landed",
+                    json{{"offset", 4 * MiB},
+                         {"length", 4 * MiB},
+                         {"slice", 4 * MiB},
+                         {"crc32c", {second}},
+                         {"waitForPrevious", true}}
+                        .dump(),
+                    "application/json");
+    if (!r) return;
+    later_status = r->status;
+    later = json::parse(r->body);
+  });
+  std::this_thread::sleep_for(300ms);
+  // The first half differs once (the writer re-sends it), then lands clean.
+  auto wrong =
+      b.post(g + "/landed", {{"offset", 0}, {"length", 4 * MiB}, {"slice", MiB}, {"crc32c", {1, 2, 3, 4}}});
+  ASSERT_EQ(wrong.status, 200) << wrong.body.dump();
+  EXPECT_EQ(wrong.body["mismatched"], json::array({0, 1, 2, 3}));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(later_status, 0) << "the second half was answered before the first was saved: " << later.dump();
+  auto right =
+      b.post(g + "/landed", {{"offset", 0}, {"length", 4 * MiB}, {"slice", 4 * MiB}, {"crc32c", {first}}});
+  ASSERT_EQ(right.status, 200) << right.body.dump();
+  EXPECT_EQ(right.body["saved"], true);
+  waiter.join();
+  EXPECT_EQ(later_status, 200) << later.dump();
+  EXPECT_EQ(later["saved"], true) << later.dump();
+  ASSERT_EQ(b.post(g + "/commit", {{"bytes", size}}).status, 200);
+  EXPECT_EQ(read_file(b.data_dir() / "copy.bin"), data);
+
+  // Nothing before it: refused once the wait is up, saying why.
+  const std::string alone = grant("alone.bin");
+  const auto t0 = std::chrono::steady_clock::now();
+  auto gap = b.post(alone + "/landed", {{"offset", 4 * MiB}, {"length", MiB}, {"waitForPrevious", true}});
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 4s);
+  EXPECT_EQ(gap.status, 409) << gap.body.dump();
+  EXPECT_NE(gap.body["error"]["message"].get<std::string>().find("in order"), std::string::npos);
+}
+
 // The landing routes say why they refuse.
 TEST_F(Stream, LandingReportsAndCommitsRefuseWhatCannotBeTrue) {
   ASSERT_TRUE(a.started() && b.started());

@@ -9,6 +9,12 @@ namespace conduit::agent {
 namespace {
 
 constexpr std::uint64_t kMaxSlices = 65536;
+// How long a report past what was saved waits for the writer's report before it: that one is being
+// checked and written (a 16 MiB segment: milliseconds), or it found slices to re-send and comes again
+// once they are. Past this the writer is taken to be gone, or out of order: Conflict, as without waiting.
+constexpr std::chrono::seconds kOrderWait{5};
+// Clean reports kept past confirmed_: a writer has two in flight; more are a writer out of order.
+constexpr std::size_t kMaxAhead = 16;
 
 std::string range_text(std::uint64_t offset, std::uint64_t length) {
   return "[" + std::to_string(offset) + ", +" + std::to_string(length) + ")";
@@ -25,7 +31,7 @@ Landing::Landing(std::span<std::byte> memory, std::uint64_t stream_bytes, bool r
       writer_(std::move(writer)) {}
 
 Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t length, std::uint64_t slice,
-                                        const std::vector<std::uint32_t>& crc32c) {
+                                        const std::vector<std::uint32_t>& crc32c, bool wait_for_previous) {
   if (length == 0) return make_error(ErrorCode::InvalidArgument, "length must be at least 1 byte");
   if (offset > stream_bytes_ || length > stream_bytes_ - offset) {
     return make_error(ErrorCode::InvalidArgument, "range " + range_text(offset, length) + " is outside the " +
@@ -50,7 +56,7 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
     }
   }
 
-  std::lock_guard lock(mu_);
+  // Checked outside the lock, so two reports are checked side by side.
   const auto bytes = memory_.subspan(at, length);
   Report report;
   if (!crc32c.empty()) {
@@ -59,27 +65,62 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
       if (mine[i] != crc32c[i]) report.mismatched.push_back(i);
     }
   }
-  if (report.mismatched.empty() && !ring_ && offset <= confirmed_ && offset + length > confirmed_) {
-    confirmed_ = offset + length;
-    confirmed_cv_.notify_all();
-  }
-  if (report.mismatched.empty()) reported_end_ = std::max(reported_end_, offset + length);
+  std::unique_lock lock(mu_);
+  if (report.mismatched.empty()) note_clean(offset, offset + length);
   if (!save_ || !report.mismatched.empty()) return report;
+  if (wait_for_previous) {
+    const std::uint64_t failed = failed_saves_;
+    order_cv_.wait_for(lock, kOrderWait,
+                       [&] { return offset <= saved_end_ || committed_ || failed_saves_ != failed; });
+  }
   if (committed_) return make_error(ErrorCode::Conflict, "the save of this grant is already committed");
   if (offset > saved_end_) {
     return make_error(ErrorCode::Conflict, "bytes " + range_text(offset, length) + " landed before [" +
                                                std::to_string(saved_end_) + ", " + std::to_string(offset) +
                                                "): a save is written in order");
   }
-  const WrittenBytes before = save_->written();
-  if (auto written = save_->write_at(offset, bytes); !written) return written.error();
+  lock.unlock();
+  Status written;
+  {
+    std::lock_guard write(write_mu_);
+    if (save_->committed()) {
+      written = make_error(ErrorCode::Conflict, "the save of this grant is already committed");
+    } else {
+      const WrittenBytes before = save_->written();
+      written = save_->write_at(offset, bytes);
+      report.written = {save_->written().direct - before.direct, save_->written().cached - before.cached};
+    }
+  }
+  lock.lock();
+  if (!written) {
+    ++failed_saves_;
+    order_cv_.notify_all();
+    return written.error();
+  }
   saved_end_ = std::max(saved_end_, offset + length);
+  order_cv_.notify_all();
   report.saved = true;
-  report.written = {save_->written().direct - before.direct, save_->written().cached - before.cached};
   return report;
 }
 
+void Landing::note_clean(std::uint64_t offset, std::uint64_t end) {
+  reported_end_ = std::max(reported_end_, end);
+  if (ring_ || end <= confirmed_) return;
+  if (offset > confirmed_) {
+    if (clean_ahead_.size() < kMaxAhead || clean_ahead_.contains(offset))
+      clean_ahead_[offset] = std::max(clean_ahead_[offset], end);
+    return;
+  }
+  confirmed_ = end;
+  while (!clean_ahead_.empty() && clean_ahead_.begin()->first <= confirmed_) {
+    confirmed_ = std::max(confirmed_, clean_ahead_.begin()->second);
+    clean_ahead_.erase(clean_ahead_.begin());
+  }
+  confirmed_cv_.notify_all();
+}
+
 Result<bool> Landing::commit(std::uint64_t bytes) {
+  std::lock_guard write(write_mu_);
   std::lock_guard lock(mu_);
   if (committed_) return false;
   // A save needs the whole stream; a write into memory may cover the grant's range up to `bytes` only.

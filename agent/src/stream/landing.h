@@ -4,11 +4,17 @@
 // the CRC32C of what landed and names the slices that differ; writes verified bytes to the grant's save
 // file; and, for a ring grant (a file target with no region), frees their place in the ring for bytes
 // further on. POST /v1/grants/{id}/commit ends the save (fsync, rename). docs/pipelines.md.
+//
+// A saving writer keeps two reports in flight, so the disk is not left idle while the next segment's
+// report travels and its CRC32C is computed: reports are checked side by side, outside any lock, and
+// their bytes still go to the file in order (a report that says the one before it is still out waits
+// for it).
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -33,9 +39,10 @@ class Landing {
     WrittenBytes written;                   // how, this time (around the page cache or through it)
   };
   // [offset, +length) of the stream has landed. crc32c: one per `slice` bytes, empty to skip the check.
-  // Saving is in order: bytes past what was saved so far are a Conflict.
+  // Saving is in order: bytes past what was saved so far are a Conflict, at once, or with
+  // `wait_for_previous` once the gap has not closed within kOrderWait or a save before them failed.
   Result<Report> landed(std::uint64_t offset, std::uint64_t length, std::uint64_t slice,
-                        const std::vector<std::uint32_t>& crc32c);
+                        const std::vector<std::uint32_t>& crc32c, bool wait_for_previous = false);
   // The writer says every byte of the stream landed: a save's file goes in place (Conflict when some were
   // not saved); without a save, `bytes` is where the write ended in the grant, Conflict unless clean
   // reports reached it (a resumed writer vouches for the prefix it did not report). True the first time,
@@ -57,14 +64,24 @@ class Landing {
   nlohmann::json to_json() const;
 
  private:
+  void note_clean(std::uint64_t offset, std::uint64_t end);  // mu_ held
+
   std::span<std::byte> memory_;
   std::uint64_t stream_bytes_;
   bool ring_;
-  mutable std::mutex mu_;  // one segment at a time: saves are in order
+  // mu_ guards the counters below; write_mu_ the save file (a write, the commit). Never taken in the other
+  // order: landed() holds one at a time, commit() takes write_mu_ first.
+  mutable std::mutex mu_;
+  std::mutex write_mu_;
   mutable std::condition_variable confirmed_cv_;
+  std::condition_variable order_cv_;  // saved_end_ moved, or a save failed
   std::optional<SaveFile> save_;
   std::uint64_t saved_end_ = 0;
   std::uint64_t confirmed_ = 0;
+  // Clean reports past confirmed_ (two were checked side by side and the later one finished first), by
+  // offset: confirmed_ takes them in once it reaches them. At most kMaxAhead kept.
+  std::map<std::uint64_t, std::uint64_t> clean_ahead_;
+  std::uint64_t failed_saves_ = 0;  // writes to the save file that failed: a report waiting behind gives up
   std::uint64_t reported_end_ = 0;  // the furthest end of a clean report
   bool committed_ = false;
   std::string writer_;

@@ -141,13 +141,16 @@ struct RingGrantRequest {
   nlohmann::json to_json() const;
 };
 
-// POST /v1/grants/{id}/landed {offset, length, slice, crc32c}: the writer's report that a segment of the
-// grant's stream has landed, with the CRC32C of each slice as the source read it (empty: not verified).
+// POST /v1/grants/{id}/landed {offset, length, slice, crc32c, waitForPrevious}: the writer's report that a
+// segment of the grant's stream has landed, with the CRC32C of each slice as the source read it (empty: not
+// verified). wait_for_previous: the writer's report before this one is still out, so a save that finds a
+// gap before these bytes waits for it (a while) instead of refusing them.
 struct LandedReport {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   std::uint64_t slice = 0;
   std::vector<std::uint32_t> crc32c{};
+  bool wait_for_previous = false;
   nlohmann::json to_json() const;
 };
 
