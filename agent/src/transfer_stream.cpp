@@ -284,12 +284,13 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     const SegmentFeed::Segment* segment = nullptr;
     std::future<Answer> answer;
     SteadyClock::time_point sent;
+    bool waits = false;  // sent with waitForPrevious
   };
   // A target that saves writes each segment to its file while answering its report: two reports in flight
   // keep its disk busy, the next segment's check and report overlapping the previous one's write
   // (stream/landing.h). Without a save a report is a check in memory, done long before the next segment;
   // one in flight leaves a file's read-ahead its slot.
-  const std::size_t report_depth = t.save ? 2 : 1;
+  std::size_t report_depth = t.save ? 2 : 1;
   // The land stage's time: while a report is out (two overlapping count once).
   SteadyClock::time_point land_until{};
   // A report waits no longer than a batch may go without bytes: a target cut off is then noticed as soon
@@ -316,7 +317,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
                                       api::AgentClient(t.url, report_options).landed(t.grant_id, body);
                                   return Answer{std::move(landed), SteadyClock::now()};
                                 }),
-                     sent};
+                     sent, after_another};
     } catch (const std::system_error& e) {
       return make_error(ErrorCode::ResourceExhausted,
                         std::string("cannot start a landing report: ") + e.what());
@@ -340,11 +341,30 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     }
     return std::nullopt;
   };
+  // The answer to report p. A target agent from before waitForPrevious refuses the field as unknown (400,
+  // a node not yet upgraded): it gets one report at a time from then on, and this one again without it
+  // (the report before it is settled by now).
+  auto answer_of = [&](Pending& p) -> Answer {
+    Answer a = p.answer.get();
+    if (a.landed || !p.waits || a.landed.error().code != ErrorCode::InvalidArgument ||
+        a.landed.error().message.find("waitForPrevious") == std::string::npos)
+      return a;
+    if (report_depth > 1) {
+      log::warn(
+          "the target agent does not take waitForPrevious (an older version): one landing report at a time",
+          {{"transfer", status.id}, {"target", std::to_string(target)}});
+    }
+    report_depth = 1;
+    auto again = report(*p.segment, false);
+    if (!again) return Answer{again.error(), SteadyClock::now()};
+    p = std::move(*again);
+    return p.answer.get();
+  };
   auto settle = [&](Pending& p) -> std::optional<Failure> {
     const SegmentFeed::Segment& s = *p.segment;
     for (int round = 0;; ++round) {
       // The report's own timeout bounds this; a stop waits it out, since it reads the slot's bytes' CRCs.
-      auto [answer, at] = p.answer.get();
+      auto [answer, at] = answer_of(p);
       if (at > land_until) add_stage(&StageSeconds::land, run::seconds(at - std::max(p.sent, land_until)));
       land_until = std::max(land_until, at);
       if (!answer) return landing_failure(answer.error(), "reporting landed bytes to the target agent");

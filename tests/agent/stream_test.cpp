@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -365,6 +366,59 @@ TEST_F(Stream, ASaveWaitsForTheReportBeforeItWhenToldItIsOut) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 4s);
   EXPECT_EQ(gap.status, 409) << gap.body.dump();
   EXPECT_NE(gap.body["error"]["message"].get<std::string>().find("in order"), std::string::npos);
+}
+
+// A node not yet upgraded: its agent refuses waitForPrevious as an unknown field. The writer then sends it
+// one report at a time, and the file arrives whole. The older agent is b behind a proxy that renames the
+// field to one b does not know either, so b's own field check answers as that agent would.
+TEST_F(Stream, ATargetAgentFromBeforeWaitForPreviousGetsOneReportAtATime) {
+  ASSERT_TRUE(a.started() && b.started());
+  const std::string field = "waitForPrevious", unknown = "waitForPreviouz";
+  std::atomic<int> reports{0}, refused{0};
+  httplib::Server older;
+  older.Post(".*", [&](const httplib::Request& req, httplib::Response& res) {
+    std::string body = req.body;
+    if (const auto at = body.find(field); at != std::string::npos) body.replace(at, field.size(), unknown);
+    httplib::Client c(b.url());
+    c.set_default_headers({{"Authorization", req.get_header_value("Authorization")}});
+    c.set_read_timeout(30, 0);
+    auto r = c.Post(req.path, body, "application/json");
+    if (!r) {
+      res.status = 502;
+      return;
+    }
+    std::string answer = r->body;
+    if (const auto at = answer.find(unknown); at != std::string::npos) {
+      answer.replace(at, unknown.size(), field);
+      ++refused;
+    }
+    if (req.path.ends_with("/landed")) ++reports;
+    res.status = r->status;
+    res.set_content(answer, "application/json");
+  });
+  older.set_keep_alive_max_count(1);  // stop() does not wait out a kept-alive connection
+  const int port = older.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serving([&] { older.listen_after_bind(); });
+
+  const std::uint64_t size = 12 * MiB + 3;
+  const auto source = write_file(a.data_dir() / "old.bin", size, 23);
+  auto g = b.post("/v1/grants", {{"save", {{"file", "old-copy.bin"}, {"bytes", size}}}});
+  ASSERT_EQ(g.status, 201) << g.body.dump();
+  json target = target_of(g.body, b, true);
+  target["url"] = "http://127.0.0.1:" + std::to_string(port);
+  auto started = a.post("/v1/transfers",
+                        {{"source", {{"file", "old.bin"}}}, {"targets", {target}}, {"verify", "crc32c"}});
+  ASSERT_EQ(started.status, 202) << started.body.dump();
+  const json done = a.wait_transfer(started.body["id"]);
+  older.stop();
+  serving.join();
+  EXPECT_EQ(done["state"], "Succeeded") << done.dump();
+  // The report in flight beside the first one refused also carried the field; none after.
+  EXPECT_GE(refused.load(), 1) << "the proxy did not stand for an older agent";
+  EXPECT_LE(refused.load(), 2) << "the writer kept sending the field after it was refused";
+  EXPECT_GT(reports.load(), 4) << "the stream was not several segments";
+  EXPECT_EQ(read_file(b.data_dir() / "old-copy.bin"), source);
 }
 
 // The landing routes say why they refuse.
