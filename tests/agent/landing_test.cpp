@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <future>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -50,26 +51,26 @@ TEST(LandingTest, AReportWaitingForTheOneBeforeItGivesUpWhenThatOnesSaveFails) {
   const std::size_t size = 2 * kMiB;
   void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mapped, MAP_FAILED);
+  // Unmapped on every way out of the test, a failed assertion's included.
+  const auto unmap = [size](void* p) { munmap(p, size); };
+  const std::unique_ptr<void, decltype(unmap)> mapping(mapped, unmap);
   const std::span<std::byte> memory(static_cast<std::byte*>(mapped), size);
   fill_pattern(memory, 4);
   ASSERT_EQ(mprotect(mapped, kMiB, PROT_NONE), 0);
   auto save = SaveFile::create(dir.path() / "out.bin", "out.bin");
   ASSERT_TRUE(save) << save.error().message;
-  {
-    Landing landing(memory, size, false, std::move(*save));
-    const auto t0 = std::chrono::steady_clock::now();
-    auto later = std::async(std::launch::async, [&] { return landing.landed(kMiB, kMiB, 0, {}, true); });
-    std::this_thread::sleep_for(200ms);
-    ASSERT_EQ(later.wait_for(0s), std::future_status::timeout) << "it did not wait for the report before it";
-    auto first = landing.landed(0, kMiB, 0, {});
-    ASSERT_FALSE(first) << "the unreadable bytes were saved";
-    auto answer = later.get();
-    EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << "it waited out its time after the save failed";
-    ASSERT_FALSE(answer);
-    EXPECT_EQ(answer.error().code, ErrorCode::Conflict);
-    EXPECT_NE(answer.error().message.find("in order"), std::string::npos) << answer.error().message;
-  }
-  munmap(mapped, size);
+  Landing landing(memory, size, false, std::move(*save));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto later = std::async(std::launch::async, [&] { return landing.landed(kMiB, kMiB, 0, {}, true); });
+  std::this_thread::sleep_for(200ms);
+  ASSERT_EQ(later.wait_for(0s), std::future_status::timeout) << "it did not wait for the report before it";
+  auto first = landing.landed(0, kMiB, 0, {});
+  ASSERT_FALSE(first) << "the unreadable bytes were saved";
+  auto answer = later.get();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s) << "it waited out its time after the save failed";
+  ASSERT_FALSE(answer);
+  EXPECT_EQ(answer.error().code, ErrorCode::Conflict);
+  EXPECT_NE(answer.error().message.find("in order"), std::string::npos) << answer.error().message;
 }
 
 }  // namespace

@@ -16,6 +16,11 @@ constexpr std::chrono::seconds kOrderWait{5};
 // Clean reports kept past confirmed_: a writer has two in flight; more are a writer out of order.
 constexpr std::size_t kMaxAhead = 16;
 
+// Asked both before a save waits its turn and again under the write lock (a commit may come between).
+Error already_committed() {
+  return make_error(ErrorCode::Conflict, "the save of this grant is already committed");
+}
+
 std::string range_text(std::uint64_t offset, std::uint64_t length) {
   return "[" + std::to_string(offset) + ", +" + std::to_string(length) + ")";
 }
@@ -73,7 +78,7 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
     order_cv_.wait_for(lock, kOrderWait,
                        [&] { return offset <= saved_end_ || committed_ || failed_saves_ != failed; });
   }
-  if (committed_) return make_error(ErrorCode::Conflict, "the save of this grant is already committed");
+  if (committed_) return already_committed();
   if (offset > saved_end_) {
     return make_error(ErrorCode::Conflict, "bytes " + range_text(offset, length) + " landed before [" +
                                                std::to_string(saved_end_) + ", " + std::to_string(offset) +
@@ -84,7 +89,7 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
   {
     std::lock_guard write(write_mu_);
     if (save_->committed()) {
-      written = make_error(ErrorCode::Conflict, "the save of this grant is already committed");
+      written = already_committed();
     } else {
       const WrittenBytes before = save_->written();
       written = save_->write_at(offset, bytes);
