@@ -48,11 +48,11 @@ TEST(LandingTest, AReportWaitingForTheOneBeforeItGivesUpWhenThatOnesSaveFails) {
   testing::TempDir dir;
   // Two MiB of which the first cannot be read: the kernel refuses to write it to the file (EFAULT), a save
   // failing as a full disk or a dying device would.
-  const std::size_t size = 2 * kMiB;
+  constexpr std::size_t size = 2 * kMiB;
   void* mapped = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(mapped, MAP_FAILED);
   // Unmapped on every way out of the test, a failed assertion's included.
-  const auto unmap = [size](void* p) { munmap(p, size); };
+  const auto unmap = [](void* p) { munmap(p, size); };
   const std::unique_ptr<void, decltype(unmap)> mapping(mapped, unmap);
   const std::span<std::byte> memory(static_cast<std::byte*>(mapped), size);
   fill_pattern(memory, 4);
