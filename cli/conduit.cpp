@@ -385,12 +385,20 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
   // A push: --to grants a write and --from's agent writes. A pull: --from grants a read and --to's agent
   // reads into its own region (the op "read": the one target is the remote side).
   const auto& granter = pull ? source : target;
+  const auto& runner = pull ? target : source;
   const Endpoint& remote = pull ? src : dst;
   const Endpoint& local = pull ? dst : src;
   const std::uint64_t remote_offset = pull ? from_offset : to_offset;
-  const auto grant = check(granter.create_grant(
-      remote.region,
-      {.offset = remote_offset, .length = bytes, .access = pull ? "read" : "write", .ttl_seconds = ttl}));
+  // The grant names the node of the agent that uses it, so no other node's agent identity may (a grant
+  // naming no node is any agent's: docs/security.md, "Identities").
+  const auto runner_node = check(runner.node());
+  const std::string peer = runner_node.is_object() ? runner_node.value("node", "") : "";
+  if (peer.empty()) throw Exit{1, "the agent at " + local.url + " did not say its node (GET /v1/node)"};
+  const auto grant = check(granter.create_grant(remote.region, {.offset = remote_offset,
+                                                                .length = bytes,
+                                                                .access = pull ? "read" : "write",
+                                                                .ttl_seconds = ttl,
+                                                                .peer = peer}));
   GrantGuard revoke(granter, grant.id);
   conduit::api::TransferRequest request;
   request.source_region = local.region;
@@ -404,7 +412,6 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
   request.verify = verify == "crc32c";
   request.deadline_seconds = deadline;
   if (g_interrupts.load() > 0) throw Exit{1, "interrupted before the transfer started"};
-  const auto& runner = pull ? target : source;
   auto status = check(runner.start_transfer(request));
   // A status answer is quick; a poll that hangs means the agent is in trouble.
   const auto poll = agent_at(local.url, g, std::chrono::seconds(10));

@@ -18,6 +18,7 @@
 #include "identity.h"
 #include "inventory.h"
 #include "metrics/agent_metrics.h"
+#include "peer_access.h"
 
 namespace conduit::agent {
 namespace {
@@ -271,6 +272,15 @@ bool fits_template(std::string_view path_template, std::string_view path) {
   }
 }
 
+// The request's query parameters alone: httplib puts a form body's fields into `params` too.
+httplib::Params query_of(const Request& req) {
+  httplib::Params params;
+  if (const auto q = req.target.find('?'); q != std::string::npos) {
+    httplib::detail::parse_query_text(req.target.substr(q + 1), params);
+  }
+  return params;
+}
+
 // Registers each route with httplib and remembers (method, template) so the error handler can tell
 // "no such route" (404) from "no such method on this route" (405).
 class Router {
@@ -284,25 +294,42 @@ class Router {
   explicit Router(httplib::Server& server)
       : server_(server), routes_(std::make_shared<std::vector<Route>>()) {}
 
+  // The query parameters a route takes; any other is refused with 400 before its handler runs, so a
+  // parameter a route does not read (?namespace= where nothing is scoped by it) never passes for applied.
+  using Query = std::vector<std::string>;
+
   // Every route says who it lets in (identity.h); Control unless said otherwise.
-  void get(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control) {
-    add("GET", path_template, std::move(h), access);
+  void get(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control,
+           Query query = {}) {
+    add("GET", path_template, std::move(h), access, std::move(query));
   }
-  void post(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control) {
-    add("POST", path_template, std::move(h), access);
+  void post(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control,
+            Query query = {}) {
+    add("POST", path_template, std::move(h), access, std::move(query));
   }
-  void del(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control) {
-    add("DELETE", path_template, std::move(h), access);
+  void del(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control,
+           Query query = {}) {
+    add("DELETE", path_template, std::move(h), access, std::move(query));
   }
 
   std::shared_ptr<const std::vector<Route>> routes() const { return routes_; }
 
  private:
-  void add(const std::string& method, const std::string& path_template, Handler handler, RouteAccess access) {
+  void add(const std::string& method, const std::string& path_template, Handler handler, RouteAccess access,
+           Query query) {
     routes_->push_back({method, path_template});
     const std::string pattern = to_httplib_pattern(path_template);
-    auto guarded = [handler = std::move(handler), access](const Request& req, Response& res) {
+    auto guarded = [handler = std::move(handler), access, query = std::move(query),
+                    what = method + " " + path_template](const Request& req, Response& res) {
       if (access != RouteAccess::Public && !admits(access, caller())) return forbid(res, req);
+      for (const auto& [key, value] : query_of(req)) {
+        if (std::find(query.begin(), query.end(), key) != query.end()) continue;
+        std::string takes;
+        for (const auto& name : query) takes += (takes.empty() ? "" : ", ") + name;
+        return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                          "unknown query parameter \"" + key + "\": " + what +
+                              (takes.empty() ? " takes none" : " takes " + takes));
+      }
       try {
         handler(req, res);
       } catch (const std::exception& e) {
@@ -463,6 +490,36 @@ bool may_touch_region(const AgentState& state, const std::string& name) {
   return false;
 }
 
+// 403 (and true) when the caller, an agent, may not `reach` `length` bytes at `offset` of region `name`: no
+// live grant made for it allows that (peer_access.h).
+bool out_of_reach(Response& res, const Request& req, const AgentState& state, const std::string& name,
+                  Reach reach, std::uint64_t offset, std::uint64_t length) {
+  auto why = peer_refusal(state.grants.list(), caller(), name, reach, offset, length,
+                          std::chrono::system_clock::now());
+  if (why) forbid(res, req, *why);
+  return why.has_value();
+}
+
+// The same for what an agent's transfer request touches of its source region: each scatter op's range, or
+// the one range (to the region's end when its length is 0). A region that is not there passes: the
+// transfer fails to start with NotFound as for anyone.
+bool agent_out_of_reach(Response& res, const Request& req, const AgentState& state,
+                        const TransferRequest& request) {
+  const Reach reach = request.op == OpKind::Read ? Reach::Write : Reach::Read;
+  const std::string& name = request.source_region;
+  for (const ScatterOp& op : request.ops) {
+    if (out_of_reach(res, req, state, name, reach, op.source_offset, op.length)) return true;
+  }
+  if (!request.ops.empty()) return false;
+  std::uint64_t length = request.length;
+  if (length == 0) {
+    auto region = state.regions.get(name);
+    if (!region) return false;
+    length = (*region)->bytes() > request.offset ? (*region)->bytes() - request.offset : 0;
+  }
+  return out_of_reach(res, req, state, name, reach, request.offset, length);
+}
+
 // Whether the caller may look at or cancel a transfer: anyone but an agent or a tenant's controller, or
 // the one that asked for it.
 bool may_see_transfer(const TransferStatus& status) {
@@ -529,6 +586,12 @@ bool region_out_of_scope(Response& res, const Request& req, const Region& region
   return true;
 }
 
+// A file's error as its answer: one that leads out of the job's namespace's directory is refused (403).
+void send_file_error(Response& res, const Request& req, const Error& error) {
+  if (error.code == ErrorCode::Forbidden) return forbid(res, req, error.message);
+  send_error(res, error);
+}
+
 // A region as GET shows it, with the rails (and their NICs) each transport registers it on: the ones
 // nearest its memory (conduit/rail_choice.h), decided again at each registration from the same inputs.
 json region_json(const AgentState& state, const Region& region) {
@@ -555,13 +618,14 @@ void install_region_routes(Router& r, AgentState& state) {
     if (request->file) {
       if (auto why = file_refusal(*request->file, request->tenancy.ns, state.config.namespace_files))
         return forbid(res, req, *why);
-      // Checked here as well as in load() so an escaping path is refused before anything is opened.
-      if (auto path = state.regions.data_path(*request->file); !path) return send_error(res, path.error());
+      if (auto path = DataDir::normal(*request->file); !path) return send_error(res, path.error());
     }
-    auto region = request->file ? state.regions.load(request->name, *request->file, request->tenancy)
-                                : state.regions.create(request->name, request->bytes, request->memory,
-                                                       request->tenancy);
-    if (!region) return send_error(res, region.error());
+    auto region =
+        request->file
+            ? state.regions.load(request->name, *request->file, request->tenancy,
+                                 file_namespace(request->tenancy.ns, state.config.namespace_files))
+            : state.regions.create(request->name, request->bytes, request->memory, request->tenancy);
+    if (!region) return send_file_error(res, req, region.error());
     res.set_header("Location", "/v1/regions/" + request->name);
     send_json(res, 201, region_json(state, **region));
   });
@@ -575,22 +639,24 @@ void install_region_routes(Router& r, AgentState& state) {
     send_json(res, 200, region_json(state, **region));
   });
 
-  r.del(kRegion, [&state](const Request& req, Response& res) {
-    const auto name = region_name(req, res);
-    if (!name) return;
-    const auto ns = held_namespace(req, res);
-    if (!ns) return;
-    if (!ns->empty()) {
-      auto region = state.regions.get(*name);
-      if (!region) return send_error(res, region.error());
-      if (region_out_of_scope(res, req, **region, /*changes=*/true)) return;
-      if ((*region)->tenancy().ns != *ns) {
-        return forbid(res, req, "region " + *name + " is not of namespace " + *ns);
-      }
-    }
-    if (auto removed = state.regions.remove(*name); !removed) return send_error(res, removed.error());
-    res.status = 204;
-  });
+  r.del(kRegion,
+        [&state](const Request& req, Response& res) {
+          const auto name = region_name(req, res);
+          if (!name) return;
+          const auto ns = held_namespace(req, res);
+          if (!ns) return;
+          if (!ns->empty()) {
+            auto region = state.regions.get(*name);
+            if (!region) return send_error(res, region.error());
+            if (region_out_of_scope(res, req, **region, /*changes=*/true)) return;
+            if ((*region)->tenancy().ns != *ns) {
+              return forbid(res, req, "region " + *name + " is not of namespace " + *ns);
+            }
+          }
+          if (auto removed = state.regions.remove(*name); !removed) return send_error(res, removed.error());
+          res.status = 204;
+        },
+        RouteAccess::Control, {"namespace"});
 
   r.post(kRegionSave, [&state](const Request& req, Response& res) {
     const auto name = region_name(req, res);
@@ -602,66 +668,70 @@ void install_region_routes(Router& r, AgentState& state) {
     if (out_of_scope(res, req, save->job_namespace)) return;
     if (auto why = file_refusal(save->file, save->job_namespace, state.config.namespace_files))
       return forbid(res, req, *why);
-    if (auto path = state.regions.data_path(save->file); !path) return send_error(res, path.error());
+    if (auto path = DataDir::normal(save->file); !path) return send_error(res, path.error());
     auto region = state.regions.get(*name);
     if (!region) return send_error(res, region.error());
     if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
-    auto saved = state.regions.save(*name, save->file);
-    if (!saved) return send_error(res, saved.error());
+    auto saved = state.regions.save(*name, save->file,
+                                    file_namespace(save->job_namespace, state.config.namespace_files));
+    if (!saved) return send_file_error(res, req, saved.error());
     count_written(state.metrics, *saved);
     send_json(res, 200, {{"region", *name}, {"file", save->file}, {"bytes", (*region)->bytes()}});
   });
 
-  r.get(kRegionVersion, [&state](const Request& req, Response& res) {
-    const auto name = region_name(req, res);
-    if (!name) return;
-    auto query = parse_version_query(req.params);
-    if (!query) return send_error(res, query.error());
-    auto region = state.regions.get(*name);
-    if (!region) return send_error(res, region.error());
-    if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
-    Region::Update update = (*region)->update();
-    if (update.version <= query->after && query->timeout.count() > 0) {
-      LongPoll slot(state);
-      if (!slot) return slot.refuse(res);
-      update = (*region)->wait_newer(query->after, std::min(query->timeout, state.config.long_poll_max),
-                                     [&state] { return !state.ready.load(); });
-    }
-    send_json(res, 200, update.to_json(*name));
-  });
+  r.get(kRegionVersion,
+        [&state](const Request& req, Response& res) {
+          const auto name = region_name(req, res);
+          if (!name) return;
+          auto query = parse_version_query(req.params);
+          if (!query) return send_error(res, query.error());
+          auto region = state.regions.get(*name);
+          if (!region) return send_error(res, region.error());
+          if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
+          Region::Update update = (*region)->update();
+          if (update.version <= query->after && query->timeout.count() > 0) {
+            LongPoll slot(state);
+            if (!slot) return slot.refuse(res);
+            update = (*region)->wait_newer(query->after, std::min(query->timeout, state.config.long_poll_max),
+                                           [&state] { return !state.ready.load(); });
+          }
+          send_json(res, 200, update.to_json(*name));
+        },
+        RouteAccess::Control, {"after", "timeoutSeconds"});
 
-  r.get(
-      kRegionChecksum,
-      [&state](const Request& req, Response& res) {
-        const auto name = region_name(req, res);
-        if (!name) return;
-        if (!may_touch_region(state, *name)) return forbid(res, req, "no grant on the region is made for it");
-        auto query = parse_checksum_query(req.params);
-        if (!query) return send_error(res, query.error());
-        auto region = state.regions.get(*name);
-        if (!region) return send_error(res, region.error());
-        if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
-        const std::uint64_t size = (*region)->bytes();
-        if (query->offset > size) {
-          return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
-                            "offset " + std::to_string(query->offset) + " is past the end of the region (" +
-                                std::to_string(size) + " bytes)");
-        }
-        const std::uint64_t length = query->length == 0 ? size - query->offset : query->length;
-        if (length / query->slice >= kMaxChecksumSlices) {
-          return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
-                            "too many slices: use a larger slice or a shorter length");
-        }
-        auto crcs = region_checksum(**region, query->offset, length, query->slice);
-        if (!crcs) return send_error(res, crcs.error());
-        send_json(res, 200,
-                  {{"region", *name},
-                   {"offset", query->offset},
-                   {"length", length},
-                   {"slice", query->slice},
-                   {"crc32c", *crcs}});
-      },
-      RouteAccess::Peer);
+  r.get(kRegionChecksum,
+        [&state](const Request& req, Response& res) {
+          const auto name = region_name(req, res);
+          if (!name) return;
+          if (!may_touch_region(state, *name))
+            return forbid(res, req, "no grant on the region is made for it");
+          auto query = parse_checksum_query(req.params);
+          if (!query) return send_error(res, query.error());
+          auto region = state.regions.get(*name);
+          if (!region) return send_error(res, region.error());
+          if (region_out_of_scope(res, req, **region, /*changes=*/false)) return;
+          const std::uint64_t size = (*region)->bytes();
+          if (query->offset > size) {
+            return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                              "offset " + std::to_string(query->offset) + " is past the end of the region (" +
+                                  std::to_string(size) + " bytes)");
+          }
+          const std::uint64_t length = query->length == 0 ? size - query->offset : query->length;
+          if (out_of_reach(res, req, state, *name, Reach::Read, query->offset, length)) return;
+          if (length / query->slice >= kMaxChecksumSlices) {
+            return send_error(res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                              "too many slices: use a larger slice or a shorter length");
+          }
+          auto crcs = region_checksum(**region, query->offset, length, query->slice);
+          if (!crcs) return send_error(res, crcs.error());
+          send_json(res, 200,
+                    {{"region", *name},
+                     {"offset", query->offset},
+                     {"length", length},
+                     {"slice", query->slice},
+                     {"crc32c", *crcs}});
+        },
+        RouteAccess::Peer, {"offset", "length", "slice"});
 }
 
 // A peer that wrote into (or is about to read from) a staged CUDA region's host staging buffer has this
@@ -687,6 +757,9 @@ void install_staging_route(Router& r, AgentState& state) {
                                 std::to_string(request->length) + ") is outside region " + *name + " (" +
                                 std::to_string(size) + " bytes)");
         }
+        if (out_of_reach(res, req, state, *name, request->to_device ? Reach::Write : Reach::Read,
+                         request->offset, request->length))
+          return;
         // Without a staged grant the region is reached directly (host memory, or device memory the NIC
         // registered): the bytes are where they belong already, and the answer says nothing was copied.
         const auto buffer = state.grants.staging().find(*name);
@@ -705,10 +778,8 @@ void install_staging_route(Router& r, AgentState& state) {
       RouteAccess::Peer);
 }
 
-Result<SaveFile> open_save(const AgentState& state, const std::string& file) {
-  auto path = state.regions.data_path(file);
-  if (!path) return path.error();
-  return SaveFile::create(*path, file, state.regions.save_direct());
+Result<SaveFile> open_save(const AgentState& state, const std::string& file, const std::string& job_ns) {
+  return state.regions.open_save(file, file_namespace(job_ns, state.config.namespace_files));
 }
 
 Result<std::shared_ptr<Landing>> grant_landing(const AgentState& state, const std::string& id) {
@@ -760,8 +831,9 @@ void install_file_route(Router& r, AgentState& state) {
     if (out_of_scope(res, req, stat->job_namespace)) return;
     if (auto why = file_refusal(stat->file, stat->job_namespace, state.config.namespace_files))
       return forbid(res, req, *why);
-    auto file = state.regions.open_file(stat->file);
-    if (!file) return send_error(res, file.error());
+    auto file = state.regions.open_file(stat->file,
+                                        file_namespace(stat->job_namespace, state.config.namespace_files));
+    if (!file) return send_file_error(res, req, file.error());
     send_json(res, 200, {{"path", stat->file}, {"bytes", file->bytes()}});
   });
 }
@@ -790,8 +862,8 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (request->save) {
       if (auto why = file_refusal(*request->save, request->job_namespace, state.config.namespace_files))
         return forbid(res, req, *why);
-      auto save = open_save(state, *request->save);
-      if (!save) return send_error(res, save.error());
+      auto save = open_save(state, *request->save, request->job_namespace);
+      if (!save) return send_file_error(res, req, save.error());
       landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
     }
     auto grant = state.grants.create(*region, request->offset, length, request->access, request->ttl,
@@ -813,8 +885,8 @@ void install_grant_routes(Router& r, AgentState& state) {
     if (out_of_scope(res, req, request->job_namespace)) return;
     if (auto why = file_refusal(*request->save, request->job_namespace, state.config.namespace_files))
       return forbid(res, req, *why);
-    auto save = open_save(state, *request->save);
-    if (!save) return send_error(res, save.error());
+    auto save = open_save(state, *request->save, request->job_namespace);
+    if (!save) return send_file_error(res, req, save.error());
     const std::uint64_t wanted = std::min(state.config.pipeline_bytes, request->save_bytes);
     const std::uint64_t ring = (wanted + kRingUnit - 1) / kRingUnit * kRingUnit;
     auto memory =
@@ -842,6 +914,14 @@ void install_grant_routes(Router& r, AgentState& state) {
         if (!request) return send_error(res, request.error());
         auto landing = grant_landing(state, *id);
         if (!landing) return send_error(res, landing.error());
+        // A report names a range of the grant's stream; an agent's that leaves it asks for what no grant
+        // made for it allows (an operator's is a bad request, answered by the landing itself).
+        const std::uint64_t stream = (*landing)->stream_bytes();
+        if (caller().role == Role::Agent &&
+            (request->offset > stream || request->length > stream - request->offset)) {
+          return forbid(res, req,
+                        "the report's range is outside the grant's " + std::to_string(stream) + " bytes");
+        }
         auto report = (*landing)->landed(request->offset, request->length, request->slice, request->crc32c,
                                          request->wait_for_previous);
         if (!report) return send_error(res, report.error());
@@ -911,72 +991,81 @@ void install_grant_routes(Router& r, AgentState& state) {
     send_json(res, 200, (*grant)->to_json());
   });
 
-  r.del(kGrant, [&state](const Request& req, Response& res) {
-    const auto id = path_id(req, res);
-    if (!id) return;
-    const auto ns = held_namespace(req, res);
-    if (!ns) return;
-    if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
-    if (auto grant = state.grants.get(*id); grant && !ns->empty() && (*grant)->job_namespace != *ns) {
-      return forbid(res, req, "the grant is not made for namespace " + *ns);
-    }
-    if (auto revoked = state.grants.revoke(*id); !revoked) return send_error(res, revoked.error());
-    res.status = 204;
-  });
+  r.del(kGrant,
+        [&state](const Request& req, Response& res) {
+          const auto id = path_id(req, res);
+          if (!id) return;
+          const auto ns = held_namespace(req, res);
+          if (!ns) return;
+          if (auto why = grant_refusal(state, *id)) return forbid(res, req, *why);
+          if (auto grant = state.grants.get(*id); grant && !ns->empty() && (*grant)->job_namespace != *ns) {
+            return forbid(res, req, "the grant is not made for namespace " + *ns);
+          }
+          if (auto revoked = state.grants.revoke(*id); !revoked) return send_error(res, revoked.error());
+          res.status = 204;
+        },
+        RouteAccess::Peer, {"namespace"});
 }
 
 void install_transfer_routes(Router& r, AgentState& state) {
-  r.post(
-      "/v1/transfers",
-      [&state](const Request& req, Response& res) {
-        const auto wait = parse_wait_query(req.params);
-        if (!wait) return send_error(res, wait.error());
-        const auto body = read_json_body(state, req, res);
-        if (!body) return;
-        auto request = TransferRequest::from_json(*body);
-        if (!request) return send_error(res, request.error());
-        if (out_of_scope(res, req, request->job_namespace)) return;
-        if (caller().tenant_controller()) request->requested_by = caller().describe();
-        if (!request->source_region.empty()) {
-          auto source = state.regions.get(request->source_region);
-          if (source) {
-            if (auto why = refusal(**source, request->job_namespace, request->source_pod)) {
-              return forbid(res, req, *why);
-            }
-          }
-        }
-        if (!request->source_file.empty()) {
-          if (auto why =
-                  file_refusal(request->source_file, request->job_namespace, state.config.namespace_files))
-            return forbid(res, req, *why);
-        }
-        if (caller().role == Role::Agent) {
-          // An agent resuming a chain asks a hop to send on what it wrote there: only a region a grant is
-          // made for it on, never a file.
-          if (request->source_region.empty() || !may_touch_region(state, request->source_region)) {
-            return forbid(res, req, "an agent sends on only a region a grant on which is made for it");
-          }
-          request->requested_by = caller().describe();
-        }
-        if (!request->follow_grant.empty()) {
-          auto follow = follow_of(state, *request);
-          if (!follow) return send_error(res, follow.error());
-          request->follow = std::move(*follow);
-        }
-        auto id = state.transfers.start(std::move(*request));
-        if (!id) return send_error(res, id.error());
-        res.set_header("Location", "/v1/transfers/" + *id);
-        // With ?waitSeconds, the answer is the end when it comes in time (200): one round trip from submit to
-        // completion. Otherwise, or once the wait is up, 202 with the status so far.
-        std::optional<LongPoll> slot;
-        if (wait->count() > 0) slot.emplace(state);
-        auto status = slot && *slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
-                                    : state.transfers.get(*id);
-        json answer = status ? status->to_json() : json::object();
-        answer["id"] = *id;
-        send_json(res, slot && status && ended(status->state) ? 200 : 202, answer);
-      },
-      RouteAccess::Peer);
+  r.post("/v1/transfers",
+         [&state](const Request& req, Response& res) {
+           const auto wait = parse_wait_query(req.params);
+           if (!wait) return send_error(res, wait.error());
+           const auto body = read_json_body(state, req, res);
+           if (!body) return;
+           auto request = TransferRequest::from_json(*body);
+           if (!request) return send_error(res, request.error());
+           if (out_of_scope(res, req, request->job_namespace)) return;
+           if (caller().tenant_controller()) request->requested_by = caller().describe();
+           if (!request->source_region.empty()) {
+             auto source = state.regions.get(request->source_region);
+             if (source) {
+               if (auto why = refusal(**source, request->job_namespace, request->source_pod)) {
+                 return forbid(res, req, *why);
+               }
+             }
+           }
+           if (!request->source_file.empty()) {
+             if (auto why =
+                     file_refusal(request->source_file, request->job_namespace, state.config.namespace_files))
+               return forbid(res, req, *why);
+           }
+           if (caller().role == Role::Agent) {
+             // An agent resuming a chain asks a hop to send on what it wrote there. It reaches only the
+             // ranges its grants on the region allow, as they allow: sending the range out reads it, op
+             // "read" writes into it. Never a file.
+             if (request->source_region.empty() || !may_touch_region(state, request->source_region)) {
+               return forbid(res, req, "an agent sends on only a region a grant on which is made for it");
+             }
+             if (agent_out_of_reach(res, req, state, *request)) return;
+             // Revoking grants at other agents in this agent's name is for the controller and operators.
+             for (const TransferTarget& t : request->targets) {
+               if (t.release_grant) return forbid(res, req, "an agent may not ask for releaseGrant");
+             }
+             request->requested_by = caller().describe();
+           }
+           if (!request->follow_grant.empty()) {
+             auto follow = follow_of(state, *request);
+             if (!follow) return send_error(res, follow.error());
+             request->follow = std::move(*follow);
+           }
+           auto id = state.transfers.start(std::move(*request));
+           if (!id)
+             return send_file_error(res, req, id.error());  // a source file opened beneath its namespace
+           res.set_header("Location", "/v1/transfers/" + *id);
+           // With ?waitSeconds, the answer is the end when it comes in time (200): one round trip from submit
+           // to completion. Otherwise, or once the wait is up, 202 with the status so far.
+           std::optional<LongPoll> slot;
+           if (wait->count() > 0) slot.emplace(state);
+           auto status = slot && *slot
+                             ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
+                             : state.transfers.get(*id);
+           json answer = status ? status->to_json() : json::object();
+           answer["id"] = *id;
+           send_json(res, slot && status && ended(status->state) ? 200 : 202, answer);
+         },
+         RouteAccess::Peer, {"waitSeconds"});
 
   r.get("/v1/transfers", [&state](const Request&, Response& res) {
     json list = json::array();
@@ -986,47 +1075,46 @@ void install_transfer_routes(Router& r, AgentState& state) {
     send_json(res, 200, items(std::move(list)));
   });
 
-  r.get(
-      kTransfer,
-      [&state](const Request& req, Response& res) {
-        const auto id = path_id(req, res);
-        if (!id) return;
-        const auto wait = parse_wait_query(req.params, /*namespace_too=*/true);
-        if (!wait) return send_error(res, wait.error());
-        const auto ns = held_namespace(req, res);
-        if (!ns) return;
-        if (!may_see_transfer(state, *id)) return forbid(res, req, "it sees only the transfers it asked for");
-        if (auto why = transfer_not_of(state, *id, *ns)) return forbid(res, req, *why);
-        std::optional<LongPoll> slot;
-        if (wait->count() > 0) {
-          slot.emplace(state);
-          if (!*slot) return slot->refuse(res);
-        }
-        auto status = slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
-                           : state.transfers.get(*id);
-        if (!status) return send_error(res, status.error());
-        send_json(res, 200, status->to_json());
-      },
-      RouteAccess::Peer);
+  r.get(kTransfer,
+        [&state](const Request& req, Response& res) {
+          const auto id = path_id(req, res);
+          if (!id) return;
+          const auto wait = parse_wait_query(req.params, /*namespace_too=*/true);
+          if (!wait) return send_error(res, wait.error());
+          const auto ns = held_namespace(req, res);
+          if (!ns) return;
+          if (!may_see_transfer(state, *id))
+            return forbid(res, req, "it sees only the transfers it asked for");
+          if (auto why = transfer_not_of(state, *id, *ns)) return forbid(res, req, *why);
+          std::optional<LongPoll> slot;
+          if (wait->count() > 0) {
+            slot.emplace(state);
+            if (!*slot) return slot->refuse(res);
+          }
+          auto status = slot ? state.transfers.wait(*id, std::min(*wait, state.config.long_poll_max))
+                             : state.transfers.get(*id);
+          if (!status) return send_error(res, status.error());
+          send_json(res, 200, status->to_json());
+        },
+        RouteAccess::Peer, {"waitSeconds", "namespace"});
 
-  r.del(
-      kTransfer,
-      [&state](const Request& req, Response& res) {
-        const auto id = path_id(req, res);
-        if (!id) return;
-        const auto ns = held_namespace(req, res);
-        if (!ns) return;
-        if (!may_see_transfer(state, *id)) {
-          return forbid(res, req, "it cancels only the transfers it asked for");
-        }
-        if (auto why = transfer_not_of(state, *id, *ns)) return forbid(res, req, *why);
-        if (auto cancelled = state.transfers.cancel(*id); !cancelled)
-          return send_error(res, cancelled.error());
-        auto status = state.transfers.get(*id);
-        if (!status) return send_error(res, status.error());
-        send_json(res, 202, status->to_json());
-      },
-      RouteAccess::Peer);
+  r.del(kTransfer,
+        [&state](const Request& req, Response& res) {
+          const auto id = path_id(req, res);
+          if (!id) return;
+          const auto ns = held_namespace(req, res);
+          if (!ns) return;
+          if (!may_see_transfer(state, *id)) {
+            return forbid(res, req, "it cancels only the transfers it asked for");
+          }
+          if (auto why = transfer_not_of(state, *id, *ns)) return forbid(res, req, *why);
+          if (auto cancelled = state.transfers.cancel(*id); !cancelled)
+            return send_error(res, cancelled.error());
+          auto status = state.transfers.get(*id);
+          if (!status) return send_error(res, status.error());
+          send_json(res, 202, status->to_json());
+        },
+        RouteAccess::Peer, {"namespace"});
 }
 
 }  // namespace

@@ -462,6 +462,13 @@ Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp
   if (!config.agent_client_ca_file.empty() && config.tls_cert.empty()) {
     return invalid("--agent-client-ca-file needs --tls-cert: client certificates come over TLS");
   }
+  // Without auth a caller with no certificate would get every route while a certificate holder gets less
+  // (an agent's scope): the certificates would only ever narrow what an anonymous caller already has.
+  if (config.insecure_no_auth && (!config.client_ca_file.empty() || !config.agent_client_ca_file.empty())) {
+    return invalid(
+        "--insecure-no-auth lets every caller in: it cannot go with --client-ca-file or "
+        "--agent-client-ca-file, whose identities would then have less than a caller with none");
+  }
   if (config.token_file.empty() && config.client_ca_file.empty() && !config.insecure_no_auth) {
     return invalid("--token-file is required (or --client-ca-file, or --insecure-no-auth for local testing)");
   }

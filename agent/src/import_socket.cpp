@@ -15,6 +15,7 @@
 
 #include "conduit/common/unique_fd.h"
 #include "conduit/remote_key.h"
+#include "inventory.h"
 
 namespace conduit::agent {
 
@@ -128,8 +129,8 @@ ErrorCode code_from_string(const std::string& s) {
 
 }  // namespace
 
-ImportSocket::ImportSocket(RegionStore& regions, std::string path)
-    : regions_(regions), path_(std::move(path)) {}
+ImportSocket::ImportSocket(RegionStore& regions, std::string path, std::string node)
+    : regions_(regions), path_(std::move(path)), node_(std::move(node)) {}
 
 ImportSocket::~ImportSocket() {
   if (thread_.joinable()) {
@@ -199,10 +200,19 @@ void ImportSocket::serve() {
       if (req.error().code == ErrorCode::Cancelled) return;
       reply = error_json(req.error());
     } else {
+      bool identify = false;
       auto parsed = [&]() -> Result<RegionPtr> {
         const auto body = nlohmann::json::parse(req->line, nullptr, /*allow_exceptions=*/false);
         if (body.is_discarded() || !body.is_object()) {
           return make_error(ErrorCode::InvalidArgument, "import request is not a JSON object");
+        }
+        if (body.contains("identify")) {
+          if (body.size() != 1 || body["identify"] != true || !req->fds.empty()) {
+            return make_error(ErrorCode::InvalidArgument,
+                              "{\"identify\": true} comes alone, without other fields or an fd");
+          }
+          identify = true;
+          return RegionPtr();
         }
         for (const auto& [key, value] : body.items()) {
           if (key != "name" && key != "bytes" && key != "cudaIpcHandle" && key != "device") {
@@ -247,8 +257,14 @@ void ImportSocket::serve() {
       }();
       // Closed before replying, so a client that sees the answer sees no fd of its still open here.
       req->fds.clear();
-      reply = parsed ? nlohmann::json{{"ok", true}, {"region", (*parsed)->to_json()}}
-                     : error_json(parsed.error());
+      const nlohmann::json agent{{"node", node_}, {"instance", instance_id()}};
+      if (!parsed) {
+        reply = error_json(parsed.error());
+      } else if (identify) {
+        reply = {{"ok", true}, {"agent", agent}};
+      } else {
+        reply = {{"ok", true}, {"region", (*parsed)->to_json()}, {"agent", agent}};
+      }
     }
     // Messages quote the sender's own strings; replace, rather than throw on, any invalid UTF-8 in them.
     (void)send_all(conn.get(), reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");

@@ -1,8 +1,10 @@
 // The agent's unix socket for zero-copy import: a local process sends one line of JSON
 // {"name": "...", "bytes": N} with a memfd attached (SCM_RIGHTS); the agent maps it as a region and answers
-// one line {"ok": true} or {"error": {"code", "message"}}. GPU memory comes as {"name", "bytes",
-// "cudaIpcHandle": <hex of cuIpcGetMemHandle's 64 bytes>, "device": N} with no fd (docs/gpu.md). Only
-// processes that can open the socket file (mode 0660 in the data directory) can import.
+// one line {"ok": true, "region": {...}, "agent": {"node", "instance"}} or {"error": {"code", "message"}}.
+// GPU memory comes as {"name", "bytes", "cudaIpcHandle": <hex of cuIpcGetMemHandle's 64 bytes>, "device": N}
+// with no fd (docs/gpu.md). {"identify": true} imports nothing and answers {"ok": true, "agent": {...}}: a
+// client checks that the socket belongs to the agent it talks REST to (the instance of GET /v1/node) before
+// it imports anything. Only processes that can open the socket file (mode 0660) can import.
 #pragma once
 
 #include <atomic>
@@ -16,7 +18,8 @@ namespace conduit::agent {
 
 class ImportSocket {
  public:
-  ImportSocket(RegionStore& regions, std::string path);
+  // `node`: this agent's node name, said in every answer beside its instance_id() (inventory.h).
+  ImportSocket(RegionStore& regions, std::string path, std::string node = {});
   ~ImportSocket();  // stops accepting, removes the socket file
   Status start();
   const std::string& path() const { return path_; }
@@ -25,6 +28,7 @@ class ImportSocket {
   void serve();
   RegionStore& regions_;
   std::string path_;
+  std::string node_;
   int listen_fd_ = -1;
   int stop_fd_ = -1;
   std::thread thread_;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "conduit/common/random.h"
 #include "conduit/cuda_device.h"
 #include "conduit/nic_choice.h"
 #include "conduit/topology.h"
@@ -165,11 +166,17 @@ nlohmann::json ibverbs_check(const TransportSet& transports) {
 
 }  // namespace
 
+const std::string& instance_id() {
+  static const std::string id = random_hex(16);
+  return id;
+}
+
 nlohmann::json node_inventory(const AgentConfig& config, const TransportSet& transports,
                               const RegionStore& regions, const std::string& sysfs_root) {
   const auto topology = Topology::scan(sysfs_root);
   nlohmann::json out;
   out["node"] = config.node_name;
+  out["instance"] = instance_id();
   out["version"] = kAgentVersion;
   out["fabric"] = fabric_json(transports);
   out["cuda"] = cuda_json();

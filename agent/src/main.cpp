@@ -194,12 +194,13 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   TransferOptions options;
   options.stall_timeout = config.stall_timeout;
   options.pipeline_bytes = config.pipeline_bytes;
+  options.namespace_files = config.namespace_files;
   TransferManager transfers(transports, regions, peers, &metrics, options);
 
   const std::string socket_path = config.import_socket.empty()
                                       ? (std::filesystem::path(config.data_dir) / "conduit.sock").string()
                                       : config.import_socket;
-  ImportSocket import_socket(regions, socket_path);
+  ImportSocket import_socket(regions, socket_path, config.node_name);
   if (auto started = import_socket.start(); !started) {
     log::error("cannot open the import socket", {{"path", socket_path}, {"error", started.error().message}});
     return kStartError;

@@ -31,8 +31,6 @@ namespace {
 // read(2)/write(2) move at most ~2 GiB per call; 1 GiB pieces keep each call large without hitting that.
 constexpr std::size_t kIoPiece = std::size_t{1} << 30;
 constexpr std::uint64_t kMaxChecksumSlices = 65536;
-constexpr std::size_t kMaxPathBytes = 1024;
-constexpr std::size_t kMaxNameBytes = 255 - 17;
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
@@ -201,55 +199,26 @@ constexpr std::chrono::seconds kPoolKeep{60};
 
 RegionStore::RegionStore(fs::path data_dir, std::uint64_t memory_cap, std::uint64_t pool_bytes,
                          bool save_direct)
-    : data_dir_(std::move(data_dir)),
+    : files_(std::move(data_dir)),  // a data directory that cannot be made only matters to load and save
       cap_(memory_cap),
       save_direct_(save_direct),
-      pool_(std::min(pool_bytes, memory_cap), kPoolKeep) {
-  // Best effort: a data directory that cannot be created only matters to load and save, which say why.
-  std::error_code ec;
-  fs::create_directories(data_dir_, ec);
-}
+      pool_(std::min(pool_bytes, memory_cap), kPoolKeep) {}
 
 Result<fs::path> RegionStore::data_path(const std::string& relative) const {
-  const auto outside = [&] {
-    return make_error(ErrorCode::InvalidArgument,
-                      "path " + quoted(relative) + " is outside the data directory");
-  };
-  if (relative.empty()) return make_error(ErrorCode::InvalidArgument, "file path is empty");
-  // The TransferJob CRD allows 1024 bytes; a component leaves room for the save's temporary suffix
-  // (".tmp-" + 12 hex) within the 255 bytes file systems allow, so a save never fails half-way on it.
-  if (relative.size() > kMaxPathBytes) {
-    return make_error(ErrorCode::InvalidArgument, "file path is " + std::to_string(relative.size()) +
-                                                      " bytes, at most " + std::to_string(kMaxPathBytes) +
-                                                      " are allowed");
-  }
-  // The OS would stop at an embedded NUL and open a different file than the one checked.
-  if (relative.find('\0') != std::string::npos) return outside();
-  const fs::path given(relative);
-  if (given.has_root_name() || given.has_root_directory()) return outside();
-  const fs::path normal = given.lexically_normal();
-  if (!normal.empty() && *normal.begin() == "..") return outside();
-  if (normal.empty() || normal == "." || !normal.has_filename()) {
-    return make_error(ErrorCode::InvalidArgument, "path " + quoted(relative) + " does not name a file");
-  }
-  for (const auto& part : normal) {
-    if (part.native().size() > kMaxNameBytes) {
-      return make_error(ErrorCode::InvalidArgument, "a name in file path " + quoted(relative) + " is " +
-                                                        std::to_string(part.native().size()) +
-                                                        " bytes, at most " + std::to_string(kMaxNameBytes) +
-                                                        " are allowed");
-    }
-  }
-
+  auto normal = DataDir::normal(relative);
+  if (!normal) return normal.error();
   // Lexical checks miss a link inside the data directory that points out of it; resolving the part that
   // exists does not.
   std::error_code ec;
-  const fs::path base = fs::weakly_canonical(data_dir_, ec);
-  if (ec) return io_error("resolving the data directory " + quoted(data_dir_.string()), ec.value());
-  const fs::path full = fs::weakly_canonical(base / normal, ec);
+  const fs::path base = fs::weakly_canonical(data_dir(), ec);
+  if (ec) return io_error("resolving the data directory " + quoted(data_dir().string()), ec.value());
+  const fs::path full = fs::weakly_canonical(base / *normal, ec);
   if (ec) return io_error("resolving " + quoted(relative), ec.value());
   const fs::path inside = full.lexically_relative(base);
-  if (inside.empty() || inside == "." || *inside.begin() == "..") return outside();
+  if (inside.empty() || inside == "." || *inside.begin() == "..") {
+    return make_error(ErrorCode::InvalidArgument,
+                      "path " + quoted(relative) + " is outside the data directory");
+  }
   return full;
 }
 
@@ -298,26 +267,21 @@ Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t byt
   return insert(name, std::move(allocated).value(), "allocated", std::move(tenancy));
 }
 
-Result<SourceFile> RegionStore::open_file(const std::string& file) const {
-  auto path = data_path(file);
-  if (!path) return path.error();
-  // data_path resolved every link that exists, so a final component that is still a link is one that
-  // appeared since: refuse to follow it.
-  SourceFile out;
-  out.fd.reset(::open(path->c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
-  if (!out.fd) {
-    if (errno == ENOENT)
+Result<SourceFile> RegionStore::open_file(const std::string& file, const std::string& ns) const {
+  auto where = files_.beneath(file, ns);
+  if (!where) return where.error();
+  auto fd = where->open(O_RDONLY);
+  if (!fd) {
+    if (fd.error().code == ErrorCode::NotFound)
       return make_error(ErrorCode::NotFound, "file " + quoted(file) + " not found in the data directory");
-    return io_error("opening " + quoted(file), errno);
+    return fd.error();
   }
-  if (::fstat(out.fd.get(), &out.stat) != 0) return io_error("stat of " + quoted(file), errno);
-  if (!S_ISREG(out.stat.st_mode))
+  struct stat st {};
+  if (::fstat(fd->get(), &st) != 0) return io_error("stat of " + quoted(file), errno);
+  if (!S_ISREG(st.st_mode))
     return make_error(ErrorCode::InvalidArgument, "path " + quoted(file) + " is not a regular file");
-  if (out.stat.st_size == 0)
-    return make_error(ErrorCode::InvalidArgument, "file " + quoted(file) + " is empty");
-  out.path = std::move(*path);
-  out.name = file;
-  return out;
+  if (st.st_size == 0) return make_error(ErrorCode::InvalidArgument, "file " + quoted(file) + " is empty");
+  return SourceFile{std::move(*fd), st, std::move(*where), file};
 }
 
 Status SourceFile::unchanged() const {
@@ -332,16 +296,19 @@ Status SourceFile::unchanged() const {
     return make_error(ErrorCode::Conflict, "file " + quoted(name) + " was modified while it was read");
   }
   struct stat named {};
-  if (::stat(path.c_str(), &named) != 0 || named.st_ino != stat.st_ino || named.st_dev != stat.st_dev) {
+  auto again = where.open(O_PATH);
+  if (!again || ::fstat(again->get(), &named) != 0 || named.st_ino != stat.st_ino ||
+      named.st_dev != stat.st_dev) {
     return make_error(ErrorCode::Conflict,
                       "file " + quoted(name) + " was removed or replaced while it was read");
   }
   return {};
 }
 
-Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file, Tenancy tenancy) {
+Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file, Tenancy tenancy,
+                                    const std::string& ns) {
   if (auto valid = validate_name(name); !valid) return valid.error();
-  auto opened = open_file(file);
+  auto opened = open_file(file, ns);
   if (!opened) return opened.error();
   const UniqueFd& fd = opened->fd;
   const std::uint64_t bytes = opened->bytes();
@@ -469,7 +436,16 @@ std::uint64_t RegionStore::used_bytes() const {
   return sum_bytes(regions_, *scratch_);
 }
 
-Result<WrittenBytes> RegionStore::save(const std::string& name, const std::string& file) {
+Result<SaveFile> RegionStore::open_save(const std::string& file, const std::string& ns) const {
+  auto where = files_.beneath(file, ns, /*make=*/true);
+  if (!where) return where.error();
+  auto dir = where->parent(/*make=*/true);
+  if (!dir) return dir.error();
+  return SaveFile::create(std::move(*dir), file, save_direct_);
+}
+
+Result<WrittenBytes> RegionStore::save(const std::string& name, const std::string& file,
+                                       const std::string& ns) {
   auto region = get(name);
   if (!region) return region.error();
   const MemoryRegion& memory = (*region)->memory();
@@ -477,10 +453,7 @@ Result<WrittenBytes> RegionStore::save(const std::string& name, const std::strin
   const bool device = memory.kind() == MemoryKind::Cuda;
   if (data.empty() && !device)
     return make_error(ErrorCode::Unsupported, "region " + quoted(name) + " is not host memory");
-  auto path = data_path(file);
-  if (!path) return path.error();
-
-  auto out = SaveFile::create(*path, file, save_direct_);
+  auto out = open_save(file, ns);
   if (!out) return out.error();
   if (device) {
     // Device memory goes to the file through a host buffer, a piece at a time.

@@ -23,6 +23,7 @@
 #include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
 #include "conduit/transport.h"
+#include "files/data_dir.h"
 #include "files/save_file.h"
 #include "importer.h"
 #include "memory_pool.h"
@@ -123,8 +124,8 @@ class RegionUse {
 struct SourceFile {
   UniqueFd fd;
   struct stat stat {};
-  std::filesystem::path path;  // resolved
-  std::string name;            // as the caller gave it
+  Beneath where;     // its name, to look it up again where it was opened
+  std::string name;  // as the caller gave it
   std::uint64_t bytes() const { return static_cast<std::uint64_t>(stat.st_size); }
   // Conflict, saying which, when the file changed size or modification time, or its name no longer leads to
   // it (removed, replaced), since it was opened.
@@ -144,8 +145,10 @@ class RegionStore {
   // 422).
   Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory,
                            Tenancy tenancy = {});
-  // Loads `file` (relative to the data directory, never escaping it) into a new host region.
-  Result<RegionPtr> load(const std::string& name, const std::string& file, Tenancy tenancy = {});
+  // Loads `file` (relative to the data directory, never escaping it) into a new host region. `ns`: the
+  // namespace whose directory the file must resolve in, "" for any in the data directory (DataDir).
+  Result<RegionPtr> load(const std::string& name, const std::string& file, Tenancy tenancy = {},
+                         const std::string& ns = "");
   // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
   Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes,
                               std::optional<Importer> importer = std::nullopt);
@@ -155,9 +158,10 @@ class RegionStore {
                                     std::uint64_t bytes, int device,
                                     std::optional<Importer> importer = std::nullopt);
 
-  // `file` (relative to the data directory) opened for reading: NotFound, InvalidArgument (not a regular
-  // file, empty, outside the directory).
-  Result<SourceFile> open_file(const std::string& file) const;
+  // `file` (relative to the data directory) opened for reading beneath it, or beneath namespace `ns`'s
+  // directory: NotFound, InvalidArgument (not a regular file, empty, outside the directory), Forbidden
+  // (outside the namespace's directory: a 403).
+  Result<SourceFile> open_file(const std::string& file, const std::string& ns = "") const;
   // Host memory of no name for the agent's own use (a grant's landing ring), counted against the memory cap
   // while it lives: ResourceExhausted past it. `what` names it in errors and in its source().
   Result<RegionPtr> scratch(std::uint64_t bytes, const std::string& what);
@@ -165,17 +169,22 @@ class RegionStore {
   Result<RegionPtr> get(const std::string& name) const;
   std::vector<RegionPtr> list() const;
   Status remove(const std::string& name);  // Conflict while in use, NotFound
-  // Writes the region to `file` under the data directory: temp file, fsync, rename, fsync of the directory.
-  // Returns how the bytes were written (around the page cache or through it).
-  Result<WrittenBytes> save(const std::string& name, const std::string& file);
+  // Writes the region to `file` under the data directory (beneath namespace `ns`'s directory when set):
+  // temp file, fsync, rename, fsync of the directory. Returns how the bytes were written (around the page
+  // cache or through it).
+  Result<WrittenBytes> save(const std::string& name, const std::string& file, const std::string& ns = "");
+  // A save of `file` begun: its directory opened beneath the data directory (or namespace `ns`'s), made
+  // where missing, and the temporary file created in it.
+  Result<SaveFile> open_save(const std::string& file, const std::string& ns = "") const;
 
   std::uint64_t used_bytes() const;
   std::uint64_t cap() const { return cap_; }
   const MemoryPool& pool() const { return pool_; }
-  const std::filesystem::path& data_dir() const { return data_dir_; }
+  const std::filesystem::path& data_dir() const { return files_.path(); }
   bool save_direct() const { return save_direct_; }
 
-  // `relative` resolved under the data directory; InvalidArgument when absolute or escaping it (.., links).
+  // Where `relative` resolves under the data directory now; InvalidArgument when absolute or escaping it
+  // (.., links). For messages and tests: files are opened through DataDir, which no race can lead out.
   Result<std::filesystem::path> data_path(const std::string& relative) const;
 
  private:
@@ -186,7 +195,7 @@ class RegionStore {
   // else fresh, kept memory unmapped first where the fresh would not fit beside it under the cap.
   Result<MemoryRegion> host_memory(std::uint64_t bytes, Populate populate);
 
-  std::filesystem::path data_dir_;
+  DataDir files_;
   std::uint64_t cap_;
   bool save_direct_;
   MemoryPool pool_;  // before the regions: they give their memory back to it as they go

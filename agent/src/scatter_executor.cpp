@@ -132,9 +132,13 @@ bool ScatterExecutor::settle(const std::shared_ptr<TransferRun>& transfer) {
   if (f.why) {
     failure = std::move(f.why);
   } else if (s.error) {
-    failure = Failure{TransferState::Failed,
-                      s.error->code == ErrorCode::TimedOut ? reason::kStalled : reason::kTransportError,
-                      s.error->message};
+    // As a plain transfer says it: a key the target refuses is a grant gone (revoked or expired), not a
+    // transport fault.
+    std::string message = s.error->message;
+    if (s.error->code == ErrorCode::RemoteAccess) {
+      message = "the target refused the grant's key (revoked, expired or out of its range): " + message;
+    }
+    failure = Failure{TransferState::Failed, run::reason_for(s.error->code), std::move(message)};
   }
   {
     std::lock_guard lock(t.mu);

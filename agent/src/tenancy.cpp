@@ -55,7 +55,8 @@ std::optional<std::string> refusal(const Region& region, const std::string& job_
 std::optional<std::string> file_refusal(const std::string& file, const std::string& job_ns,
                                         bool namespace_files) {
   if (!namespace_files || job_ns.empty()) return std::nullopt;
-  // Lexically, as the path is asked for: data_path then refuses what escapes the data directory (.., links).
+  // By the spelling, for an early answer; the file is then opened beneath the namespace's directory
+  // (file_namespace), which refuses a link out of it.
   const std::filesystem::path normal = std::filesystem::path(file).lexically_normal();
   if (!normal.empty() && !normal.is_absolute() && *normal.begin() == job_ns && normal != job_ns) {
     return std::nullopt;

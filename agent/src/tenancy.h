@@ -52,5 +52,10 @@ std::optional<std::string> refusal(const Region& region, const std::string& job_
 // namespace) reaches any file, and without the flag every request does.
 std::optional<std::string> file_refusal(const std::string& file, const std::string& job_ns,
                                         bool namespace_files);
+// The namespace whose directory a job's files are opened beneath (files/data_dir.h), so a link out of it is
+// refused where the file is opened: the job's with --namespace-files, else "" (the whole data directory).
+inline std::string file_namespace(const std::string& job_ns, bool namespace_files) {
+  return namespace_files ? job_ns : std::string();
+}
 
 }  // namespace conduit::agent

@@ -34,8 +34,8 @@ std::string region_name(JsonFields& fields, const char* key) {
 
 Result<TransferTarget> parse_target(const json& j, const std::string& path) {
   JsonFields fields(j, path);
-  fields.only(
-      {"grant", "offset", "url", "region", "regionOffset", "resumeOffset", "grantId", "ringBytes", "save"});
+  fields.only({"grant", "offset", "url", "region", "regionOffset", "resumeOffset", "grantId", "ringBytes",
+               "save", "releaseGrant"});
   TransferTarget t;
   if (fields.ok() && !fields.has("grant")) fields.fail("grant", "is required");
   if (!fields.ok()) return fields.status().error();
@@ -47,13 +47,23 @@ Result<TransferTarget> parse_target(const json& j, const std::string& path) {
   if (fields.ok() && !t.url.empty() && !t.url.starts_with("http://") && !t.url.starts_with("https://")) {
     fields.fail("url", "must start with http:// or https://");
   }
+  // Agents authenticate to each other with certificates or the token, never with a URL's user:password@,
+  // which would otherwise reach every log line and error that names the target.
+  if (const auto authority = t.url.substr(0, t.url.find('/', t.url.find("://") + 3));
+      fields.ok() && authority.find('@') != std::string::npos) {
+    fields.fail("url", "must not carry user:password@ (agents authenticate with certificates or the token)");
+  }
   t.region = region_name(fields, "region");
   t.region_offset = fields.u64("regionOffset").value_or(t.region_offset);
   t.resume_offset = fields.u64("resumeOffset").value_or(t.resume_offset);
   t.grant_id = fields.string("grantId").value_or("");
   t.ring_bytes = fields.u64("ringBytes").value_or(0);
   t.save = fields.boolean("save").value_or(false);
+  t.release_grant = fields.boolean("releaseGrant").value_or(false);
   if (!fields.ok()) return fields.status().error();
+  if (t.release_grant && (t.grant_id.empty() || t.url.empty())) {
+    return bad(path + ".releaseGrant", "needs grantId and url: the grant to revoke, and where");
+  }
   if ((t.save || t.ring_bytes > 0) && (t.grant_id.empty() || t.url.empty())) {
     return bad(path, "grantId and url are needed for a target that saves a file or is a ring");
   }
@@ -197,10 +207,12 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
     if (src_has_range) return bad("ops", "give the ranges in ops, not source.offset or source.length");
     if (r.targets.size() != 1) return bad("ops", "go to exactly one target");
     const TransferTarget& t = r.targets[0];
-    if (t.offset != 0 || t.resume_offset != 0 || t.ring_bytes > 0 || t.save || !t.grant_id.empty())
+    // A grantId only to release the grant at the end: an op list takes no landing reports.
+    if (t.offset != 0 || t.resume_offset != 0 || t.ring_bytes > 0 || t.save ||
+        (!t.grant_id.empty() && !t.release_grant))
       return bad("ops",
-                 "the target takes only grant and url: offsets are the ops' own, and an op list "
-                 "is neither reported, resumed, ringed nor saved");
+                 "the target takes only grant and url (and grantId with releaseGrant): offsets are the "
+                 "ops' own, and an op list is neither reported, resumed, ringed nor saved");
     if (r.chain || !r.follow_grant.empty()) return bad("ops", "are not forwarded along a chain");
     if (r.verify != Verify::None)
       return bad("ops", "take verify none (compare the regions' checksums after)");

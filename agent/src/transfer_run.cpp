@@ -25,8 +25,7 @@ using run::kVerifyRounds;
 
 // A staging step that failed: the target agent's answer, or a copy between device and bounce slots.
 Failure staging_failure(const Error& e) {
-  const char* why = e.code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable : reason::kTransportError;
-  return Failure{TransferState::Failed, why, e.message};
+  return Failure{TransferState::Failed, run::reason_for(e.code), e.message};
 }
 
 std::string ms_text(std::chrono::milliseconds d) { return std::to_string(d.count()) + " ms"; }
@@ -38,6 +37,8 @@ const char* run::reason_for(ErrorCode code) {
     case ErrorCode::PeerUnreachable:
       return reason::kPeerUnreachable;
     case ErrorCode::RemoteAccess:
+      return reason::kAccessLost;
+    case ErrorCode::Forbidden:
       return reason::kRemoteAccessDenied;
     case ErrorCode::TimedOut:
       return reason::kStalled;
@@ -291,9 +292,9 @@ std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t ta
     if (!theirs) {
       // A target that refuses us (403: the grant is not made for this node) is no checksum mismatch.
       const ErrorCode code = theirs.error().code;
-      const char* why = code == ErrorCode::PeerUnreachable ? reason::kPeerUnreachable
-                        : code == ErrorCode::RemoteAccess  ? reason::kRemoteAccessDenied
-                                                           : reason::kChecksumMismatch;
+      const bool refused = code == ErrorCode::PeerUnreachable || code == ErrorCode::RemoteAccess ||
+                           code == ErrorCode::Forbidden;
+      const char* why = refused ? run::reason_for(code) : reason::kChecksumMismatch;
       return Failure{TransferState::Failed, why, "verify: " + theirs.error().message};
     }
     if (theirs->crc32c.size() != mine.size()) {

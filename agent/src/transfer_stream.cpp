@@ -48,7 +48,10 @@ const char* landing_reason(const Error& e) {
     case ErrorCode::PeerUnreachable:
       return reason::kPeerUnreachable;
     case ErrorCode::NotFound:
-      return reason::kRemoteAccessDenied;  // the grant was revoked or expired
+      return reason::kAccessLost;  // the grant was revoked or expired
+    case ErrorCode::RemoteAccess:
+    case ErrorCode::Forbidden:
+      return run::reason_for(e.code);
     default:
       return reason::kTransportError;
   }

@@ -9,6 +9,7 @@
 #include "conduit/common/random.h"
 #include "metrics/agent_metrics.h"
 #include "scatter_executor.h"
+#include "tenancy.h"
 #include "transfer_run.h"
 
 namespace conduit::agent {
@@ -16,6 +17,21 @@ namespace conduit::agent {
 namespace {
 
 std::string run_id_prefix() { return "t-" + random_hex(8) + "-"; }
+
+// The targets' grants marked releaseGrant, revoked at their agents. Best effort: a target that does not
+// answer keeps the grant until its TTL, which the log says. Short timeouts, as this holds up the end.
+void release_grants(const TransferRequest& request, const std::string& id, api::ClientOptions peers) {
+  peers.connect_timeout = peers.read_timeout = peers.write_timeout = std::chrono::seconds(2);
+  for (const TransferTarget& t : request.targets) {
+    if (!t.release_grant) continue;
+    const Status revoked = api::AgentClient(t.url, peers).revoke_grant(t.grant_id, request.job_namespace);
+    if (!revoked && revoked.error().code != ErrorCode::NotFound) {
+      log::warn(
+          "transfer grant not released; it lasts until its ttl",
+          {{"transfer", id}, {"grant", t.grant_id}, {"url", t.url}, {"error", revoked.error().message}});
+    }
+  }
+}
 
 }  // namespace
 
@@ -53,7 +69,8 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   std::optional<SourceFile> file;
   std::uint64_t size = 0;
   if (!request.source_file.empty()) {
-    auto opened = regions_.open_file(request.source_file);
+    auto opened = regions_.open_file(request.source_file,
+                                     file_namespace(request.job_namespace, options_.namespace_files));
     if (!opened) return opened.error();
     size = opened->bytes();
     file = std::move(*opened);
@@ -247,6 +264,8 @@ void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
 
 void TransferManager::finish(const std::shared_ptr<TransferRun>& t, std::optional<run::Failure> failure,
                              bool threaded) {
+  // Before the end shows: whoever sees it may delete the target regions at once.
+  release_grants(t->request, t->status.id, peers_);
   TransferStatus final_status;
   double duration = 0;
   std::size_t running = 0;

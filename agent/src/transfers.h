@@ -49,6 +49,9 @@ struct TransferTarget {
   // X % ring_bytes. 0: not a ring.
   std::uint64_t ring_bytes = 0;
   bool save = false;  // the grant saves a file as bytes land: commit it once every byte did
+  // Revoke grant_id at url once the transfer ended, however it ended, before the end shows: a grant made for
+  // this one transfer then holds its region no longer than the transfer, whether anyone waits for it or not.
+  bool release_grant = false;
 };
 
 enum class Verify : std::uint8_t { None, Crc32c };
@@ -164,6 +167,8 @@ struct TransferOptions {
   std::size_t history = 256;
   std::chrono::seconds history_min_age{600};
   std::size_t history_max = 16384;
+  // --namespace-files: a job's source file is opened beneath its namespace's directory (tenancy.h).
+  bool namespace_files = false;
 };
 
 class TransferRun;

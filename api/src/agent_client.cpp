@@ -186,10 +186,10 @@ Result<json> AgentClient::call(Method method, const std::string& path, const jso
             options_.server_name + "\"), or TLS failed";
     }
     // A TLS failure is an agent that is there and that we do not trust (or that does not trust us):
-    // RemoteAccess, which waiting does not fix, not PeerUnreachable, which it may.
+    // Forbidden, which no retry fixes, not PeerUnreachable, which waiting may.
     const bool tls = answered.error() == httplib::Error::SSLConnection ||
                      answered.error() == httplib::Error::SSLServerVerification;
-    return make_error(tls ? ErrorCode::RemoteAccess : ErrorCode::PeerUnreachable,
+    return make_error(tls ? ErrorCode::Forbidden : ErrorCode::PeerUnreachable,
                       who_ + " did not answer " + what + ": " + why);
   }
   const int status = answered->status;

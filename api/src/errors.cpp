@@ -18,6 +18,8 @@ int http_status(ErrorCode code) {
       return 422;
     case ErrorCode::Unavailable:
       return 503;
+    case ErrorCode::Forbidden:
+      return 403;
     default:
       return 500;
   }
@@ -30,7 +32,8 @@ ErrorCode error_code_from_wire(std::string_view code) {
   if (code == "ResourceExhausted" || code == code::kPayloadTooLarge) return ErrorCode::ResourceExhausted;
   if (code == "Unsupported") return ErrorCode::Unsupported;
   if (code == "Unavailable") return ErrorCode::Unavailable;
-  if (code == code::kUnauthorized || code == code::kForbidden) return ErrorCode::RemoteAccess;
+  if (code == code::kUnauthorized) return ErrorCode::RemoteAccess;
+  if (code == code::kForbidden) return ErrorCode::Forbidden;
   if (code == "InvalidArgument" || code == code::kMalformedJson || code == code::kMethodNotAllowed ||
       code == code::kUnsupportedMediaType) {
     return ErrorCode::InvalidArgument;
@@ -42,8 +45,9 @@ ErrorCode error_code_from_wire(std::string_view code) {
 ErrorCode error_code_from_http_status(int status) {
   switch (status) {
     case 401:
-    case 403:
       return ErrorCode::RemoteAccess;
+    case 403:
+      return ErrorCode::Forbidden;
     case 404:
       return ErrorCode::NotFound;
     default:

@@ -16,6 +16,7 @@ json TransferRequest::to_json() const {
     if (!t.grant_id.empty()) target["grantId"] = t.grant_id;
     if (t.ring_bytes > 0) target["ringBytes"] = t.ring_bytes;
     if (t.save) target["save"] = true;
+    if (t.release_grant) target["releaseGrant"] = true;
     out_targets.push_back(std::move(target));
   }
   json source{{"offset", offset}, {"length", length}};

@@ -16,6 +16,8 @@ std::string_view to_string(ErrorCode code) {
       return "ProviderError";
     case ErrorCode::RemoteAccess:
       return "RemoteAccessDenied";
+    case ErrorCode::Forbidden:
+      return "Forbidden";
     case ErrorCode::PeerUnreachable:
       return "PeerUnreachable";
     case ErrorCode::TimedOut:

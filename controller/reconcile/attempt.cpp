@@ -27,8 +27,10 @@ std::string reason_for(const Error& e) {
       return reason::kUnsupported;
     case ErrorCode::InvalidArgument:
       return reason::kInvalidSpec;
-    case ErrorCode::RemoteAccess:  // 401/403: the agent refuses who asks or what (tenancy, identity)
+    case ErrorCode::Forbidden:  // 403, TLS trust: the agent refuses who asks or what (tenancy, identity)
       return reason::kRemoteAccessDenied;
+    case ErrorCode::RemoteAccess:  // 401: credentials it does not take now (a token mid-rotation)
+      return reason::kAccessLost;
     default:
       return reason::kAgentError;
   }
@@ -269,7 +271,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
     }
     // A refusal (another namespace's file under --namespace-files) is the same answer at every retry.
     return {reason_for(e), doing + " \"" + src.file + "\"" + on(src.node) + " failed: " + e.message,
-            /*permanent=*/e.code == ErrorCode::RemoteAccess};
+            /*permanent=*/e.code == ErrorCode::Forbidden};
   };
   if (src.region.empty() && streams_source(p)) {
     if (p.run.source && p.run.source_temporary) {
@@ -539,7 +541,7 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
     error =
         AttemptError{g.error().code == ErrorCode::NotFound ? reason::kRegionNotFound : reason_for(g.error()),
                      "granting access to " + what + on(t.node) + " failed: " + g.error().message,
-                     /*permanent=*/g.error().code == ErrorCode::RemoteAccess};
+                     /*permanent=*/g.error().code == ErrorCode::Forbidden};
   }
   if (!save_run(p)) return std::nullopt;
   return error;
@@ -553,7 +555,7 @@ std::optional<Reconciler::AttemptError> Reconciler::save_files(Pass& p) {
     if (t.file.empty() || (i < p.run.saved_as_landed.size() && p.run.saved_as_landed[i])) continue;
     const auto s = agents_.save_region(t.node, t.region, t.file, p.key.ns);
     if (!s) {
-      const bool refused = s.error().code == ErrorCode::RemoteAccess;
+      const bool refused = s.error().code == ErrorCode::Forbidden;
       return AttemptError{refused ? reason::kRemoteAccessDenied : reason::kSaveFailed,
                           "saving target region \"" + t.region + "\"" + on(t.node) + " to \"" + t.file +
                               "\" failed: " + s.error().message,

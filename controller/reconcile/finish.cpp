@@ -258,10 +258,10 @@ void Reconciler::release(Pass& p, bool drop_source) {
   // A grant whose node does not answer stays on the list and is revoked again at the next release (and
   // before the next attempt): left alone it would stay valid for its whole TTL after the transfer.
   std::vector<NodeRef> unrevoked;
-  // Refused (RemoteAccess): not this job's namespace's to revoke (a record someone wrote by hand), never
+  // Refused (Forbidden): not this job's namespace's to revoke (a record someone wrote by hand), never
   // tried again.
   const auto settled = [](const Status& s) {
-    return s || s.error().code == ErrorCode::NotFound || s.error().code == ErrorCode::RemoteAccess;
+    return s || s.error().code == ErrorCode::NotFound || s.error().code == ErrorCode::Forbidden;
   };
   for (const auto& g : p.run.unrevoked) {
     if (!settled(agents_.revoke_grant(g.node, g.name, p.key.ns))) unrevoked.push_back(g);

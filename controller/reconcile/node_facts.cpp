@@ -30,8 +30,8 @@ NodeFacts NodeFacts::answered(const json& info, TimePoint when) {
 NodeFacts NodeFacts::unanswered(const Error& error, TimePoint when) const {
   NodeFacts f = *this;
   f.reachable = false;
-  // The agent client says RemoteAccess for a TLS failure (a certificate not trusted either way).
-  f.tls_failed = error.code == ErrorCode::RemoteAccess;
+  // The agent client says Forbidden for a TLS failure (a certificate not trusted either way).
+  f.tls_failed = error.code == ErrorCode::Forbidden;
   f.unreachable_why = error.message;
   f.observed = when;
   return f;

@@ -46,7 +46,8 @@ bool is_permanent(const std::string& r) {
          r == reason::kRegionNotFound || r == reason::kRegionAlreadyExists ||
          r == reason::kSourceFileNotFound || r == reason::kSizeMismatch ||
          r == reason::kTransportUnavailable || r == reason::kDeadlineExceeded || r == reason::kNoSpaceLeft ||
-         r == reason::kSourceFileChanged;
+         r == reason::kSourceFileChanged || r == reason::kRemoteAccessDenied ||
+         r == reason::kRegionNotShared || r == reason::kRegionNotOwnedByPod || r == reason::kRegionOwnedByPod;
 }
 
 milliseconds backoff_delay(std::uint32_t retries) {

@@ -30,6 +30,7 @@ namespace conduit::controller {
 // Where the cause is one an agent names too, the word is the agent's (conduit/api/reasons.h); a failed
 // transfer's own reason is copied from the agent as it came.
 namespace reason {
+using api::reason::kAccessLost;
 using api::reason::kDeadlineExceeded;
 using api::reason::kNoSpaceLeft;
 using api::reason::kPeerUnreachable;

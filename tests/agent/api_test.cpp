@@ -225,6 +225,14 @@ TEST(AgentApi, BadRequestsAnswerTheirErrorAndChangeNothing) {
        "InvalidArgument"},
       {"checksum past the end", "GET", "/v1/regions/existing/checksum?offset=8192", "", 400,
        "InvalidArgument"},
+      // A parameter a route does not read is refused, never silently ignored (the probe's ?namespace= on a
+      // region, which scopes nothing there).
+      {"region with a namespace parameter", "GET", "/v1/regions/existing?namespace=team-a", "", 400,
+       "InvalidArgument"},
+      {"region list with a parameter", "GET", "/v1/regions?limit=5", "", 400, "InvalidArgument"},
+      {"transfer start with a namespace parameter", "POST", "/v1/transfers?namespace=a",
+       R"({"source":{"region":"existing"},"targets":[]})", 400, "InvalidArgument"},
+      {"health with a parameter", "GET", "/healthz?verbose=1", "", 400, "InvalidArgument"},
       {"checksum of an unknown region", "GET", "/v1/regions/ghost/checksum", "", 404, "NotFound"},
       {"grant on an unknown region", "POST", "/v1/regions/ghost/grants",
        R"({"access":"write","ttlSeconds":60})", 404, "NotFound"},

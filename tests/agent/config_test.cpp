@@ -147,6 +147,19 @@ TEST(AgentConfig, TokenFileIsRequiredUnlessInsecure) {
   EXPECT_EQ(from_env->config.token_file, "/run/secrets/token");
 }
 
+// With no auth a caller without a certificate would have every route while a certificate holder has less:
+// refused at start, with why.
+TEST(AgentConfig, InsecureNoAuthDoesNotGoWithClientCertificates) {
+  for (const char* flag : {"--client-ca-file", "--agent-client-ca-file"}) {
+    auto r = parse({"--insecure-no-auth", "--tls-cert", "c.pem", "--tls-key", "k.pem", flag, "ca.pem"});
+    ASSERT_FALSE(r) << flag;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+    EXPECT_NE(r.error().message.find("--insecure-no-auth lets every caller in: it cannot go with"),
+              std::string::npos)
+        << r.error().message;
+  }
+}
+
 TEST(AgentConfig, HelpDocumentsEveryOptionWithItsVariable) {
   auto r = parse({"--help"});  // no token needed to ask for help
   ASSERT_TRUE(r) << error_of(r);

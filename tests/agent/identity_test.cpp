@@ -299,6 +299,98 @@ TEST_F(AgentIdentity, ATenantsControllerActsForItsNamespaceAlone) {
   EXPECT_EQ(status("DELETE", "/v1/grants/" + own_grant["id"].get<std::string>()), 204);
 }
 
+// What an agent's certificate reaches on another node is what a live grant made for it allows, on that
+// grant's range and with its access (peer_access.h). The outside probe's two ways in, as it ran them:
+// a read grant used to overwrite its region (op "read" into it), and a 4 KiB grant used to send on and
+// checksum the rest of its 1 MiB region. Before the fix both were let in (202, the victim overwritten; the
+// other 960 KiB sent and checksummed).
+TEST_F(AgentIdentity, AnAgentReachesOnlyItsGrantsRangeAndAccess) {
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca));
+  ASSERT_TRUE(a.started());
+  testing::load_seeded(a, "victim", MiB, 1);
+  testing::load_seeded(a, "secret", MiB, 2);
+  testing::load_seeded(a, "theirs", MiB, 3);
+  ASSERT_EQ(a.post("/v1/regions", {{"name", "mine"}, {"bytes", MiB}, {"memory", "host"}}).status, 201);
+  const std::string whole = "/checksum?slice=" + std::to_string(MiB);
+  const json victim_before = a.get("/v1/regions/victim" + whole).body["crc32c"];
+  ASSERT_FALSE(victim_before.is_null());
+
+  auto grant = [&](const std::string& region, const json& body) {
+    auto g = a.post("/v1/regions/" + region + "/grants", body);
+    EXPECT_EQ(g.status, 201) << g.body.dump();
+    return g.body;
+  };
+  // A pull's read grant naming no peer (as `conduit transfer --pull` made them), and a read grant on a
+  // region the attacker fills.
+  grant("victim", {{"access", "read"}, {"ttlSeconds", 600}});
+  const json attackers = grant("theirs", {{"access", "read"}, {"ttlSeconds", 600}});
+  // 4 KiB of a 1 MiB region, for node-b to write, and a region node-b may write whole.
+  const json small =
+      grant("secret", {{"length", 4096}, {"access", "write"}, {"ttlSeconds", 600}, {"peer", "node-b"}});
+  const json into_mine = grant("mine", {{"access", "write"}, {"ttlSeconds", 600}, {"peer", "node-b"}});
+
+  const CertFiles node_b = ca.issue("conduit:agent:node-b", "DNS:x");
+  const CertFiles node_c = ca.issue("conduit:agent:node-c", "DNS:x");
+  ASSERT_TRUE(ca.ok());
+  auto call = [&](const CertFiles& as, const std::string& method, const std::string& path,
+                  const json& body = nullptr) {
+    httplib::Client client(a.url(), as.cert.string(), as.key.string());
+    client.set_ca_cert_path(ca.cert().string());
+    auto r = method == "GET" ? client.Get(path) : client.Post(path, body.dump(), "application/json");
+    return std::make_pair(r ? r->status : 0, r ? json::parse(r->body, nullptr, false) : json());
+  };
+  auto message = [](const json& answer) {
+    return answer.contains("error") ? answer["error"].value("message", "") : answer.dump();
+  };
+
+  // 1. A read grant never makes its region a write target.
+  auto [overwrite, refused] = call(
+      node_b, "POST", "/v1/transfers",
+      {{"source", {{"region", "victim"}}}, {"op", "read"}, {"targets", {{{"grant", attackers["key"]}}}}});
+  EXPECT_EQ(overwrite, 403) << refused.dump();
+  EXPECT_NE(message(refused).find("no grant made for it lets it write bytes [0, +1048576) of region "
+                                  "\"victim\" (a read grant never lets its agent write)"),
+            std::string::npos)
+      << refused.dump();
+  std::this_thread::sleep_for(200ms);  // had it started, it would be done by now
+  EXPECT_EQ(a.get("/v1/regions/victim" + whole).body["crc32c"], victim_before) << "victim overwritten";
+  // Sending the range it may read out is what a read grant allows.
+  auto [sent_on, sent] = call(node_b, "POST", "/v1/transfers",
+                              {{"source", {{"region", "victim"}, {"length", 4096}}},
+                               {"targets", {{{"grant", into_mine["key"]}, {"url", a.url()}}}}});
+  EXPECT_EQ(sent_on, 202) << sent.dump();
+
+  // 2. A grant on part of a region opens that part alone.
+  const json beyond{{"source", {{"region", "secret"}, {"offset", 65536}, {"length", MiB - 65536}}},
+                    {"targets", {{{"grant", into_mine["key"]}}}}};
+  auto [leaked, leak_refused] = call(node_b, "POST", "/v1/transfers", beyond);
+  EXPECT_EQ(leaked, 403) << leak_refused.dump();
+  EXPECT_NE(message(leak_refused).find("bytes [65536, +983040) of region \"secret\""), std::string::npos)
+      << leak_refused.dump();
+  EXPECT_EQ(call(node_b, "POST", "/v1/transfers",
+                 {{"source", {{"region", "secret"}}}, {"targets", {{{"grant", into_mine["key"]}}}}})
+                .first,
+            403)
+      << "to the region's end";
+  EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum").first, 403) << "the whole region";
+  EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum?offset=4096&length=4096").first, 403);
+  EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum?length=4096").first, 200) << "its own range";
+  EXPECT_EQ(call(node_c, "GET", "/v1/regions/secret/checksum?length=4096").first, 403) << "another node";
+  EXPECT_EQ(call(node_b, "POST", "/v1/grants/" + small["id"].get<std::string>() + "/landed",
+                 {{"offset", 4096}, {"length", 4096}})
+                .first,
+            403)
+      << "a landing report past the grant";
+  EXPECT_EQ(call(node_b, "POST", "/v1/grants/" + small["id"].get<std::string>() + "/landed",
+                 {{"offset", 0}, {"length", 4096}})
+                .first,
+            200);
+
+  // For the grant's lifetime: revoked, it allows nothing.
+  ASSERT_EQ(a.del("/v1/grants/" + small["id"].get<std::string>()).status, 204);
+  EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum?length=4096").first, 403) << "after revoking";
+}
+
 TEST_F(AgentIdentity, AgentsPresentTheirCertificatesAndOnlyTheGrantsPeerMayReportLandedBytes) {
   // Two agents with certificates of their own nodes and no token for each other. Node-a sends to node-b
   // with crc32c: every landing report is a call a -> b that b lets in only for the grant's peer.

@@ -112,7 +112,7 @@ TEST_F(AgentTls, ServesHttpsToCallersWhoTrustItsCaAndNobodyElse) {
     ASSERT_FALSE(refused) << "trusted " << trusted;
     EXPECT_NE(refused.error().message.find("certificate is not trusted"), std::string::npos)
         << refused.error().message;
-    EXPECT_EQ(refused.error().code, ErrorCode::RemoteAccess) << "waiting does not fix an untrusted agent";
+    EXPECT_EQ(refused.error().code, ErrorCode::Forbidden) << "no retry fixes an untrusted agent";
   }
   // Plain HTTP to the TLS port gets no answer (and no token leaves in clear text: the handshake fails first).
   auto plain = client("http://127.0.0.1:" + std::to_string(port_of(a.url())), {}).list_regions();

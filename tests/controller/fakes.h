@@ -211,7 +211,7 @@ class FakeAgents : public AgentApi {
     if (auto e = reach(node)) return *e;
     if (auto it = nodes[node].regions.find(name);
         it != nodes[node].regions.end() && !ns.empty() && it->second.ns != ns)
-      return make_error(ErrorCode::RemoteAccess, "Forbidden: region " + name + " is not of namespace " + ns);
+      return make_error(ErrorCode::Forbidden, "Forbidden: region " + name + " is not of namespace " + ns);
     if (nodes[node].regions.erase(name) == 0) return make_error(ErrorCode::NotFound, "NotFound");
     deleted_regions.push_back(node + ":" + name);
     return {};
@@ -246,7 +246,7 @@ class FakeAgents : public AgentApi {
   Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     if (nodes[node].grants.count(id) > 0 && !ns.empty() && grant_ns[id] != ns)
-      return make_error(ErrorCode::RemoteAccess, "Forbidden: the grant is not made for namespace " + ns);
+      return make_error(ErrorCode::Forbidden, "Forbidden: the grant is not made for namespace " + ns);
     if (nodes[node].grants.erase(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: grant");
     revoked.push_back(id);
     return {};
@@ -295,7 +295,7 @@ class FakeAgents : public AgentApi {
   // As the agent: a transfer of another namespace than the one given ("": an operator's) is refused.
   std::optional<Error> not_of(const std::string& transfer, const std::string& ns) {
     if (ns.empty() || requests[transfer].ns == ns) return std::nullopt;
-    return make_error(ErrorCode::RemoteAccess, "Forbidden: not of namespace " + ns);
+    return make_error(ErrorCode::Forbidden, "Forbidden: not of namespace " + ns);
   }
 
   std::vector<std::string> saved;

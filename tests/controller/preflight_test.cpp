@@ -118,7 +118,7 @@ TEST(Preflight, ANodeThatDoesNotAnswerIsWaitedForNotJudgedOnWhatItLastServed) {
 // Waiting would not make the controller trust the agent's certificate: the attempt fails with the reason.
 TEST(Preflight, AnAgentWhoseCertificateIsNotTrustedIsNotWaitedFor) {
   const NodeFacts untrusted = answering({"tcp"}).unanswered(
-      Error{ErrorCode::RemoteAccess,
+      Error{ErrorCode::Forbidden,
             "agent on node \"node-b\" did not answer GET /v1/node: the server's certificate is not trusted"},
       {});
   EXPECT_TRUE(untrusted.tls_failed);

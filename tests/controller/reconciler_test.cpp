@@ -285,10 +285,14 @@ TEST_F(ReconcilerTest, AFileTargetWithoutARegionTakesARingGrant) {
   EXPECT_EQ(agents.live_grants(), 0U);
 }
 
-// No space left at a target and a source file that changed are not fixed by retrying.
-TEST_F(ReconcilerTest, NoSpaceLeftAndAChangedSourceFailAtOnce) {
-  for (const char* why : {"NoSpaceLeft", "SourceFileChanged"}) {
-    const std::string name = std::string("j-") + (why[0] == 'N' ? "space" : "changed");
+// No space left at a target, a source file that changed, and a target agent refusing the source agent (403
+// by identity, range or namespace; a certificate not trusted) are not fixed by retrying. Before, a refusal
+// burned the whole backoffLimit.
+TEST_F(ReconcilerTest, NoSpaceLeftAChangedSourceAndARefusalFailAtOnce) {
+  for (const char* why : {"NoSpaceLeft", "SourceFileChanged", "RemoteAccessDenied"}) {
+    const std::string name = std::string("j-") + (why[0] == 'N'   ? "space"
+                                                  : why[0] == 'S' ? "changed"
+                                                                  : "refused");
     store.put(job(
         name, {{"targets", {{{"node", "node-b"}, {"region", name}, {"create", {{"bytes", 64 * MiB}}}}}}}));
     const int before = agents.starts;
@@ -300,6 +304,17 @@ TEST_F(ReconcilerTest, NoSpaceLeftAndAChangedSourceFailAtOnce) {
     EXPECT_EQ(condition(name, "Failed")["reason"], why);
     EXPECT_EQ(status(name).value("retries", 0), 0) << why;
   }
+}
+
+// A grant lost during the transfer (revoked, expired, a key refused) is worth another attempt: it makes new
+// grants.
+TEST_F(ReconcilerTest, ALostGrantIsRetried) {
+  store.put(job("lost"));
+  start("lost");
+  agents.finish("Failed", "AccessLost", "the target refused the grant's key");
+  reconcile("lost");
+  EXPECT_EQ(status("lost").value("retries", 0), 1) << store.job("lost").dump(2);
+  EXPECT_NE(phase("lost"), "Failed");
 }
 
 // A grant whose node does not answer when its attempt ends (a cut link) is not forgotten: it is revoked as

@@ -27,13 +27,6 @@ constexpr std::uint64_t kWritebackLag = std::uint64_t{128} << 20;
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
-Status fsync_dir(const fs::path& dir, const std::string& file) {
-  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return io_error("opening the directory of " + in_quotes(file), errno);
-  if (::fsync(fd.get()) != 0) return io_error("syncing the directory of " + in_quotes(file), errno);
-  return {};
-}
-
 }  // namespace
 
 Error io_error(const std::string& what, int err) {
@@ -45,22 +38,14 @@ Error io_error(const std::string& what, int err) {
                     what + ": " + std::strerror(err));
 }
 
-Result<SaveFile> SaveFile::create(const fs::path& path, std::string file, bool direct) {
-  const fs::path dir = path.parent_path();
+Result<SaveFile> SaveFile::create(SaveDir dir, std::string file, bool direct) {
   SaveFile out;
-  std::error_code ec;
-  for (fs::path missing = dir; !missing.empty() && !fs::exists(missing, ec);
-       missing = missing.parent_path()) {
-    out.created_dirs_.push_back(missing);
-    if (missing == missing.parent_path()) break;
-  }
-  fs::create_directories(dir, ec);
-  if (ec) return io_error("creating the directory of " + in_quotes(file), ec.value());
-  out.final_ = path;
+  out.dir_ = std::move(dir);
   out.file_ = std::move(file);
-  // Same directory as the final name, so the rename is atomic and never crosses a filesystem.
-  fs::path temp = dir / (path.filename().string() + ".tmp-" + random_hex(12));
-  out.fd_.reset(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  // Same directory as the final name, so the rename is atomic and never crosses a filesystem. O_EXCL: a
+  // name that is there already, a link included, is never opened.
+  std::string temp = out.dir_.name + ".tmp-" + random_hex(12);
+  out.fd_.reset(::openat(out.dir_.dir.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!out.fd_) return io_error("creating a temporary file for " + in_quotes(out.file_), errno);
   out.temp_ = std::move(temp);
   // A file system that refuses O_DIRECT refuses this open, and every write goes through the page cache.
@@ -68,10 +53,17 @@ Result<SaveFile> SaveFile::create(const fs::path& path, std::string file, bool d
   return out;
 }
 
+Result<SaveFile> SaveFile::create(const fs::path& path, std::string file, bool direct) {
+  auto where = DataDir(path.parent_path()).beneath(path.filename().string());
+  if (!where) return where.error();
+  auto dir = where->parent(/*make=*/false);
+  if (!dir) return dir.error();
+  return create(std::move(*dir), std::move(file), direct);
+}
+
 SaveFile::SaveFile(SaveFile&& other) noexcept
-    : final_(std::move(other.final_)),
+    : dir_(std::exchange(other.dir_, {})),
       temp_(std::exchange(other.temp_, {})),
-      created_dirs_(std::exchange(other.created_dirs_, {})),
       file_(std::move(other.file_)),
       fd_(std::move(other.fd_)),
       direct_fd_(std::move(other.direct_fd_)),
@@ -83,9 +75,8 @@ SaveFile::SaveFile(SaveFile&& other) noexcept
 SaveFile& SaveFile::operator=(SaveFile&& other) noexcept {
   if (this != &other) {
     discard();
-    final_ = std::move(other.final_);
+    dir_ = std::exchange(other.dir_, {});
     temp_ = std::exchange(other.temp_, {});
-    created_dirs_ = std::exchange(other.created_dirs_, {});
     file_ = std::move(other.file_);
     fd_ = std::move(other.fd_);
     direct_fd_ = std::move(other.direct_fd_);
@@ -102,15 +93,15 @@ SaveFile::~SaveFile() { discard(); }
 void SaveFile::discard() {
   direct_fd_.reset();
   fd_.reset();
-  if (!committed_ && !temp_.empty()) ::unlink(temp_.c_str());
+  if (!committed_ && !temp_.empty()) ::unlinkat(dir_.dir.get(), temp_.c_str(), 0);
   temp_.clear();
   if (!committed_) {
     // Deepest first; a directory something else has put a file into since stays.
-    for (const fs::path& d : created_dirs_) {
-      if (::rmdir(d.c_str()) != 0) break;
+    for (const MadeDir& d : dir_.made) {
+      if (::unlinkat(d.parent.get(), d.name.c_str(), AT_REMOVEDIR) != 0) break;
     }
   }
-  created_dirs_.clear();
+  dir_ = {};
 }
 
 Status SaveFile::write_at(std::uint64_t offset, std::span<const std::byte> bytes) {
@@ -184,11 +175,12 @@ Status SaveFile::commit(std::uint64_t bytes) {
     return io_error("sizing " + in_quotes(file_), errno);
   if (::fsync(fd_.get()) != 0) return io_error("syncing " + in_quotes(file_), errno);
   if (const int err = fd_.close(); err != 0) return io_error("closing " + in_quotes(file_), err);
-  if (::rename(temp_.c_str(), final_.c_str()) != 0)
+  if (::renameat(dir_.dir.get(), temp_.c_str(), dir_.dir.get(), dir_.name.c_str()) != 0)
     return io_error("renaming into " + in_quotes(file_), errno);
   committed_ = true;
   // Without this the rename itself may be lost on a crash, leaving the old file (or none).
-  return fsync_dir(final_.parent_path(), file_);
+  if (::fsync(dir_.dir.get()) != 0) return io_error("syncing the directory of " + in_quotes(file_), errno);
+  return {};
 }
 
 }  // namespace conduit::agent

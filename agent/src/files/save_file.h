@@ -17,10 +17,10 @@
 #include <filesystem>
 #include <span>
 #include <string>
-#include <vector>
 
 #include "conduit/common/result.h"
 #include "conduit/common/unique_fd.h"
+#include "files/data_dir.h"
 
 namespace conduit::agent {
 
@@ -37,9 +37,13 @@ struct WrittenBytes {
 
 class SaveFile {
  public:
-  // `path`: resolved under the data directory (RegionStore::data_path); `file`: the name the caller gave,
-  // for messages. Creates the parent directories and the temporary file. `direct`: may write around the
-  // page cache (false: every byte through it, for a reader right after; the agent's --save-page-cache).
+  // The temporary file in `dir` (DataDir, Beneath::parent), which the save keeps open: written there and
+  // renamed there, it cannot land anywhere else whatever happens to the names above it. `file`: the name
+  // the caller gave, for messages. `direct`: may write around the page cache (false: every byte through
+  // it, for a reader right after; the agent's --save-page-cache). The file is 0600: only the agent reads
+  // it back.
+  static Result<SaveFile> create(SaveDir dir, std::string file, bool direct = true);
+  // At `path`, wherever it is (tests): its directory is made where missing, and kept.
   static Result<SaveFile> create(const std::filesystem::path& path, std::string file, bool direct = true);
 
   SaveFile(SaveFile&& other) noexcept;
@@ -66,9 +70,8 @@ class SaveFile {
   // memory are block-aligned. Returns how many bytes it wrote (0: none could go that way).
   Result<std::uint64_t> write_direct(std::uint64_t offset, std::span<const std::byte> bytes);
 
-  std::filesystem::path final_;
-  std::filesystem::path temp_;
-  std::vector<std::filesystem::path> created_dirs_;  // deepest first
+  SaveDir dir_;
+  std::string temp_;  // its name in dir_; "" once gone
   std::string file_;
   UniqueFd fd_;
   UniqueFd direct_fd_;  // the temporary file again with O_DIRECT; invalid: every write uses the page cache

@@ -21,6 +21,7 @@ struct TransferTarget {
   std::string grant_id{};           // set: the target takes landing reports (verify, save) at this grant
   std::uint64_t ring_bytes = 0;     // the grant is a ring of this size in front of a file
   bool save = false;                // the grant saves a file: the source commits it at the end
+  bool release_grant = false;       // the source revokes grant_id at url when the transfer ends, any end
 };
 
 struct TransferRequest {

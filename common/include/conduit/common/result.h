@@ -16,7 +16,10 @@ enum class ErrorCode : std::uint8_t {
   Unsupported,        // the provider needs something we do not implement (names the bit)
   Unavailable,        // hardware or library absent on this machine
   Provider,           // libfabric / verbs call failed; message has fi_strerror text
-  RemoteAccess,       // the peer refused the access (bad or revoked key, out of range)
+  RemoteAccess,       // the peer refused the access (bad or revoked key, out of range, credentials it
+                      // does not take now: a 401 while a token rotates)
+  Forbidden,          // the peer refuses who asks or what for (a 403 by its rules, a certificate one side
+                      // does not trust): the same answer at every retry
   PeerUnreachable,    // the peer went away or never answered
   TimedOut,           // no progress for the stall timeout
   Io,                 // file or socket I/O
