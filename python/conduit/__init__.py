@@ -12,7 +12,7 @@ docs/python.md has the whole of it.
 
 from .agent import Agent, Grant, Region, Target
 from .buffers import SharedBuffer
-from .errors import (ConduitError, Conflict, Forbidden, InvalidArgument, NotFound, TooManyRequests,
+from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidArgument, NotFound, TooManyRequests,
                      TransferFailed, Unauthorized, Unavailable, Unprocessable)
 from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
 from .transfers import Transfer, TransferStatus
@@ -21,8 +21,8 @@ from .versions import DoubleBuffer, Slot, Update
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agent", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument", "JobTarget", "KubeJobs",
-    "LocalJobs", "NotFound", "Region", "SharedBuffer", "Slot", "Target", "TooManyRequests", "Transfer",
-    "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized", "Unavailable", "Unprocessable", "Update",
-    "__version__",
+    "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
+    "JobTarget", "KubeJobs", "LocalJobs", "NotFound", "Region", "SharedBuffer", "Slot", "Target", "TooManyRequests",
+    "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized", "Unavailable", "Unprocessable",
+    "Update", "__version__",
 ]

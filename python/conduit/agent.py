@@ -28,7 +28,7 @@ import numpy as np
 import requests
 import requests.adapters
 
-from .errors import InvalidArgument, Unavailable, error_from_response
+from .errors import InvalidArgument, Unauthorized, Unavailable, error_from_response
 
 if TYPE_CHECKING:
     from .buffers import SharedBuffer
@@ -62,6 +62,26 @@ def parse_time(value: Any) -> datetime | None:
     return datetime.fromisoformat(str(value))
 
 
+def _pack_ops(source_offsets: Any, target_offsets: Any, lengths: Any) -> bytes:
+    """A scatter's op table as ``opsPacked`` wants it: little-endian uint64 triples, checked first."""
+    try:
+        src = np.asarray(source_offsets)
+        dst = np.asarray(target_offsets)
+        n = np.broadcast_to(np.asarray(lengths), src.shape)
+    except ValueError as e:
+        raise InvalidArgument(f"scatter: lengths do not match the offsets: {e}", "InvalidArgument") from e
+    for name, a in (("source_offsets", src), ("target_offsets", dst), ("lengths", n)):
+        if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
+            raise InvalidArgument(f"scatter: {name} must be a non-empty 1-D sequence of integers, got shape "
+                                  f"{a.shape} of {a.dtype}", "InvalidArgument")
+        if np.any(a < 0):
+            raise InvalidArgument(f"scatter: {name}[{int(np.argmax(a < 0))}] is negative", "InvalidArgument")
+    if dst.shape != src.shape:
+        raise InvalidArgument(f"scatter: {src.size} source offsets but {dst.size} target offsets",
+                              "InvalidArgument")
+    return np.stack([src, dst, n], axis=1).astype("<u8").tobytes()
+
+
 @dataclass(frozen=True)
 class Region:
     """A named memory region on an agent (GET /v1/regions/{name}); ``raw`` has every field the agent sent."""
@@ -87,7 +107,7 @@ class Region:
 @dataclass(frozen=True)
 class Grant:
     """Remote access to a range of a region (POST /v1/regions/{name}/grants): ``key`` is the RemoteKey a
-    writer needs, ``id`` what revokes it."""
+    writer needs, ``id`` what revokes it, ``agent`` the agent that made it."""
 
     id: str
     region: str
@@ -97,12 +117,13 @@ class Grant:
     key: dict[str, Any]
     expires_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    agent: Agent | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_json(cls, j: Mapping[str, Any]) -> Grant:
+    def from_json(cls, j: Mapping[str, Any], agent: Agent | None = None) -> Grant:
         return cls(id=str(j["id"]), region=str(j.get("region", "")), offset=int(j.get("offset") or 0),
                    length=int(j.get("length") or 0), access=str(j.get("access", "")), key=dict(j["key"]),
-                   expires_at=parse_time(j.get("expiresAt")), raw=dict(j))
+                   expires_at=parse_time(j.get("expiresAt")), raw=dict(j), agent=agent)
 
 
 @dataclass(frozen=True)
@@ -177,7 +198,8 @@ class Agent:
             try:
                 return self._token_file.read_text().strip()
             except OSError as e:
-                raise Unavailable(f"cannot read the token file {self._token_file}: {e}", "Unauthorized") from e
+                raise Unauthorized(f"cannot read the token file {self._token_file}: {e.strerror or e}",
+                                   "Unauthorized", agent=self.url) from e
         return None
 
     def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
@@ -192,9 +214,10 @@ class Agent:
                                       timeout=timeout if timeout is not None else self.timeout,
                                       verify=self._verify)
         except requests.RequestException as e:
-            raise Unavailable(f"{method} {self.url}{path}: the agent did not answer: {e}", "Unavailable") from e
+            raise Unavailable(f"{method} {self.url}{path}: the agent did not answer: {e}", "Unavailable",
+                              agent=self.url) from e
         if r.status_code >= 400:
-            raise error_from_response(r)
+            raise error_from_response(r, self.url)
         return r.json() if r.content else None
 
     # ---- node
@@ -257,10 +280,10 @@ class Agent:
             body["length"] = length
         if writer is not None:
             body["writer"] = writer
-        return Grant.from_json(self.request("POST", f"/v1/regions/{check_name(region)}/grants", body))
+        return Grant.from_json(self.request("POST", f"/v1/regions/{check_name(region)}/grants", body), self)
 
     def grants(self) -> list[Grant]:
-        return [Grant.from_json(j) for j in self.request("GET", "/v1/grants").get("items", [])]
+        return [Grant.from_json(j, self) for j in self.request("GET", "/v1/grants").get("items", [])]
 
     def revoke(self, grant_id: str) -> None:
         """DELETE /v1/grants/{id}: the key stops working at once."""
@@ -278,9 +301,10 @@ class Agent:
         For each target a write grant over the range is taken on the target's agent (WRITER, default
         ``"<this node>/<source_region>"``, names the writer there); then this agent is asked to run the
         transfer (``strategy`` fanout: every target at once; chain: each forwards to the next). Returns a
-        :class:`~conduit.transfers.Transfer`: ``wait()`` it (or use it as a context manager); the grants are
-        revoked once it ended. When a grant or the start is refused, the grants already taken are revoked
-        and the agent's error is raised: nothing is left behind."""
+        :class:`~conduit.transfers.Transfer`: ``wait()`` it (or use it as a context manager). The agents
+        revoke the grants the moment it ends (``releaseGrant``), whether anyone waits for it or not, so the
+        target regions can be deleted at once. When a grant or the start is refused, the grants already taken
+        are revoked and the agent's error is raised: nothing is left behind."""
         from .transfers import Transfer
 
         targets = list(targets)
@@ -302,7 +326,8 @@ class Agent:
                 grants.append((t.agent, g))
             body: dict[str, Any] = {
                 "source": {"region": source_region, "offset": offset, "length": length},
-                "targets": [{"grant": g.key, "url": t.url or t.agent.url, "region": t.region, "grantId": g.id}
+                "targets": [{"grant": g.key, "url": t.url or t.agent.url, "region": t.region, "grantId": g.id,
+                             "releaseGrant": True}
                             for t, (_, g) in zip(targets, grants, strict=True)],
                 "strategy": strategy,
                 "verify": "crc32c" if verify else "none",
@@ -320,7 +345,8 @@ class Agent:
 
     def scatter(self, source_region: str, grant: Grant, source_offsets: Any, target_offsets: Any,
                 lengths: Any, *, op: str = "write", window: int | None = None,
-                timeout: float | None = 30.0) -> TransferStatus:
+                timeout: float | None = 30.0, release_grant: bool = False,
+                target_url: str | None = None) -> TransferStatus:
         """Many ranges between SOURCE_REGION and GRANT's range in one request, one batch on the wire
         (docs/kv-cache.md): op i moves LENGTHS[i] bytes between SOURCE_OFFSETS[i] of the region and
         TARGET_OFFSETS[i] of the grant (``op="write"``: region -> grant; ``"read"``: grant -> region).
@@ -328,40 +354,41 @@ class Agent:
         Offsets and lengths are sequences or numpy arrays of non-negative integers, one per op (a single
         length is every op's); they go as ``opsPacked``, so a block table held in arrays is sent as it is.
         GRANT is a grant of the target's agent (``b.grant("kv", "write", ttl_seconds=86400)``, kept for many
-        calls: nothing is registered per call). Returns the final status once it Succeeded; raises
+        calls: nothing is registered per call). A grant made for this one call: RELEASE_GRANT, and the agents
+        revoke it when the transfer ends, however it ends (TARGET_URL: how this agent reaches the grant's,
+        when not at ``grant.agent.url``). Returns the final status once it Succeeded; raises
         :class:`InvalidArgument` naming the op when the agent refuses the list (outside the region or the
         grant, two ops writing the same bytes), :class:`TransferFailed` when it failed, ``TimeoutError``
         after TIMEOUT s."""
         from .transfers import Transfer, TransferStatus
 
-        check_name(source_region)
         try:
-            src = np.asarray(source_offsets)
-            dst = np.asarray(target_offsets)
-            n = np.broadcast_to(np.asarray(lengths), src.shape)
-        except ValueError as e:
-            raise InvalidArgument(f"scatter: lengths do not match the offsets: {e}", "InvalidArgument") from e
-        for name, a in (("source_offsets", src), ("target_offsets", dst), ("lengths", n)):
-            if a.ndim != 1 or a.size == 0 or not np.issubdtype(a.dtype, np.integer):
-                raise InvalidArgument(f"scatter: {name} must be a non-empty 1-D sequence of integers, got shape "
-                                      f"{a.shape} of {a.dtype}", "InvalidArgument")
-            if np.any(a < 0):
-                raise InvalidArgument(f"scatter: {name}[{int(np.argmax(a < 0))}] is negative", "InvalidArgument")
-        if dst.shape != src.shape:
-            raise InvalidArgument(f"scatter: {src.size} source offsets but {dst.size} target offsets",
-                                  "InvalidArgument")
-        packed = np.stack([src, dst, n], axis=1).astype("<u8").tobytes()
-        body: dict[str, Any] = {"source": {"region": source_region}, "targets": [{"grant": grant.key}], "op": op,
-                                "opsPacked": base64.b64encode(packed).decode("ascii")}
-        if window is not None:
-            body["window"] = window
-        wait_s = 30 if timeout is None else max(0, min(30, math.floor(timeout)))
-        j = self.request("POST", "/v1/transfers", body, params={"waitSeconds": wait_s}, timeout=wait_s + 30)
-        s = TransferStatus.from_json(j)
-        if s.ended and s.state == "Succeeded":
-            return s
-        # Failed at once, or still running after WAIT_S: the transfer's own wait raises or waits the rest.
-        return Transfer(self, s.id).wait(timeout=None if timeout is None else max(0.0, timeout - wait_s))
+            check_name(source_region)
+            packed = _pack_ops(source_offsets, target_offsets, lengths)
+            target: dict[str, Any] = {"grant": grant.key}
+            if release_grant:
+                url = target_url or (grant.agent.url if grant.agent is not None else "")
+                if not url:
+                    raise InvalidArgument("scatter: release_grant needs the grant's agent (a grant from Agent.grant, "
+                                          "or target_url)", "InvalidArgument")
+                target.update(url=url, grantId=grant.id, releaseGrant=True)
+            body: dict[str, Any] = {"source": {"region": source_region}, "targets": [target], "op": op,
+                                    "opsPacked": base64.b64encode(packed).decode("ascii")}
+            if window is not None:
+                body["window"] = window
+            wait_s = 30 if timeout is None else max(0, min(30, math.floor(timeout)))
+            j = self.request("POST", "/v1/transfers", body, params={"waitSeconds": wait_s}, timeout=wait_s + 30)
+            s = TransferStatus.from_json(j)
+            if s.ended and s.state == "Succeeded":
+                return s
+            # Failed at once, or still running after WAIT_S: the transfer's own wait raises or waits the rest.
+            return Transfer(self, s.id).wait(timeout=None if timeout is None else max(0.0, timeout - wait_s))
+        except TimeoutError:
+            raise  # still running: the agents release the grant when it ends
+        except BaseException:
+            if release_grant and grant.agent is not None:
+                grant.agent._revoke_quietly(grant.id)  # refused, or failed: ended, and nothing is left
+            raise
 
     def _revoke_quietly(self, grant_id: str) -> None:
         # Cleanup on a path that already raises or has ended: a grant gone already (expired, revoked, agent

@@ -4,7 +4,9 @@ The agent's import socket (``--import-socket``, agent/src/import_socket.h) takes
 ``{"name", "bytes"}`` with a memfd attached (SCM_RIGHTS) and answers one line ``{"ok": true, "region": {...}}``
 or ``{"error": {"code", "message"}}``. Both sides then map the same pages: what this process writes through
 :meth:`SharedBuffer.numpy` is what the agent sends, and what a transfer writes into the region is what this
-process reads, with no copy on either side.
+process reads, with no copy on either side. Before anything is imported, ``{"identify": true}`` asks the
+socket which agent it belongs to: a socket of another agent than the one at the URL is refused
+(:class:`~conduit.errors.AgentMismatch`), since the region would be made on one and deleted on the other.
 
     with agent.allocate("weights", 1 << 30) as buf:
         w = buf.numpy(np.float32)          # a view of the shared pages
@@ -18,6 +20,7 @@ import json
 import mmap
 import os
 import socket
+import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -26,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .agent import Region
-from .errors import InvalidArgument, NotFound, Unavailable, error_for
+from .errors import AgentMismatch, Conflict, InvalidArgument, NotFound, Unavailable, error_for
 
 if TYPE_CHECKING:
     from .agent import Agent
@@ -69,7 +72,8 @@ def send_import(socket_path: str, request: Mapping[str, Any], fd: int | None = N
         return body
     if isinstance(body, dict) and isinstance(body.get("error"), dict):
         err = body["error"]
-        raise error_for(str(err.get("code", "")), str(err.get("message", "")))
+        raise error_for(str(err.get("code", "")), str(err.get("message", "")),
+                        agent=f"import socket {socket_path}")
     raise Unavailable(f"the agent's import socket {socket_path} sent no valid reply: {reply[:200]!r}",
                       "Unavailable")
 
@@ -82,11 +86,25 @@ def import_socket_of(agent: Agent) -> str:
     return agent.import_socket
 
 
+def checked_import_socket(agent: Agent) -> str:
+    """AGENT's import socket, once it said the instance id that AGENT's GET /v1/node says; else AgentMismatch,
+    before anything is created on either agent."""
+    path = import_socket_of(agent)
+    there = send_import(path, {"identify": True}).get("agent") or {}
+    here = agent.node()
+    if not here.get("instance") or there.get("instance") != here.get("instance"):
+        raise AgentMismatch(f"the import socket {path} belongs to agent {there.get('node') or '?'} (instance "
+                            f"{there.get('instance') or '?'}), not to the agent at {agent.url} "
+                            f"({here.get('node') or '?'}, instance {here.get('instance') or '?'}): pass the "
+                            "socket of the agent at that URL", "AgentMismatch", agent=agent.url)
+    return path
+
+
 class SharedBuffer:
     """NBYTES of this process's memory that is also region NAME on AGENT (see the module's docstring).
 
-    ``close()`` (or leaving a ``with`` block) deletes the region on the agent and unmaps it here; numpy or
-    torch views made from it keep the pages mapped until they are gone too."""
+    ``close()`` (or leaving a ``with`` block, however it is left) deletes the region on the agent and unmaps it
+    here; numpy or torch views made from it keep the pages mapped until they are gone too."""
 
     def __init__(self, agent: Agent, name: str, nbytes: int, mm: mmap.mmap, region: Region | None) -> None:
         self.agent = agent
@@ -138,21 +156,43 @@ class SharedBuffer:
         itemsize = torch.empty((), dtype=dt).element_size()
         return torch.frombuffer(self._mm(), dtype=dt, count=self.nbytes // itemsize)
 
-    def close(self) -> None:
-        """Delete the region on the agent (a region already gone is fine; Conflict while a transfer or grant
-        uses it, and then nothing changes), then unmap it here. Idempotent."""
+    def close(self, timeout: float = 30.0) -> None:
+        """Delete the region this buffer imported, then unmap it here. Idempotent. A region already gone is
+        fine, and one of that name that is not this buffer's (made anew since) is left alone. While a
+        transfer or grant uses the region, the delete is tried again until they ended (a transfer's grants
+        go with it) for up to TIMEOUT s, then Conflict, and nothing changes."""
         if self._mmap is None:
             return
-        try:
-            self.agent.delete_region(self.name)
-        except NotFound:
-            pass
+        deadline = time.monotonic() + timeout
+        pause = 0.01
+        while self._still_mine():
+            try:
+                self.agent.delete_region(self.name)
+                break
+            except NotFound:
+                break
+            except Conflict:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
         mm, self._mmap = self._mmap, None
         try:
             mm.close()
         except BufferError:
             # numpy/torch views still use the pages: they stay mapped until the last view is freed.
             pass
+
+    def _still_mine(self) -> bool:
+        # The agent deletes by name: look first that the name still holds the region imported here (when
+        # made, by whom), so a region made anew under it is never deleted for this one.
+        try:
+            now = self.agent.region(self.name)
+        except NotFound:
+            return False
+        if self.region is None:
+            return True
+        return all(now.raw.get(k) == self.region.raw.get(k) for k in ("createdAt", "importedBy", "bytes"))
 
     def __enter__(self) -> SharedBuffer:
         return self
@@ -165,7 +205,7 @@ class SharedBuffer:
 def allocate(agent: Agent, name: str, nbytes: int) -> SharedBuffer:
     """A memfd of NBYTES, mapped here and imported by AGENT as region NAME (:class:`SharedBuffer`). Raises the
     agent's refusal (AlreadyExists, InvalidArgument, ResourceExhausted, ...) with nothing left behind."""
-    path = import_socket_of(agent)
+    path = checked_import_socket(agent)
     # The name is the agent's to judge (its message says what a name may be); a refused one leaves nothing.
     if not isinstance(nbytes, int) or nbytes < 1:
         raise InvalidArgument(f"a shared buffer needs at least 1 byte, not {nbytes!r}", "InvalidArgument")

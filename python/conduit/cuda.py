@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .agent import Region, check_name
-from .buffers import import_socket_of, send_import
+from .buffers import checked_import_socket, send_import
 from .errors import InvalidArgument, Unprocessable
 
 if TYPE_CHECKING:
@@ -112,7 +112,7 @@ def share_cuda(agent: Agent, name: str, tensor: Any) -> Region:
     """Import TENSOR's GPU memory into AGENT as region NAME (see the module's docstring); the agent's region
     (the tensor must stay alive while it exists). Raises the agent's refusal as a ConduitError, Unprocessable
     (reason Unsupported) without a CUDA driver or device."""
-    path = import_socket_of(agent)
+    path = checked_import_socket(agent)
     check_name(name)
     ptr, nbytes = cuda_extent(tensor)
     driver = CudaDriver()

@@ -1,16 +1,17 @@
 """Exceptions: every refusal of an agent (HTTP 4xx/5xx, or an error line on the import socket) becomes a
-:class:`ConduitError` carrying the agent's error code as ``reason``, the HTTP status as ``status`` and the
-agent's own words as ``message``.
+:class:`ConduitError` carrying the agent's error code as ``reason``, the HTTP status as ``status``, the
+agent's own words as ``message`` and which agent said it as ``agent`` (its URL, or its import socket).
 
     try:
         agent.create_region("weights", 1 << 30)
     except Conflict as e:          # AlreadyExists or Conflict (409)
-        print(e.reason, e.status, e.message)
+        print(e.reason, e.status, e.message, e.agent)
 """
 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -21,17 +22,22 @@ class ConduitError(Exception):
     ``reason``: the agent's error code (``InvalidArgument``, ``AlreadyExists``, ...) or, for a failed
     transfer or job, its failure reason (``PeerUnreachable``, ...). ``status``: the HTTP status, None when the
     answer came some other way (the import socket, a transfer's state). ``message``: the agent's message.
-    ``str(e)`` is ``"reason: message"``."""
+    ``agent``: the URL of the agent that answered (``"import socket <path>"`` for its socket), None when no
+    agent did. ``str(e)`` is ``"reason (HTTP status from agent): message"``."""
 
-    def __init__(self, message: str, reason: str = "", status: int | None = None) -> None:
+    def __init__(self, message: str, reason: str = "", status: int | None = None,
+                 agent: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.reason = reason
         self.status = status
+        self.agent = agent
 
     def __str__(self) -> str:
-        where = f" (HTTP {self.status})" if self.status is not None else ""
-        return f"{self.reason}{where}: {self.message}" if self.reason else self.message
+        where = " ".join(w for w in (f"HTTP {self.status}" if self.status is not None else "",
+                                     f"from {self.agent}" if self.agent else "") if w)
+        head = f"{self.reason} ({where})" if where else self.reason
+        return f"{head}: {self.message}" if head else self.message
 
 
 class InvalidArgument(ConduitError):
@@ -40,6 +46,11 @@ class InvalidArgument(ConduitError):
 
 class Unauthorized(ConduitError):
     """401: no token, or the wrong one."""
+
+
+class AgentMismatch(InvalidArgument):
+    """The import socket given belongs to another agent than the one at the URL (their instance ids differ):
+    nothing was imported, since the region would be made on one agent and used or deleted on the other."""
 
 
 class Forbidden(ConduitError):
@@ -69,8 +80,8 @@ class TooManyRequests(ConduitError):
     seconds its Retry-After header asks to wait (None without one)."""
 
     def __init__(self, message: str, reason: str = "", status: int | None = None,
-                 retry_after: float | None = None) -> None:
-        super().__init__(message, reason, status)
+                 retry_after: float | None = None, agent: str | None = None) -> None:
+        super().__init__(message, reason, status, agent)
         self.retry_after = retry_after
 
 
@@ -79,8 +90,9 @@ class TransferFailed(ConduitError):
     (``PeerUnreachable``, ``ChecksumMismatch``, ``Cancelled``, a job condition's reason, ...), ``message``
     the agent's or controller's words, ``details`` the last status seen (a dict)."""
 
-    def __init__(self, message: str, reason: str = "", details: dict[str, Any] | None = None) -> None:
-        super().__init__(message, reason)
+    def __init__(self, message: str, reason: str = "", details: dict[str, Any] | None = None,
+                 agent: str | None = None) -> None:
+        super().__init__(message, reason, agent=agent)
         self.details: dict[str, Any] = details or {}
 
 
@@ -96,6 +108,7 @@ _BY_CODE: dict[str, type[ConduitError]] = {
     "ResourceExhausted": Unprocessable,
     "Unsupported": Unprocessable,
     "Unavailable": Unavailable,
+    "AgentMismatch": AgentMismatch,
 }
 
 _BY_STATUS: dict[int, type[ConduitError]] = {400: InvalidArgument, 401: Unauthorized, 403: Forbidden,
@@ -103,23 +116,28 @@ _BY_STATUS: dict[int, type[ConduitError]] = {400: InvalidArgument, 401: Unauthor
                                              409: Conflict, 422: Unprocessable, 503: Unavailable}
 
 
-def error_for(code: str, message: str, status: int | None = None) -> ConduitError:
-    """The exception for an agent's error ``{"code", "message"}`` (the class by code, else by status)."""
+def error_for(code: str, message: str, status: int | None = None, agent: str | None = None) -> ConduitError:
+    """The exception for an agent's error ``{"code", "message"}`` (the class by code, else by status), said
+    by AGENT."""
     if status == 429:  # its code (ResourceExhausted) is also the 422 of a full memory cap: not the same thing
-        return TooManyRequests(message, code, status)
+        return TooManyRequests(message, code, status, agent=agent)
     cls = _BY_CODE.get(code) or (_BY_STATUS.get(status) if status is not None else None) or ConduitError
-    return cls(message, code, status)
+    return cls(message, code, status, agent)
 
 
-def error_from_response(r: requests.Response) -> ConduitError:
+def error_from_response(r: requests.Response, agent: str | None = None) -> ConduitError:
     """The exception for an agent's 4xx/5xx answer ``{"error": {"code", "message"}}``; a body that is not
-    one (a proxy's page) still gives the status and the start of the text."""
+    one (a proxy's page) still gives the status and the start of the text. AGENT: its URL (default: the
+    request's scheme, host and port)."""
+    if agent is None:
+        parts = urlsplit(r.url)
+        agent = f"{parts.scheme}://{parts.netloc}"
     try:
         err = r.json()["error"]
-        e = error_for(str(err.get("code", "")), str(err.get("message", "")), r.status_code)
+        e = error_for(str(err.get("code", "")), str(err.get("message", "")), r.status_code, agent)
     except (ValueError, KeyError, TypeError, AttributeError):
         text = r.text.strip()[:200] or r.reason or "no body"
-        e = error_for("", f"{r.request.method} {r.url}: {text}", r.status_code)
+        e = error_for("", f"{r.request.method} {r.url}: {text}", r.status_code, agent)
     if isinstance(e, TooManyRequests):
         try:
             e.retry_after = float(r.headers["Retry-After"])

@@ -225,25 +225,39 @@ def _api_error(e: Any, what: str) -> ConduitError:
     return cls(f"{what}: {message}", reason, status)
 
 
+def _api_client(k: Any, kubeconfig: str | os.PathLike[str] | None, context: str | None) -> Any:
+    """An ApiClient from the kubeconfig (or the default ones, then in-cluster); InvalidArgument saying why not."""
+    try:
+        try:
+            return k.config.new_client_from_config(
+                config_file=os.fspath(kubeconfig) if kubeconfig is not None else None, context=context)
+        except k.config.ConfigException:
+            if kubeconfig is not None or context is not None:
+                raise
+            k.config.load_incluster_config()
+            return k.client.ApiClient()
+    # The client raises ConfigException, and for a broken file also OSError, YAML or type errors.
+    except (k.config.ConfigException, OSError, ValueError, TypeError, AttributeError, yaml.YAMLError) as e:
+        where = f"kubeconfig {os.fspath(kubeconfig)}" if kubeconfig is not None else "default kubeconfig, in-cluster"
+        if context is not None:
+            where += f", context {context}"
+        raise InvalidArgument(f"KubeJobs: no Kubernetes client ({where}): {e}", "InvalidKubeconfig") from e
+
+
 class KubeJobs:
     """TransferJobs in NAMESPACE of a Kubernetes API server (CustomObjectsApi, conduit.dev/v1alpha1).
 
-    API_CLIENT: a ``kubernetes.client.ApiClient``; else one from KUBECONFIG (a path), else from $KUBECONFIG or
-    ~/.kube/config, else the in-cluster service account."""
+    API_CLIENT: a ``kubernetes.client.ApiClient``; else one from KUBECONFIG (a path) and CONTEXT (default: its
+    current one), else from $KUBECONFIG or ~/.kube/config, else the in-cluster service account. A
+    configuration that gives no client (no such file, no such context, not in a cluster) is InvalidArgument
+    with the client's reason."""
 
     def __init__(self, namespace: str = "default", api_client: Any = None,
-                 kubeconfig: str | os.PathLike[str] | None = None) -> None:
+                 kubeconfig: str | os.PathLike[str] | None = None, context: str | None = None) -> None:
         k = _kubernetes()
         self._k = k
         if api_client is None:
-            try:
-                api_client = k.config.new_client_from_config(
-                    config_file=os.fspath(kubeconfig) if kubeconfig is not None else None)
-            except k.config.ConfigException:
-                if kubeconfig is not None:
-                    raise
-                k.config.load_incluster_config()
-                api_client = k.client.ApiClient()
+            api_client = _api_client(k, kubeconfig, context)
         self.namespace = namespace
         self.api = k.client.CustomObjectsApi(api_client)
 

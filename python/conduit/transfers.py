@@ -1,5 +1,5 @@
 """A transfer running on an agent (POST /v1/transfers): its status, waiting for its end, cancelling it, and the
-grants it was given, revoked once it ended.
+grants it was given, which the agents revoke when it ends (``releaseGrant``), waited for or not.
 
     with source.transfer("weights", [Target(b, "weights")]) as t:
         t.wait(timeout=60, progress=True)        # TransferFailed with the agent's reason when it fails
@@ -107,9 +107,10 @@ class Transfer:
     """A transfer started by :meth:`conduit.Agent.transfer`: ``id`` on ``agent`` (the source's), and the
     write grants it was given on the targets' agents.
 
-    The grants are revoked when the transfer is seen ended (``wait``, ``cancel``) and when a ``with`` block
-    around it ends, whatever the path: leaving the block normally waits for the end; an exception in it
-    cancels the transfer first."""
+    The agents revoke the grants when the transfer ends, whether anyone waits or not; this side revokes them
+    too (quietly: they are mostly gone) when it sees the end (``wait``, ``cancel``) and when a ``with`` block
+    around it ends, whatever the path, in case the source agent could not reach a target's. Leaving the block
+    normally waits for the end; an exception in it cancels the transfer first."""
 
     def __init__(self, agent: Agent, transfer_id: str, grants: Sequence[tuple[Agent, Grant]] = ()) -> None:
         self.agent = agent
@@ -149,14 +150,15 @@ class Transfer:
                 except NotFound as e:
                     self.close()
                     raise TransferFailed(f"transfer {self.id} is gone from {self.agent.url} ({e.message}): the "
-                                         "agent restarted or forgot it", "TransferLost") from e
+                                         "agent restarted or forgot it", "TransferLost",
+                                         agent=self.agent.url) from e
                 if bar is not None:
                     bar.show(s)
                 if s.ended:
                     self.close()
                     if s.state != "Succeeded":
                         raise TransferFailed(s.message or f"transfer {self.id} {s.state}", s.reason or s.state,
-                                             s.raw)
+                                             s.raw, self.agent.url)
                     return s
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"transfer {self.id} still {s.state} after {timeout:g} s "

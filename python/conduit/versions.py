@@ -55,7 +55,7 @@ def _poll(agent: Agent, region: str, after: int, wait_s: int) -> Update:
     except NotFound as e:
         if e.reason == "RouteNotFound":
             raise NotFound(f"{agent.url} has no region versions (GET /v1/regions/{{name}}/version): an agent "
-                           f"older than this SDK ({e.message})", e.reason, e.status) from e
+                           f"older than this SDK ({e.message})", e.reason, e.status, agent.url) from e
         raise
     return Update.from_json(j)
 

@@ -30,7 +30,7 @@ def test_a_taken_name_is_refused(nodes: Callable[..., list[conduit.Agent]]) -> N
     with pytest.raises(conduit.Conflict) as e:  # through REST
         a.create_region("taken", 8192)
     assert e.value.reason == "AlreadyExists" and e.value.status == 409, e.value
-    assert str(e.value).startswith("AlreadyExists (HTTP 409): ")
+    assert str(e.value).startswith(f"AlreadyExists (HTTP 409 from {a.url}): ")
     assert state(a) == before
     assert a.region("taken").source == "allocated"
 
@@ -157,3 +157,46 @@ def test_timeout_leaves_the_transfer_running(nodes: Callable[..., list[conduit.A
         assert len(b.grants()) == 1, "a wait that timed out must not revoke a running transfer's grant"
         assert t.cancel().state == "Cancelled"
         assert b.grants() == []
+
+
+def test_errors_name_the_agent_they_came_from(nodes: Callable[..., list[conduit.Agent]]) -> None:
+    a, b = nodes("node-a", "node-b")
+    with pytest.raises(conduit.NotFound) as e:
+        b.region("absent")
+    assert e.value.agent == b.url and f"from {b.url}" in str(e.value), e.value
+    with pytest.raises(conduit.NotFound) as e:  # the target's agent refuses the grant
+        a.transfer("absent", [Target(b, "absent")], length=4096)
+    assert e.value.agent == b.url, e.value
+    with pytest.raises(conduit.Conflict) as e:  # the import socket's refusal names the socket
+        a.create_region("taken", 4096)
+        a.allocate("taken", 4096)
+    assert e.value.agent == f"import socket {a.import_socket}", e.value
+    with pytest.raises(conduit.Unavailable) as e:
+        conduit.Agent("http://127.0.0.1:9", token="t").regions()
+    assert e.value.agent == "http://127.0.0.1:9", e.value
+
+
+def test_a_missing_token_file_is_unauthorized(nodes: Callable[..., list[conduit.Agent]], work: Any) -> None:
+    (a,) = nodes("node-a")
+    missing = work / "no-such-token"
+    with pytest.raises(conduit.Unauthorized) as e:
+        conduit.Agent(a.url, token_file=missing).regions()
+    assert str(missing) in e.value.message and e.value.reason == "Unauthorized", e.value
+    unreadable = work / "token-dir"
+    unreadable.mkdir()
+    with pytest.raises(conduit.Unauthorized, match="token-dir"):
+        conduit.Agent(a.url, token_file=unreadable).regions()
+
+
+def test_kube_jobs_configuration_errors_are_conduit_errors(work: Any) -> None:
+    pytest.importorskip("kubernetes")
+    with pytest.raises(conduit.InvalidArgument) as e:
+        conduit.KubeJobs("ml", kubeconfig=work / "no-kubeconfig")
+    assert e.value.reason == "InvalidKubeconfig" and "no-kubeconfig" in e.value.message, e.value
+    config = work / "kubeconfig"
+    config.write_text("apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://127.0.0.1:1'}}]"
+                      "\nusers: [{name: u, user: {token: x}}]\ncontexts: [{name: good, context: {cluster: c, user: u}}]"
+                      "\ncurrent-context: good\n")
+    with pytest.raises(conduit.InvalidArgument, match="context bad"):
+        conduit.KubeJobs("ml", kubeconfig=config, context="bad")
+    assert conduit.KubeJobs("ml", kubeconfig=config, context="good").namespace == "ml"
