@@ -464,6 +464,14 @@ std::optional<Failure> TransferRun::run_target(const run::Context& c, std::size_
   }
   std::lock_guard lock(mu);
   if (failure) {
+    // What went wrong at a target says which agent: a job of many targets fails with one of their errors.
+    const std::string_view why = failure->reason;
+    const bool ours = why == reason::kCancelled || why == reason::kAgentShuttingDown ||
+                      why == reason::kDeadlineExceeded || why == reason::kSourceFileChanged ||
+                      why == reason::kRegistrationFailed;
+    if (!ours && !request.targets[i].url.empty()) {
+      failure->message = "target agent at " + request.targets[i].url + ": " + failure->message;
+    }
     status.targets[i].state = failure->state;
     status.targets[i].last_error = failure->message;
     return failure;

@@ -317,6 +317,48 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
   EXPECT_NE(refused_line.find("certificate is not trusted"), std::string::npos) << refused_line;
 }
 
+// A refusal no retry changes fails the job at once: the source agent presents another node's certificate, so
+// the target agent answers its landing reports 403 (the grant is made for the source's node). Before, the
+// job burned its whole backoffLimit (4 attempts, BackoffLimitExceeded) on the same 403.
+TEST(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
+  conduit::testing::TempDir work{"conduit-local-refused"};
+  conduit::testing::TestCa ca(work.path() / "ca", "conduit-test-ca");
+  const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
+  const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+  const auto not_node_a = ca.issue("conduit:agent:node-c", "DNS:node-c");
+  ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
+  auto tls = [&](const conduit::testing::CertFiles& cert, std::vector<std::string> extra) {
+    AgentOptions o = agent_options();
+    o.serve_tls(cert.cert, cert.key, ca.cert());
+    o.extra_args = {"--peer-ca-file", ca.cert().string(), "--client-ca-file", ca.cert().string()};
+    o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
+    return o;
+  };
+  AgentProcess a(tls(cert_a, {"--peer-client-cert", not_node_a.cert.string(), "--peer-client-key",
+                              not_node_a.key.string()}));
+  AgentProcess b(tls(cert_b, {}));
+  ASSERT_TRUE(a.started() && b.started());
+  std::vector<std::byte> data(2 * MiB + 5);
+  fill_pattern(data, 29);
+  std::ofstream(a.data_dir() / "w.bin", std::ios::binary)
+      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  std::ofstream(work.path() / "token") << a.token() << "\n";
+  std::filesystem::create_directories(work.path() / "jobs");
+  std::ofstream(work.path() / "jobs" / "refused.yaml")
+      << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: refused\nspec:\n"
+      << "  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: node-b, region: refused, create: "
+      << "{bytes: " << data.size() << "}}\n  verify: crc32c\n  backoffLimit: 3\n";
+  PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (work.path() / "jobs").string(), "--agents",
+                          "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
+                          (work.path() / "token").string(), "--agent-ca-file", ca.cert().string(),
+                          "--log-level", "warn", "--once-job", "refused"});
+  const std::string line = controller.read_line(60s).value_or("");
+  EXPECT_EQ(controller.wait(), 1) << line;
+  EXPECT_NE(line.find("Failed: RemoteAccessDenied: "), std::string::npos) << line;
+  EXPECT_NE(line.find("the agent of node \"node-c\" may not POST /v1/grants/"), std::string::npos) << line;
+  EXPECT_EQ(line.find("BackoffLimitExceeded"), std::string::npos) << line;
+}
+
 // A tenant's controller (a client certificate naming conduit:controller:team-a, and no token) runs team-a's
 // jobs; a job of another namespace it is handed fails at once with the agents' refusal, whatever the job
 // says: the namespace is bound to the controller's certificate, not to what it claims.
