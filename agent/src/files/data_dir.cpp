@@ -131,6 +131,15 @@ Result<SaveDir> Beneath::parent(bool make) {
     out.dir = std::move(at);
   }
   if (!out.dir) return error(dir.empty() ? what : "opening the directory of " + in_quotes(file_), err);
+  // The rename would replace a link with the file (nothing escapes), but a name that resolves elsewhere is
+  // refused as a load of it is, and one inside is not silently turned from a link into a file.
+  struct stat st {};
+  if (::fstatat(out.dir.get(), out.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+    if (!open_beneath(root_.get(), rest_, O_PATH, kBeneath, err) && err == EXDEV) return error(what, EXDEV);
+    return make_error(
+        ErrorCode::InvalidArgument,
+        "file " + in_quotes(file_) + " is a symbolic link: a save replaces only a regular file");
+  }
   for (MadeDir& d : made_) out.made.push_back(std::move(d));
   made_.clear();
   return out;
