@@ -17,49 +17,18 @@ from __future__ import annotations
 import base64
 import math
 import os
-import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
-import requests
-import requests.adapters
 
-from .errors import InvalidArgument, Unauthorized, Unavailable, error_from_response
-
-if TYPE_CHECKING:
-    from .buffers import SharedBuffer
-    from .transfers import Transfer, TransferStatus
-    from .versions import Update
-
-DEFAULT_URL = "http://127.0.0.1:7070"
-_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-
-
-def check_name(name: str, what: str = "region") -> str:
-    """NAME when it is a DNS-1123 label (what the agent accepts), else InvalidArgument. Checked here too so
-    that a name never changes the URL it is put into ("a/b" would address another route)."""
-    if not isinstance(name, str) or len(name) > 63 or not _NAME.match(name):
-        raise InvalidArgument(f"{what} name {name!r} is not a DNS-1123 label (1-63 characters of a-z, 0-9 and "
-                              "'-', starting and ending with a letter or digit)", "InvalidArgument")
-    return name
-
-
-def _check_id(value: str, what: str) -> str:
-    if not isinstance(value, str) or not _ID.match(value):
-        raise InvalidArgument(f"{what} {value!r} is not a valid id", "InvalidArgument")
-    return value
-
-
-def parse_time(value: Any) -> datetime | None:
-    """An RFC 3339 timestamp of the agent ("2026-12-04T05:19:38.123Z"), or None when absent or empty."""
-    if not value:
-        return None
-    return datetime.fromisoformat(str(value))
+from . import buffers, cuda, versions
+from .buffers import SharedBuffer
+from .client import Client
+from .errors import InvalidArgument
+from .transfers import Transfer, TransferStatus
+from .values import Grant, Region, Target, check_id, check_name
+from .versions import Update
 
 
 def _pack_ops(source_offsets: Any, target_offsets: Any, lengths: Any) -> bytes:
@@ -82,74 +51,7 @@ def _pack_ops(source_offsets: Any, target_offsets: Any, lengths: Any) -> bytes:
     return np.stack([src, dst, n], axis=1).astype("<u8").tobytes()
 
 
-@dataclass(frozen=True)
-class Region:
-    """A named memory region on an agent (GET /v1/regions/{name}); ``raw`` has every field the agent sent."""
-
-    name: str
-    bytes: int
-    memory: str
-    source: str
-    users: int
-    version: int
-    updated_by: str
-    updated_at: datetime | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, j: Mapping[str, Any]) -> Region:
-        return cls(name=str(j["name"]), bytes=int(j["bytes"]), memory=str(j.get("memory", "host")),
-                   source=str(j.get("source", "")), users=int(j.get("users") or 0),
-                   version=int(j.get("version") or 0), updated_by=str(j.get("updatedBy") or ""),
-                   updated_at=parse_time(j.get("updatedAt")), raw=dict(j))
-
-
-@dataclass(frozen=True)
-class Grant:
-    """Remote access to a range of a region (POST /v1/regions/{name}/grants): ``key`` is the RemoteKey a
-    writer needs, ``id`` what revokes it, ``agent`` the agent that made it."""
-
-    id: str
-    region: str
-    offset: int
-    length: int
-    access: str
-    key: dict[str, Any]
-    expires_at: datetime | None
-    raw: dict[str, Any] = field(repr=False, compare=False)
-    agent: Agent | None = field(default=None, repr=False, compare=False)
-
-    @classmethod
-    def from_json(cls, j: Mapping[str, Any], agent: Agent | None = None) -> Grant:
-        return cls(id=str(j["id"]), region=str(j.get("region", "")), offset=int(j.get("offset") or 0),
-                   length=int(j.get("length") or 0), access=str(j.get("access", "")), key=dict(j["key"]),
-                   expires_at=parse_time(j.get("expiresAt")), raw=dict(j), agent=agent)
-
-
-@dataclass(frozen=True)
-class Target:
-    """Where a transfer writes: REGION on AGENT. ``url`` is how the *source* agent reaches the target's agent
-    when that differs from the address this process uses (a port-forward, another network)."""
-
-    agent: Agent
-    region: str
-    url: str | None = None
-
-
-class _NamedTlsAdapter(requests.adapters.HTTPAdapter):
-    """Checks the agent's certificate against a name instead of the address in the URL (and sends it as SNI)."""
-
-    def __init__(self, server_name: str) -> None:
-        self._server_name = server_name
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["assert_hostname"] = self._server_name
-        kwargs["server_hostname"] = self._server_name
-        super().init_poolmanager(*args, **kwargs)
-
-
-class Agent:
+class Agent(Client):
     """A client of one conduit-agent. Every method raises a :class:`~conduit.errors.ConduitError` subclass
     with the agent's code and message when the agent refuses, and :class:`~conduit.errors.Unavailable` when it
     does not answer."""
@@ -159,66 +61,11 @@ class Agent:
                  timeout: float = 30.0, ca_cert: str | os.PathLike[str] | None = None,
                  tls_server_name: str | None = None,
                  client_cert: tuple[str | os.PathLike[str], str | os.PathLike[str]] | None = None) -> None:
-        self.url = (url or os.environ.get("CONDUIT_AGENT_URL") or os.environ.get("CONDUIT_AGENT")
-                    or DEFAULT_URL).rstrip("/")
-        if token is None and token_file is None:
-            token = os.environ.get("CONDUIT_TOKEN") or None
-            token_file = os.environ.get("CONDUIT_TOKEN_FILE") or None
-        self._token = token
-        self._token_file = Path(token_file) if token_file is not None else None
+        super().__init__(url, token, token_file, timeout=timeout, ca_cert=ca_cert, tls_server_name=tls_server_name,
+                         client_cert=client_cert)
         sock = import_socket if import_socket is not None else os.environ.get("CONDUIT_IMPORT_SOCKET")
         self.import_socket: str | None = os.fspath(sock) if sock else None
-        self.timeout = timeout
-        self._session = requests.Session()
-        ca = ca_cert if ca_cert is not None else os.environ.get("CONDUIT_CA_CERT")
-        # An https agent's certificate is checked against this CA (the CLI's --ca-cert, the same file). Given
-        # with each request: a session's own setting loses to REQUESTS_CA_BUNDLE in the environment.
-        self._verify: bool | str = os.fspath(ca) if ca else True
-        name = tls_server_name if tls_server_name is not None else os.environ.get("CONDUIT_TLS_SERVER_NAME")
-        if name and self.url.startswith("https://"):
-            self._session.mount("https://", _NamedTlsAdapter(name))
-        if client_cert is None and os.environ.get("CONDUIT_CLIENT_CERT"):
-            client_cert = (os.environ["CONDUIT_CLIENT_CERT"], os.environ.get("CONDUIT_CLIENT_KEY", ""))
-        if client_cert is not None:
-            cert, key = (os.fspath(client_cert[0]), os.fspath(client_cert[1]))
-            if not cert or not key:
-                raise ValueError("client_cert wants (certificate file, key file)")
-            self._session.cert = (cert, key)
         self._node: str | None = None
-
-    def __repr__(self) -> str:
-        return f"Agent({self.url!r})"
-
-    # ---- HTTP
-    def _bearer(self) -> str | None:
-        if self._token is not None:
-            return self._token
-        if self._token_file is not None:
-            # Read at every request: the agent's token file rotates (common/), and a read is cheap.
-            try:
-                return self._token_file.read_text().strip()
-            except OSError as e:
-                raise Unauthorized(f"cannot read the token file {self._token_file}: {e.strerror or e}",
-                                   "Unauthorized", agent=self.url) from e
-        return None
-
-    def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
-                timeout: float | None = None) -> Any:
-        """METHOD PATH on the agent; the JSON answer (None for 204). Errors as described on the class."""
-        headers = {"Accept": "application/json"}
-        token = self._bearer()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        try:
-            r = self._session.request(method, f"{self.url}{path}", json=body, params=params, headers=headers,
-                                      timeout=timeout if timeout is not None else self.timeout,
-                                      verify=self._verify)
-        except requests.RequestException as e:
-            raise Unavailable(f"{method} {self.url}{path}: the agent did not answer: {e}", "Unavailable",
-                              agent=self.url) from e
-        if r.status_code >= 400:
-            raise error_from_response(r, self.url)
-        return r.json() if r.content else None
 
     # ---- node
     def node(self) -> dict[str, Any]:
@@ -287,7 +134,7 @@ class Agent:
 
     def revoke(self, grant_id: str) -> None:
         """DELETE /v1/grants/{id}: the key stops working at once."""
-        self.request("DELETE", f"/v1/grants/{_check_id(grant_id, 'grant id')}")
+        self.request("DELETE", f"/v1/grants/{check_id(grant_id, 'grant id')}")
 
     # ---- transfers
     def transfer(self, source_region: str, targets: Iterable[Target], *, verify: bool = True,
@@ -305,8 +152,6 @@ class Agent:
         revoke the grants the moment it ends (``releaseGrant``), whether anyone waits for it or not, so the
         target regions can be deleted at once. When a grant or the start is refused, the grants already taken
         are revoked and the agent's error is raised: nothing is left behind."""
-        from .transfers import Transfer
-
         targets = list(targets)
         if not targets:
             raise InvalidArgument("a transfer needs at least one target", "InvalidArgument")
@@ -360,8 +205,6 @@ class Agent:
         :class:`InvalidArgument` naming the op when the agent refuses the list (outside the region or the
         grant, two ops writing the same bytes), :class:`TransferFailed` when it failed, ``TimeoutError``
         after TIMEOUT s."""
-        from .transfers import Transfer, TransferStatus
-
         try:
             check_name(source_region)
             packed = _pack_ops(source_offsets, target_offsets, lengths)
@@ -406,25 +249,17 @@ class Agent:
     def allocate(self, name: str, nbytes: int) -> SharedBuffer:
         """NBYTES of shared memory of this process, imported by the agent as region NAME without a copy
         (:mod:`conduit.buffers`)."""
-        from .buffers import allocate
-
-        return allocate(self, name, nbytes)
+        return buffers.allocate(self, name, nbytes)
 
     def share_cuda(self, name: str, tensor: Any) -> Region:
         """Hand the agent GPU memory of this process (any object with ``__cuda_array_interface__``) as
         region NAME through a CUDA IPC handle (:mod:`conduit.cuda`)."""
-        from .cuda import share_cuda
-
-        return share_cuda(self, name, tensor)
+        return cuda.share_cuda(self, name, tensor)
 
     def wait_version(self, region: str, after: int = 0, timeout: float | None = None) -> Update:
         """The region's version once it is past AFTER (:mod:`conduit.versions`); TimeoutError after TIMEOUT s."""
-        from .versions import wait_version
-
-        return wait_version(self, region, after, timeout)
+        return versions.wait_version(self, region, after, timeout)
 
     def version(self, region: str) -> Update:
         """The region's current version, at once."""
-        from .versions import current_version
-
-        return current_version(self, region)
+        return versions.current_version(self, region)

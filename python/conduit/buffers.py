@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .agent import Region
 from .errors import AgentMismatch, Conflict, InvalidArgument, NotFound, Unavailable, error_for
+from .values import Region
 
 if TYPE_CHECKING:
     from .agent import Agent

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .agent import Region, check_name
 from .buffers import checked_import_socket, send_import
 from .errors import InvalidArgument, Unprocessable
+from .values import Region, check_name
 
 if TYPE_CHECKING:
     from .agent import Agent

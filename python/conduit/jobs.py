@@ -16,6 +16,7 @@ Two stores, one interface (``apply``, ``get``, ``status``, ``wait``, ``delete``)
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -211,8 +212,6 @@ def _kubernetes() -> Any:
 
 def _api_error(e: Any, what: str) -> ConduitError:
     """The apiserver's refusal (an ApiException with a Status body) as a ConduitError."""
-    import json
-
     reason, message = str(getattr(e, "reason", "") or ""), str(e)
     try:
         body = json.loads(e.body)

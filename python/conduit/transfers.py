@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .errors import NotFound, TooManyRequests, TransferFailed
 
 if TYPE_CHECKING:
-    from .agent import Agent, Grant
+    from .agent import Agent
+    from .values import Grant
 
 #: The states after which nothing changes any more.
 ENDED = ("Succeeded", "Failed", "Cancelled")

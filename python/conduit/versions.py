@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from .agent import Target, check_name, parse_time
 from .errors import ConduitError, NotFound, TooManyRequests
+from .values import Target, check_name, parse_time
 
 if TYPE_CHECKING:
     from .agent import Agent

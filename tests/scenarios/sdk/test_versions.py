@@ -14,7 +14,7 @@ from harness import AgentPool, MiB, wait_for
 
 import conduit
 from conduit import DoubleBuffer, Target, Update
-from conduit.agent import parse_time
+from conduit.values import parse_time
 
 
 def fill(buf: conduit.SharedBuffer, seed: int) -> np.ndarray:
