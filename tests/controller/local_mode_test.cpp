@@ -31,6 +31,16 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions agent_options() { return conduit::testing::quiet_tcp_agent(CONDUIT_AGENT_BIN); }
 
+// An agent serving HTTPS with `cert`, trusting `ca` for its calls to other agents, and taking `extra` flags.
+AgentOptions tls_agent(const conduit::testing::TestCa& ca, const conduit::testing::CertFiles& cert,
+                       const std::vector<std::string>& extra = {}) {
+  AgentOptions o = agent_options();
+  o.serve_tls(cert.cert, cert.key, ca.cert());
+  o.extra_args.insert(o.extra_args.end(), {"--peer-ca-file", ca.cert().string()});
+  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
+  return o;
+}
+
 class LocalMode : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -267,14 +277,8 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
   const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
   const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
-  auto tls = [&](const conduit::testing::CertFiles& cert) {
-    AgentOptions o = agent_options();
-    o.serve_tls(cert.cert, cert.key, ca.cert());
-    o.extra_args.insert(o.extra_args.end(), {"--peer-ca-file", ca.cert().string()});
-    return o;
-  };
-  AgentProcess a(tls(cert_a));
-  AgentProcess b(tls(cert_b));
+  AgentProcess a(tls_agent(ca, cert_a));
+  AgentProcess b(tls_agent(ca, cert_b));
   ASSERT_TRUE(a.started() && b.started());
   ASSERT_EQ(a.url().rfind("https://", 0), 0U);
   std::vector<std::byte> data(8 * MiB + 4321);
@@ -327,16 +331,11 @@ TEST(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
   const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
   const auto not_node_a = ca.issue("conduit:agent:node-c", "DNS:node-c");
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
-  auto tls = [&](const conduit::testing::CertFiles& cert, std::vector<std::string> extra) {
-    AgentOptions o = agent_options();
-    o.serve_tls(cert.cert, cert.key, ca.cert());
-    o.extra_args = {"--peer-ca-file", ca.cert().string(), "--client-ca-file", ca.cert().string()};
-    o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
-    return o;
-  };
-  AgentProcess a(tls(cert_a, {"--peer-client-cert", not_node_a.cert.string(), "--peer-client-key",
-                              not_node_a.key.string()}));
-  AgentProcess b(tls(cert_b, {}));
+  const std::string clients = ca.cert().string();
+  AgentProcess a(tls_agent(ca, cert_a,
+                           {"--client-ca-file", clients, "--peer-client-cert", not_node_a.cert.string(),
+                            "--peer-client-key", not_node_a.key.string()}));
+  AgentProcess b(tls_agent(ca, cert_b, {"--client-ca-file", clients}));
   ASSERT_TRUE(a.started() && b.started());
   std::vector<std::byte> data(2 * MiB + 5);
   fill_pattern(data, 29);
@@ -369,15 +368,8 @@ TEST(LocalModeTls, ATenantsControllerRunsItsNamespacesJobsAndNoOneElses) {
   const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
   const auto tenant = ca.issue("conduit:controller:team-a", "DNS:x");
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
-  auto tls = [&](const conduit::testing::CertFiles& cert) {
-    AgentOptions o = agent_options();
-    o.serve_tls(cert.cert, cert.key, ca.cert());
-    o.extra_args.insert(o.extra_args.end(),
-                        {"--peer-ca-file", ca.cert().string(), "--client-ca-file", ca.cert().string()});
-    return o;
-  };
-  AgentProcess a(tls(cert_a));
-  AgentProcess b(tls(cert_b));
+  AgentProcess a(tls_agent(ca, cert_a, {"--client-ca-file", ca.cert().string()}));
+  AgentProcess b(tls_agent(ca, cert_b, {"--client-ca-file", ca.cert().string()}));
   ASSERT_TRUE(a.started() && b.started());
   std::vector<std::byte> data(4 * MiB + 77);
   fill_pattern(data, 23);
