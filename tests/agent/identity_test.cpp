@@ -391,6 +391,41 @@ TEST_F(AgentIdentity, AnAgentReachesOnlyItsGrantsRangeAndAccess) {
   EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum?length=4096").first, 403) << "after revoking";
 }
 
+// `conduit transfer --pull` names the node of the agent that reads in its read grant (GET /v1/node of the
+// --to agent), so only that node's certificate may use it. The reader here asks the source for checksums
+// of what it read (verify crc32c): an agent that says it is node-b but presents node-x's certificate is
+// refused. Before, the pull's grant named no node and any agent certificate used it: the second pull
+// succeeded.
+TEST_F(AgentIdentity, TheClisPullGrantNamesTheNodeThatReads) {
+  auto reader = [&](const std::string& presents) {
+    const CertFiles client = ca.issue("conduit:agent:" + presents, "DNS:" + presents);
+    return identity_agent(
+        ca.issue("node-b", "DNS:node-b,IP:127.0.0.1"), ca,
+        {"--node-name", "node-b", "--peer-ca-file", ca.cert().string(), "--peer-client-cert",
+         client.cert.string(), "--peer-client-key", client.key.string()});
+  };
+  AgentProcess a(
+      identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca, {"--node-name", "node-a"}));
+  AgentProcess b(reader("node-b"));
+  AgentProcess liar(reader("node-x"));
+  ASSERT_TRUE(ca.ok());
+  ASSERT_TRUE(a.started() && b.started() && liar.started());
+  testing::load_seeded(a, "src", 4 * MiB, 11);
+  for (AgentProcess* to : {&b, &liar}) {
+    ASSERT_EQ(to->post("/v1/regions", {{"name", "dst"}, {"bytes", 4 * MiB}, {"memory", "host"}}).status, 201);
+  }
+  auto pull = [&](const AgentProcess& to) {
+    const std::string command = "CONDUIT_TOKEN=" + std::string(kToken) +
+                                " CONDUIT_CA_CERT=" + ca.cert().string() + " " + CONDUIT_CLI_BIN +
+                                " transfer --pull --from " + a.url() + "/src --to " + to.url() +
+                                "/dst --verify crc32c > /dev/null 2>&1";
+    return std::system(command.c_str());
+  };
+  EXPECT_EQ(pull(b), 0) << "node-b reading through a grant made for node-b";
+  EXPECT_NE(pull(liar), 0) << "node-x's certificate used a grant made for node-b";
+  EXPECT_EQ(a.get("/v1/grants").body["items"], json::array()) << "the CLI revokes its grant either way";
+}
+
 TEST_F(AgentIdentity, AgentsPresentTheirCertificatesAndOnlyTheGrantsPeerMayReportLandedBytes) {
   // Two agents with certificates of their own nodes and no token for each other. Node-a sends to node-b
   // with crc32c: every landing report is a call a -> b that b lets in only for the grant's peer.
