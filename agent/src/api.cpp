@@ -491,13 +491,18 @@ bool may_touch_region(const AgentState& state, const std::string& name) {
 }
 
 // 403 (and true) when the caller, an agent, may not `reach` `length` bytes at `offset` of region `name`: no
-// live grant made for it allows that (peer_access.h).
-bool out_of_reach(Response& res, const Request& req, const AgentState& state, const std::string& name,
-                  Reach reach, std::uint64_t offset, std::uint64_t length) {
-  auto why = peer_refusal(state.grants.list(), caller(), name, reach, offset, length,
-                          std::chrono::system_clock::now());
+// live grant of `grants` made for it allows that (peer_access.h).
+bool out_of_reach(Response& res, const Request& req, const std::vector<std::shared_ptr<const Grant>>& grants,
+                  const std::string& name, Reach reach, std::uint64_t offset, std::uint64_t length) {
+  auto why = peer_refusal(grants, caller(), name, reach, offset, length, std::chrono::system_clock::now());
   if (why) forbid(res, req, *why);
   return why.has_value();
+}
+
+// The same against the grants as they are now.
+bool out_of_reach(Response& res, const Request& req, const AgentState& state, const std::string& name,
+                  Reach reach, std::uint64_t offset, std::uint64_t length) {
+  return out_of_reach(res, req, state.grants.list(), name, reach, offset, length);
 }
 
 // The same for what an agent's transfer request touches of its source region: each scatter op's range, or
@@ -507,8 +512,10 @@ bool agent_out_of_reach(Response& res, const Request& req, const AgentState& sta
                         const TransferRequest& request) {
   const Reach reach = request.op == OpKind::Read ? Reach::Write : Reach::Read;
   const std::string& name = request.source_region;
+  // One look at the grants for all the ops (up to kMaxScatterOps), not a copy of the table per op.
+  const auto grants = state.grants.list();
   for (const ScatterOp& op : request.ops) {
-    if (out_of_reach(res, req, state, name, reach, op.source_offset, op.length)) return true;
+    if (out_of_reach(res, req, grants, name, reach, op.source_offset, op.length)) return true;
   }
   if (!request.ops.empty()) return false;
   std::uint64_t length = request.length;

@@ -104,7 +104,7 @@ TEST(DataDirHttp, ALinkOutOfTheNamespacesDirectoryIsForbidden) {
   const auto inner =
       a.post("/v1/regions", {{"name", "inner"}, {"file", "team-a/inner.bin"}, {"namespace", "team-a"}});
   EXPECT_EQ(inner.status, 201) << inner.body.dump();
-  EXPECT_EQ(a.get("/v1/regions/inner").body.value("bytes", 0), own.size());
+  EXPECT_EQ(a.get("/v1/regions/inner").body.value("bytes", std::uint64_t{0}), own.size());
 }
 
 // A thread swaps d (a directory in the data directory) with d-alt (a link to a directory outside it) as fast

@@ -372,6 +372,16 @@ TEST_F(AgentIdentity, AnAgentReachesOnlyItsGrantsRangeAndAccess) {
                 .first,
             403)
       << "to the region's end";
+  // Each scatter op's range alike: one op past the grant refuses the whole request.
+  auto ops = [&](std::uint64_t second) {
+    return json{{"source", {{"region", "secret"}}},
+                {"targets", {{{"grant", into_mine["key"]}}}},
+                {"ops",
+                 {{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 2048}},
+                  {{"sourceOffset", second}, {"targetOffset", 2048}, {"length", 2048}}}}};
+  };
+  EXPECT_EQ(call(node_b, "POST", "/v1/transfers", ops(2048)).first, 202) << "both ops in its 4 KiB";
+  EXPECT_EQ(call(node_b, "POST", "/v1/transfers", ops(65536)).first, 403) << "the second op past it";
   EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum").first, 403) << "the whole region";
   EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum?offset=4096&length=4096").first, 403);
   EXPECT_EQ(call(node_b, "GET", "/v1/regions/secret/checksum?length=4096").first, 200) << "its own range";
