@@ -1,5 +1,5 @@
-// Request bodies of the agent's REST API, read the way the server reads them (api.cpp read_json_body: JSON
-// without exceptions, then "is an object") and handed to every body parser: POST /v1/regions,
+// Request bodies of the agent's REST API, read the way the server reads them (rest/body.h read_json_body:
+// JSON without exceptions, then "is an object") and handed to every body parser: POST /v1/regions,
 // /v1/regions/{name}/save, /v1/regions/{name}/grants, /v1/regions/{name}/staging and /v1/transfers. None may
 // throw or crash, and the error answer the agent would send must serialize.
 #include <cstddef>
@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "api_requests.h"
 #include "regions.h"
+#include "rest/requests.h"
 #include "transfers.h"
 
 namespace {
@@ -29,23 +29,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) return 0;
 
-  if (auto region = conduit::agent::parse_create_region(body); !region) {
+  if (auto region = conduit::agent::rest::parse_create_region(body); !region) {
     answer(region.error());
   } else if (!conduit::agent::validate_name(region->name).ok() ||
              (region->bytes == 0) == !region->file.has_value()) {
     std::abort();  // accepted: a valid name and exactly one of bytes and file
   }
-  if (auto file = conduit::agent::parse_save_region(body); !file) {
+  if (auto file = conduit::agent::rest::parse_save_region(body); !file) {
     answer(file.error());
   } else if (file->file.empty()) {
     std::abort();
   }
-  if (auto grant = conduit::agent::parse_create_grant(body); !grant) {
+  if (auto grant = conduit::agent::rest::parse_create_grant(body); !grant) {
     answer(grant.error());
   } else if (grant->ttl.count() < 1 || grant->ttl.count() > 86400 || (grant->length && *grant->length == 0)) {
     std::abort();
   }
-  if (auto staging = conduit::agent::parse_staging(body); !staging) {
+  if (auto staging = conduit::agent::rest::parse_staging(body); !staging) {
     answer(staging.error());
   } else if (staging->length == 0) {
     std::abort();

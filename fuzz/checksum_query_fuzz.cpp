@@ -7,15 +7,16 @@
 #include <cstdlib>
 #include <string>
 
-#include "api_requests.h"
 #include "regions.h"
+#include "rest/requests.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
   httplib::Params params;
   httplib::detail::parse_query_text(text, params);
-  if (auto query = conduit::agent::parse_checksum_query(params); query && query->slice == 0) std::abort();
-  (void)conduit::agent::validate_id(text);
+  if (auto query = conduit::agent::rest::parse_checksum_query(params); query && query->slice == 0)
+    std::abort();
+  (void)conduit::agent::rest::validate_id(text);
   (void)conduit::agent::validate_name(text);
   return 0;
 }

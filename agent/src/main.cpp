@@ -12,7 +12,6 @@
 #include <memory>
 #include <thread>
 
-#include "api.h"
 #include "conduit/common/log.h"
 #include "conduit/common/token_file.h"
 #include "config.h"
@@ -25,6 +24,7 @@
 #include "metrics/agent_metrics.h"
 #include "node_certificate.h"
 #include "regions.h"
+#include "rest/rest.h"
 #include "transfers.h"
 #include "transport_set.h"
 

@@ -1,6 +1,6 @@
-#include "peer_access.h"
+#include "rest/peer_access.h"
 
-namespace conduit::agent {
+namespace conduit::agent::rest {
 
 std::optional<std::string> peer_refusal(const std::vector<std::shared_ptr<const Grant>>& grants,
                                         const Caller& caller, const std::string& region, Reach reach,
@@ -27,4 +27,4 @@ std::optional<std::string> peer_refusal(const std::vector<std::shared_ptr<const 
          (reach == Reach::Write ? " (a read grant never lets its agent write)" : "");
 }
 
-}  // namespace conduit::agent
+}  // namespace conduit::agent::rest

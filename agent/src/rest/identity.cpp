@@ -1,8 +1,8 @@
-#include "identity.h"
+#include "rest/identity.h"
 
 #include "regions.h"
 
-namespace conduit::agent {
+namespace conduit::agent::rest {
 
 std::string Caller::describe() const {
   switch (role) {
@@ -55,4 +55,4 @@ bool admits(RouteAccess access, const Caller& caller) {
   return false;
 }
 
-}  // namespace conduit::agent
+}  // namespace conduit::agent::rest

@@ -1,12 +1,15 @@
-// The agent's REST API (agent/openapi.yaml) on cpp-httplib: every route under /v1 needs a caller (a client
-// certificate or the bearer token: identity.h) that the route lets in; /healthz, /readyz and /metrics do not.
-// Every error is {"error": {"code", "message"}} with a 4xx/5xx.
+// The agent's REST API (agent/openapi.yaml) on cpp-httplib: what main() hands it and the one call that puts
+// it on a server. Every route under /v1 needs a caller (a client certificate or the bearer token:
+// rest/identity.h) that the route lets in; /healthz, /readyz and /metrics do not. Every error is
+// {"error": {"code", "message"}} with a 4xx/5xx.
+//
+// These two names stay in conduit::agent, where main() builds the state; everything behind them is
+// conduit::agent::rest.
 #pragma once
 
 #include <httplib.h>
 
 #include <atomic>
-#include <string>
 
 #include "conduit/common/token_file.h"
 #include "config.h"
@@ -36,7 +39,7 @@ struct AgentState {
   const NodeCertificate* node_certificate = nullptr;  // with --node-certificate: /readyz waits for it
 };
 
-// Registers every route on `server`.
+// Registers every route on `server`, with authentication before routing and JSON error bodies after.
 void install_routes(httplib::Server& server, AgentState& state);
 
 }  // namespace conduit::agent

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "grants.h"
-#include "identity.h"
+#include "rest/identity.h"
 
-namespace conduit::agent {
+namespace conduit::agent::rest {
 
 enum class Reach : std::uint8_t { Read, Write };
 
@@ -33,4 +33,4 @@ std::optional<std::string> peer_refusal(const std::vector<std::shared_ptr<const 
                                         std::uint64_t offset, std::uint64_t length,
                                         std::chrono::system_clock::time_point now);
 
-}  // namespace conduit::agent
+}  // namespace conduit::agent::rest

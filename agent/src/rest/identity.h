@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-namespace conduit::agent {
+namespace conduit::agent::rest {
 
 enum class Role { Operator, Controller, Agent };
 
@@ -41,7 +41,7 @@ struct Caller {
 // The caller a verified certificate's common name names; nullopt for a name that is none of the above.
 std::optional<Caller> caller_from_certificate(std::string_view common_name);
 
-// What a route lets in, declared where the route is registered (api.cpp).
+// What a route lets in, declared where the route is registered (rest/*_routes.cpp).
 enum class RouteAccess {
   Public,   // no caller needed: probes and Prometheus
   Control,  // the controller and operators
@@ -51,4 +51,4 @@ enum class RouteAccess {
 // Whether `caller` passes a route's `access`; agents get the scope check from the handler.
 bool admits(RouteAccess access, const Caller& caller);
 
-}  // namespace conduit::agent
+}  // namespace conduit::agent::rest

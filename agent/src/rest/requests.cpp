@@ -1,4 +1,4 @@
-#include "api_requests.h"
+#include "rest/requests.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include "conduit/common/json_fields.h"
 #include "regions.h"
 
-namespace conduit::agent {
+namespace conduit::agent::rest {
 namespace {
 
 constexpr std::uint64_t kMaxTtlSeconds = 24 * 3600;
@@ -285,7 +285,7 @@ Result<VersionQuery> parse_version_query(const httplib::Params& params) {
 Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too) {
   std::chrono::seconds wait{0};
   for (const auto& [key, value] : params) {
-    if (namespace_too && key == "namespace") continue;  // the route's own (held_namespace)
+    if (namespace_too && key == "namespace") continue;  // the route's own (Call::ns)
     if (key != "waitSeconds") return invalid("unknown query parameter " + quote(key));
     if (params.count(key) > 1) return invalid("query parameter " + quote(key) + " given more than once");
     const auto parsed = parse_decimal(value);
@@ -305,4 +305,4 @@ Status validate_id(const std::string& id) {
   return {};
 }
 
-}  // namespace conduit::agent
+}  // namespace conduit::agent::rest

@@ -16,7 +16,7 @@
 #include "conduit/transport.h"
 #include "tenancy.h"
 
-namespace conduit::agent {
+namespace conduit::agent::rest {
 
 // POST /v1/regions: either {name, bytes, memory?} or {name, file, mode?: "load"}.
 struct CreateRegionRequest {
@@ -99,10 +99,10 @@ struct VersionQuery {
 Result<VersionQuery> parse_version_query(const httplib::Params& params);
 
 // ?waitSeconds= of POST /v1/transfers and GET /v1/transfers/{id} (at most 60; absent: 0, no wait).
-// `namespace_too`: the route also takes ?namespace= (checked by the route itself).
+// `namespace_too`: the route also takes ?namespace= (checked by the router: Call::ns).
 Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too = false);
 
 // Grant and transfer ids in paths: short, printable, no separators.
 Status validate_id(const std::string& id);
 
-}  // namespace conduit::agent
+}  // namespace conduit::agent::rest

@@ -1,0 +1,205 @@
+// Grants, the only way a region becomes remotely reachable (grants.h): made on a region or as a ring in
+// front of a file, renewed, looked at and revoked; and what a writer tells the grant it writes through:
+// which bytes landed, and that all of them did (the commit).
+#include <algorithm>
+#include <string>
+
+#include "conduit/api/errors.h"
+#include "rest/access.h"
+#include "rest/reply.h"
+#include "rest/requests.h"
+#include "rest/routes.h"
+#include "tenancy.h"
+
+namespace conduit::agent::rest {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
+constexpr const char* kGrant = "/v1/grants/{id}";
+constexpr const char* kGrantLanded = "/v1/grants/{id}/landed";
+constexpr const char* kGrantCommit = "/v1/grants/{id}/commit";
+constexpr const char* kGrantRenew = "/v1/grants/{id}/renew";
+// A ring grant's ring is a multiple of this, so a writer can cut it into equal segments.
+constexpr std::uint64_t kRingUnit = 64u << 10;
+
+// The file a grant saves into as bytes land, opened beneath the job's namespace's directory where files are
+// namespaced; nullopt after answering, 403 for a file out of the job's reach.
+std::optional<SaveFile> open_save(const Call& c, const std::string& file, const std::string& job_ns) {
+  if (c.file_out_of_reach(file, job_ns)) return std::nullopt;
+  auto save = c.state.regions.open_save(file, c.files_of(job_ns));
+  if (!save) {
+    c.fail_file(save.error());
+    return std::nullopt;
+  }
+  return std::move(*save);
+}
+
+// Grant {id} and the landing its writer reports to, or nullopt after answering: 404, or 409 for a grant that
+// takes no reports.
+struct Landed {
+  std::shared_ptr<const Grant> grant;
+  std::shared_ptr<Landing> landing;
+};
+std::optional<Landed> path_landing(const Call& c) {
+  auto grant = c.state.grants.get(c.id);
+  if (!grant) {
+    c.fail(grant.error());
+    return std::nullopt;
+  }
+  if (!(*grant)->landing) {
+    c.fail(make_error(ErrorCode::Conflict, "grant " + c.id +
+                                               " takes no landing reports: it is a read grant or one of CUDA "
+                                               "memory"));
+    return std::nullopt;
+  }
+  return Landed{*grant, (*grant)->landing};
+}
+
+void answer_made(Call& c, const Grant& grant) {
+  c.res.set_header("Location", "/v1/grants/" + grant.id);
+  c.reply(201, grant.to_json());
+}
+
+void create_grant(Call& c) {
+  const auto request = c.body(parse_create_grant);
+  if (!request) return;
+  if (c.out_of_scope(request->job_namespace)) return;
+  auto region = c.state.regions.get(c.name);
+  if (!region) return c.fail(region.error());
+  // The agent checks again what the controller checked: a job reaches only its namespace's regions.
+  if (c.denied(refusal(**region, request->job_namespace, request->pod))) return;
+  const std::uint64_t size = (*region)->bytes();
+  const std::uint64_t length = request->length.value_or(size - std::min(request->offset, size));
+  if (request->offset > size || length > size - request->offset || length == 0) {
+    return send_error(c.res, 400, api::wire_code(ErrorCode::InvalidArgument),
+                      "range [" + std::to_string(request->offset) + ", +" + std::to_string(length) +
+                          ") is outside region " + c.name + " (" + std::to_string(size) + " bytes)");
+  }
+  std::optional<LandingSpec> landing;
+  if (request->save) {
+    auto save = open_save(c, *request->save, request->job_namespace);
+    if (!save) return;
+    landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
+  }
+  auto grant = c.state.grants.create(*region, request->offset, length, request->access, request->ttl,
+                                     request->provider, std::move(landing), request->writer, request->peer,
+                                     request->job_namespace);
+  if (!grant) return c.fail(grant.error());
+  if ((*grant)->staging) c.state.metrics.staged_fallback();  // the target end of a staged GPU transfer
+  c.state.metrics.observe_registration((*grant)->registration_seconds);
+  answer_made(c, **grant);
+}
+
+// A file target with no region: the writer's bytes pass through a ring of --pipeline-bytes at most.
+void create_ring_grant(Call& c) {
+  const auto request = c.body(parse_create_ring_grant);
+  if (!request) return;
+  if (c.out_of_scope(request->job_namespace)) return;
+  auto save = open_save(c, *request->save, request->job_namespace);
+  if (!save) return;
+  const std::uint64_t wanted = std::min(c.state.config.pipeline_bytes, request->save_bytes);
+  const std::uint64_t ring = (wanted + kRingUnit - 1) / kRingUnit * kRingUnit;
+  auto memory =
+      c.state.regions.scratch(ring, "the landing ring of a grant saving \"" + *request->save + "\"");
+  if (!memory) return c.fail(memory.error());
+  auto grant = c.state.grants.create(
+      *memory, 0, ring, Access::RemoteWrite, request->ttl, request->provider,
+      LandingSpec{.ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save), .writer = ""},
+      "", request->peer, request->job_namespace);
+  if (!grant) return c.fail(grant.error());
+  answer_made(c, **grant);
+}
+
+void grant_landed(Call& c) {
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  const auto request = c.body(parse_landed);
+  if (!request) return;
+  const auto landed = path_landing(c);
+  if (!landed) return;
+  const auto& landing = landed->landing;
+  // A report names a range of the grant's stream; an agent's that leaves it asks for what no grant made for
+  // it allows (an operator's is a bad request, answered by the landing itself).
+  const std::uint64_t stream = landing->stream_bytes();
+  if (c.caller.role == Role::Agent &&
+      (request->offset > stream || request->length > stream - request->offset)) {
+    return c.forbid("the report's range is outside the grant's " + std::to_string(stream) + " bytes");
+  }
+  auto report = landing->landed(request->offset, request->length, request->slice, request->crc32c,
+                                request->wait_for_previous);
+  if (!report) return c.fail(report.error());
+  count_written(c.state.metrics, report->written);
+  c.reply(200, {{"offset", request->offset},
+                {"length", request->length},
+                {"mismatched", report->mismatched},
+                {"saved", report->saved}});
+}
+
+void grant_commit(Call& c) {
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  const auto bytes = c.body(parse_commit);
+  if (!bytes) return;
+  const auto landed = path_landing(c);
+  if (!landed) return;
+  const auto& landing = landed->landing;
+  auto committed = landing->commit(*bytes);
+  if (!committed) return c.fail(committed.error());
+  json answer{{"id", c.id}, {"landing", landing->to_json()}};
+  // Every byte of a write into a region landed: the region has a new version (waiters wake).
+  if (const RegionPtr& region = landed->grant->region.get(); region && !landing->ring()) {
+    answer["region"] = *committed ? region->bump(landing->writer()).to_json(region->name())
+                                  : region->update().to_json(region->name());
+  }
+  c.reply(200, answer);
+}
+
+void renew_grant(Call& c) {
+  const auto ttl = c.body(parse_renew_grant);
+  if (!ttl) return;
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  auto grant = c.state.grants.renew(c.id, *ttl);
+  if (!grant) return c.fail(grant.error());
+  c.reply(200, (*grant)->to_json());
+}
+
+// A Control route: the caller is the controller or an operator, so only a tenant's is refused any.
+void list_grants(Call& c) {
+  json list = json::array();
+  for (const auto& grant : c.state.grants.list()) {
+    if (!grant_refusal(c.caller, *grant)) list.push_back(grant->to_json());
+  }
+  c.reply(200, items(std::move(list)));
+}
+
+void get_grant(Call& c) {
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  auto grant = c.state.grants.get(c.id);
+  if (!grant) return c.fail(grant.error());
+  c.reply(200, (*grant)->to_json());
+}
+
+// A request held to a namespace (Call::ns) revokes only that namespace's grant.
+void revoke_grant(Call& c) {
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  if (auto grant = c.state.grants.get(c.id); grant && !c.ns.empty() && (*grant)->job_namespace != c.ns) {
+    return c.forbid("the grant is not made for namespace " + c.ns);
+  }
+  if (auto revoked = c.state.grants.revoke(c.id); !revoked) return c.fail(revoked.error());
+  c.res.status = 204;
+}
+
+}  // namespace
+
+void install_grant_routes(Router& r) {
+  r.post(kRegionGrants, create_grant);
+  r.post("/v1/grants", create_ring_grant);
+  r.post(kGrantLanded, grant_landed, RouteAccess::Peer);
+  r.post(kGrantCommit, grant_commit, RouteAccess::Peer);
+  r.post(kGrantRenew, renew_grant);
+  r.get("/v1/grants", list_grants);
+  r.get(kGrant, get_grant);
+  r.del(kGrant, revoke_grant, RouteAccess::Peer, {"namespace"});
+}
+
+}  // namespace conduit::agent::rest
