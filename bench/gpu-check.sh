@@ -14,8 +14,9 @@
 # then prints each throughput next to the copy bandwidth. Any failure: exit 1 with one line of why.
 #
 # Usage: bench/gpu-check.sh [BUNDLE_DIR]       (default: build-gpu-bundle at the repository root)
-# Environment: CONDUIT_GPU_CHECK_SIZE (default 1GiB); CONDUIT_CUDA_DRIVER (the libcuda.so.1 to load; found
-# with ldconfig otherwise); CONDUIT_GPU_CHECK_DOUBLE=1 runs every step against the CUDA host double, a
+# Environment: CONDUIT_GPU_CHECK_SIZE (default 1GiB); CONDUIT_CUDA_DRIVER (the libcuda.so.1 to load, read by
+# the agents as their --cuda-driver option, by conduit-gpu-probe and conduit_cuda_tests alike; found with
+# ldconfig otherwise); CONDUIT_GPU_CHECK_DOUBLE=1 runs every step against the CUDA host double, a
 # host-memory stand-in device (the bundle's test builds conduit-agent-cuda-double,
 # conduit-gpu-probe-cuda-double and conduit_cuda_double_tests), to test this script on a machine without a
 # GPU (its figures mean nothing).

@@ -3,7 +3,9 @@
 // reaches: the same driver copies). For bench/gpu-check.sh; one key=value line per fact.
 //   conduit-gpu-probe                      availability; exit 1 with the reason when no device is usable
 //   conduit-gpu-probe --bandwidth 1GiB     and the copy bandwidth on device 0 (best of 3)
+//   --cuda-driver PATH (else CONDUIT_CUDA_DRIVER): the driver library to load, as the agent's option
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -12,7 +14,14 @@
 
 int main(int argc, char** argv) {
   std::uint64_t bandwidth_bytes = 0;
+  const char* env_driver = std::getenv("CONDUIT_CUDA_DRIVER");
+  std::string driver =
+      env_driver != nullptr && *env_driver != '\0' ? env_driver : conduit::cuda::kDefaultDriverLibrary;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--cuda-driver") == 0 && i + 1 < argc) {
+      driver = argv[++i];
+      continue;
+    }
     if (std::strcmp(argv[i], "--bandwidth") == 0 && i + 1 < argc) {
       auto n = conduit::parse_size(argv[++i]);
       if (!n) {
@@ -21,9 +30,13 @@ int main(int argc, char** argv) {
       }
       bandwidth_bytes = *n;
     } else {
-      std::fprintf(stderr, "usage: conduit-gpu-probe [--bandwidth SIZE]\n");
+      std::fprintf(stderr, "usage: conduit-gpu-probe [--bandwidth SIZE] [--cuda-driver PATH]\n");
       return 2;
     }
+  }
+  if (auto set = conduit::cuda::set_driver_library(driver); !set) {
+    std::fprintf(stderr, "conduit-gpu-probe: --cuda-driver: %s\n", set.error().message.c_str());
+    return 2;
   }
   const auto& a = conduit::cuda::availability();
   std::printf("cuda built=%d driver=%d driverVersion=%d devices=%zu\n", a.built ? 1 : 0, a.driver ? 1 : 0,

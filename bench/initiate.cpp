@@ -47,7 +47,7 @@ int initiate(const Options& options, const std::string& target) {
                 std::to_string(options.size));
   }
 
-  TransportConfig config;
+  TransportConfig config = options.data_plane.applied_to({});
   config.provider = options.provider;
   config.rails = options.rails;
   config.bind_address = options.bind;
@@ -117,7 +117,8 @@ int initiate(const Options& options, const std::string& target) {
       {"target_cpu_s_per_gb",
        cpu_target < 0 ? nlohmann::json(nullptr) : nlohmann::json(cpu_target / gb_moved)},
   };
-  if (const char* mode = std::getenv("CONDUIT_PROGRESS")) result["progress"] = mode;
+  if (options.data_plane.progress != ProgressMode::Auto)
+    result["progress"] = to_string(options.data_plane.progress);
   if (options.json) {
     std::cout << result.dump() << std::endl;
   } else {

@@ -274,7 +274,8 @@ struct Conduit {
   Registration remote, local;
 
   std::string open(const Options& o, std::uint64_t bytes) {
-    TransportConfig config{.provider = o.provider, .rails = 1, .bind_address = o.bind};
+    const TransportConfig config =
+        o.data_plane.applied_to({.provider = o.provider, .rails = 1, .bind_address = o.bind});
     auto t = open_transport(config);
     auto i = open_transport(config);
     if (!t || !i) return "opening the transports: " + (t ? i.error() : t.error()).message;

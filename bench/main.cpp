@@ -12,6 +12,8 @@
 #include <iostream>
 
 #include "conduit/common/size.h"
+#include "conduit/cuda_device.h"
+#include "data_plane_flags.h"
 #include "options.h"
 
 namespace po = boost::program_options;
@@ -81,6 +83,9 @@ int main(int argc, char** argv) {
       "agent-latency", po::value(&agents)->value_name("SRC_URL,DST_URL"),
       "one op at a time through two running agents' API, and scattered against contiguous 16 MiB")(
       "token-file", po::value(&token_file), "the agents' bearer token (with --agent-latency)");
+  po::options_description data_plane_desc("Data-plane options (the agent's, same names and ranges)");
+  conduit::bench::add_data_plane_flags(data_plane_desc);
+  desc.add(data_plane_desc);
   po::options_description hidden;
   hidden.add_options()("mode", po::value<std::string>(), "serve");
   po::options_description all;
@@ -110,6 +115,11 @@ int main(int argc, char** argv) {
   options.chunk = *chunk_bytes;
   options.op = op == "read" ? conduit::OpKind::Read : conduit::OpKind::Write;
   options.json = vm.count("json") > 0;
+  auto data_plane = conduit::bench::read_data_plane_flags(vm);
+  if (!data_plane) return std::cerr << "conduit-bench: " << data_plane.error().message << "\n", 2;
+  options.data_plane = data_plane->settings;
+  if (auto driver = conduit::cuda::set_driver_library(options.data_plane.cuda_driver); !driver)
+    return std::cerr << "conduit-bench: " << driver.error().message << "\n", 2;
 
   if (vm.count("mode")) {
     if (vm["mode"].as<std::string>() != "serve") {
@@ -130,9 +140,12 @@ int main(int argc, char** argv) {
   }
   if (!connect.empty()) return conduit::bench::initiate(options, connect);
   if (vm.count("self")) {
-    return run_self(options, argv[0],
-                    {"--provider", options.provider, "--size", size, "--rails", std::to_string(options.rails),
-                     "--bind", options.bind});
+    std::vector<std::string> passthrough{"--provider", options.provider, "--size",
+                                         size,         "--rails",        std::to_string(options.rails),
+                                         "--bind",     options.bind};
+    // The target opens its transport with the same data-plane settings (the environment goes with it).
+    passthrough.insert(passthrough.end(), data_plane->given.begin(), data_plane->given.end());
+    return run_self(options, argv[0], passthrough);
   }
   std::cerr << "conduit-bench: say --self, --connect HOST:PORT, serve or --memcpy (see --help)\n";
   return 2;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "conduit/data_plane_settings.h"
 #include "conduit/transport.h"
 
 namespace conduit::bench {
@@ -18,6 +19,7 @@ struct Options {
   int iterations = 5;
   OpKind op = OpKind::Write;
   bool json = false;
+  DataPlaneSettings data_plane;  // --progress, --ib-*, ... (data_plane_flags.h)
 };
 
 // Runs the passive target: allocates and registers `size` bytes, serves the control API on `listen`

@@ -50,8 +50,8 @@ for p in "${programs[@]}"; do
   cat > "$bundle/bin/$p" <<EOF
 #!/bin/sh
 # Starts libexec/$p with the bundle's own loader and libraries (built on $(. /etc/os-release && echo "$PRETTY_NAME")),
-# so this machine needs none of them. The CUDA driver is this machine's: CONDUIT_CUDA_DRIVER, or wherever
-# the loader finds libcuda.so.1.
+# so this machine needs none of them. The CUDA driver is this machine's: CONDUIT_CUDA_DRIVER (the agent's
+# --cuda-driver), or wherever the loader finds libcuda.so.1.
 b=\$(cd "\$(dirname "\$0")/.." && pwd)
 exec "\$b/lib/$(basename "$loader")" --library-path "\$b/lib" "\$b/libexec/$p" "\$@"
 EOF

@@ -35,7 +35,7 @@ int serve(const Options& options, const std::string& listen) {
     std::cerr << "conduit-bench: --listen wants HOST:PORT, got \"" << listen << "\"\n";
     return 2;
   }
-  TransportConfig config;
+  TransportConfig config = options.data_plane.applied_to({});
   config.provider = options.provider;
   config.rails = options.rails;
   config.bind_address = options.bind;

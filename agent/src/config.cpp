@@ -8,6 +8,7 @@
 #include <boost/program_options.hpp>
 #include <cctype>
 #include <charconv>
+#include <functional>
 #include <map>
 #include <sstream>
 
@@ -74,7 +75,7 @@ Result<std::vector<std::string>> parse_list(const std::string& text) {
   return items;
 }
 
-using Apply = Status (*)(AgentConfig&, const std::string&);
+using Apply = std::function<Status(AgentConfig&, const std::string&)>;
 
 // One setting: its flag name (also its YAML key; the environment variable is CONDUIT_ + upper snake case).
 struct Setting {
@@ -304,11 +305,28 @@ const std::array<Setting, 30> kSettings{{
      }},
 }};
 
-std::string env_name(std::string_view flag) {
-  std::string name = "CONDUIT_";
-  for (char c : flag) name += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  return name;
+// The data plane's settings (conduit/data_plane_settings.h), as options of the agent: conduit-bench parses
+// the same table, so a setting has one name, range and error in both.
+std::vector<Setting> data_plane_options() {
+  std::vector<Setting> out;
+  for (const DataPlaneSetting& d : data_plane_settings()) {
+    out.push_back(
+        {d.name, d.value_name, d.help, d.default_text,
+         [apply = d.apply](AgentConfig& c, const std::string& v) { return apply(c.data_plane, v); }});
+  }
+  return out;
 }
+
+const std::vector<Setting>& all_settings() {
+  static const std::vector<Setting> all = [] {
+    std::vector<Setting> v(kSettings.begin(), kSettings.end());
+    for (Setting& s : data_plane_options()) v.push_back(std::move(s));
+    return v;
+  }();
+  return all;
+}
+
+std::string env_name(std::string_view flag) { return environment_name(flag); }
 
 std::map<std::string, std::string> read_environment(char** envp) {
   std::map<std::string, std::string> env;
@@ -337,8 +355,9 @@ Result<std::map<std::string, std::string>> read_yaml(const std::string& path) {
   if (!root.IsMap()) return invalid("config file " + path + ": want a mapping of option names to values");
   for (const auto& entry : root) {
     const auto key = entry.first.as<std::string>();
+    const auto& settings = all_settings();
     const bool known =
-        std::any_of(kSettings.begin(), kSettings.end(), [&](const Setting& s) { return key == s.name; });
+        std::any_of(settings.begin(), settings.end(), [&](const Setting& s) { return key == s.name; });
     if (!known) return invalid("config file " + path + ": unknown key \"" + key + "\"");
     const YAML::Node& value = entry.second;
     if (value.IsScalar()) {
@@ -357,6 +376,17 @@ Result<std::map<std::string, std::string>> read_yaml(const std::string& path) {
   return values;
 }
 
+void add_option(po::options_description& group, const Setting& s) {
+  std::string help = std::string(s.help) + " (env " + env_name(s.name);
+  if (std::string_view(s.name) == "node-name") help += ", else NODE_NAME";
+  help += std::string(", default ") + s.default_text + ")";
+  if (*s.value_name == '\0') {
+    group.add_options()(s.name, help.c_str());
+  } else {
+    group.add_options()(s.name, po::value<std::string>()->value_name(s.value_name), help.c_str());
+  }
+}
+
 po::options_description describe() {
   po::options_description desc(
       "conduit-agent: the Conduit node agent (regions, grants, transfers, REST API).\n"
@@ -366,16 +396,11 @@ po::options_description describe() {
   desc.add_options()("help,h", "show this help and exit")(
       "config", po::value<std::string>()->value_name("FILE"),
       "YAML file of options (env CONDUIT_CONFIG, default none)");
-  for (const Setting& s : kSettings) {
-    std::string help = std::string(s.help) + " (env " + env_name(s.name);
-    if (std::string_view(s.name) == "node-name") help += ", else NODE_NAME";
-    help += std::string(", default ") + s.default_text + ")";
-    if (*s.value_name == '\0') {
-      desc.add_options()(s.name, help.c_str());
-    } else {
-      desc.add_options()(s.name, po::value<std::string>()->value_name(s.value_name), help.c_str());
-    }
-  }
+  for (const Setting& s : kSettings) add_option(desc, s);
+  po::options_description data_plane(
+      "Data-plane options (the transports'; conduit-bench takes them as flags too)", 110, 60);
+  for (const Setting& s : data_plane_options()) add_option(data_plane, s);
+  desc.add(data_plane);
   return desc;
 }
 
@@ -424,7 +449,7 @@ Result<ParsedConfig> parse_config(int argc, const char* const* argv, char** envp
   }
 
   AgentConfig& config = parsed.config;
-  for (const Setting& s : kSettings) {
+  for (const Setting& s : all_settings()) {
     const std::string var = env_name(s.name);
     std::string value;
     std::string source;

@@ -1,5 +1,7 @@
 // conduit-agent's settings. Each comes from a flag, else an environment variable (CONDUIT_<NAME>, e.g.
-// CONDUIT_DATA_DIR; NODE_NAME for the node), else the YAML file given by --config, else its default.
+// CONDUIT_DATA_DIR; NODE_NAME for the node), else the YAML file given by --config, else its default. The
+// data plane's (conduit/data_plane_settings.h: libfabric progress, ibverbs, the CUDA driver) are options
+// like any other, passed down to the transports as values.
 #pragma once
 
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "conduit/common/result.h"
+#include "conduit/data_plane_settings.h"
 
 namespace conduit::agent {
 
@@ -56,6 +59,7 @@ struct AgentConfig {
   // The longest one long-poll (a region version, a transfer's end) holds its request before answering with
   // the state then; the caller asks again. Below a proxy's idle timeout, for one.
   std::chrono::seconds long_poll_max{60};
+  DataPlaneSettings data_plane;  // --progress, --cuda-driver, --ib-*
 };
 
 struct ParsedConfig {

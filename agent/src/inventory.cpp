@@ -156,11 +156,9 @@ nlohmann::json nic_choice(const Topology& topology) {
 
 // The native rdma-core backend: usable when this agent opened it, otherwise whether it could be opened here
 // and, when not, the same reason opening it gives ("no RDMA device (ibv_get_device_list found none)").
-nlohmann::json ibverbs_check(const TransportSet& transports) {
+nlohmann::json ibverbs_check(const TransportSet& transports, const verbs::VerbsOptions& options) {
   if (transports.find(verbs::kProviderName) != nullptr) return check("ibverbs", true, "");
-  auto options = verbs::VerbsOptions::from_environment();
-  if (!options) return check("ibverbs", false, options.error().message);
-  const Status usable = verbs::probe(*options);
+  const Status usable = verbs::probe(options);
   return check("ibverbs", usable.ok(), usable.ok() ? "" : usable.error().message);
 }
 
@@ -184,9 +182,9 @@ nlohmann::json node_inventory(const AgentConfig& config, const TransportSet& tra
   if (topology) out["topology"]["nicChoice"] = nic_choice(*topology);
   out["memory"] = {
       {"cap", regions.cap()}, {"used", regions.used_bytes()}, {"pooled", regions.pool().held_bytes()}};
-  out["checks"] =
-      nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
-                             memlock_check(regions.cap()), ipc_lock_check(), ibverbs_check(transports)});
+  out["checks"] = nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),
+                                         memlock_check(regions.cap()), ipc_lock_check(),
+                                         ibverbs_check(transports, config.data_plane.ibverbs)});
   return out;
 }
 

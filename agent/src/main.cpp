@@ -14,6 +14,7 @@
 
 #include "conduit/common/log.h"
 #include "conduit/common/token_file.h"
+#include "conduit/cuda_device.h"
 #include "config.h"
 #include "grants.h"
 #include "http_server.h"
@@ -132,7 +133,15 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
     return kStartError;
   }
 
-  auto opened = TransportSet::open(config.providers, config.rails, config.bind_address, config.stall_timeout);
+  // Before anything asks CUDA (opening a transport probes GPU registration): the driver loads once.
+  if (auto driver = cuda::set_driver_library(config.data_plane.cuda_driver); !driver) {
+    log::error("cannot use the CUDA driver asked for", {{"error", driver.error().message}});
+    return kStartError;
+  }
+  auto opened = TransportSet::open(
+      config.providers, config.data_plane.applied_to(TransportConfig{.rails = config.rails,
+                                                                     .bind_address = config.bind_address,
+                                                                     .stall_timeout = config.stall_timeout}));
   if (!opened) {
     log::error("cannot open the fabric", {{"error", opened.error().message}});
     return kStartError;

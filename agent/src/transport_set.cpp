@@ -22,14 +22,15 @@ bool provider_matches(std::string_view opened, std::string_view asked) {
 
 }  // namespace
 
-Result<TransportSet> TransportSet::open(const std::vector<std::string>& providers, int rails,
-                                        const std::string& bind_address,
-                                        std::chrono::milliseconds stall_timeout) {
+Result<TransportSet> TransportSet::open(const std::vector<std::string>& providers,
+                                        const TransportConfig& each) {
   if (providers.empty()) return make_error(ErrorCode::InvalidArgument, "no fabric provider asked for");
   TransportSet set;
   std::string failures;
   for (const std::string& provider : providers) {
-    auto transport = open_transport(TransportConfig{provider, rails, bind_address, stall_timeout});
+    TransportConfig config = each;
+    config.provider = provider;
+    auto transport = open_transport(config);
     if (!transport) {
       failures += (failures.empty() ? "" : "; ") + provider + ": " + transport.error().message;
       continue;

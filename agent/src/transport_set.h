@@ -18,9 +18,15 @@ namespace conduit::agent {
 
 class TransportSet {
  public:
-  // Opens each provider; "auto" opens the best present. An empty result is an error naming every failure.
+  // Opens each provider with `each` but for its provider ("auto" opens the best present). An empty result is
+  // an error naming every failure.
+  static Result<TransportSet> open(const std::vector<std::string>& providers, const TransportConfig& each);
+  // The same with the data plane's defaults (tests: rails, address and stall timeout are all they vary).
   static Result<TransportSet> open(const std::vector<std::string>& providers, int rails,
-                                   const std::string& bind_address, std::chrono::milliseconds stall_timeout);
+                                   const std::string& bind_address, std::chrono::milliseconds stall_timeout) {
+    return open(providers, TransportConfig{
+                               .rails = rails, .bind_address = bind_address, .stall_timeout = stall_timeout});
+  }
 
   Transport* find(std::string_view provider) const;  // by canonical name ("tcp;ofi_rxm") or alias ("tcp")
   Transport* primary() const { return transports_.empty() ? nullptr : transports_.front().get(); }

@@ -194,6 +194,82 @@ TEST(AgentConfig, HelpDocumentsEveryOptionWithItsVariable) {
   EXPECT_NE(help.find("default 8GiB"), std::string::npos);
 }
 
+// The data plane's settings are options like any other: flag, CONDUIT_* variable (the names they had when
+// the transports read them), config key; each reaches the transports as a value in their TransportConfig.
+TEST(AgentConfig, DataPlaneSettingsReachTheTransportsAsValues) {
+  TempDir dir;
+  const std::string file = dir.write("agent.yaml",
+                                     "insecure-no-auth: true\n"
+                                     "ib-devices: [mlx5_0, mlx5_1]\n"
+                                     "ib-sl: 3\n"
+                                     "ib-sq-depth: 64\n");
+  auto r = parse({"--config", file, "--ib-sq-depth", "256", "--cuda-driver", "/opt/nvidia/libcuda.so.1"},
+                 {"CONDUIT_PROGRESS=spin", "CONDUIT_IB_QPS_PER_PEER=4", "CONDUIT_IB_SL=5"});
+  ASSERT_TRUE(r) << error_of(r);
+  const DataPlaneSettings& d = r->config.data_plane;
+  EXPECT_EQ(d.progress, ProgressMode::Spin);                                     // environment
+  EXPECT_EQ(d.ibverbs.qps_per_peer, 4u);                                         // environment
+  EXPECT_EQ(d.ibverbs.service_level, 5);                                         // environment beats the file
+  EXPECT_EQ(d.ibverbs.sq_depth, 256u);                                           // flag beats the file
+  EXPECT_EQ(d.ibverbs.devices, (std::vector<std::string>{"mlx5_0", "mlx5_1"}));  // file
+  EXPECT_EQ(d.cuda_driver, "/opt/nvidia/libcuda.so.1");                          // flag
+  EXPECT_EQ(d.ibverbs.signal_every, 16u);                                        // default
+
+  TransportConfig asked;
+  asked.provider = "ibverbs";
+  asked.rails = 2;
+  const TransportConfig config = d.applied_to(asked);
+  EXPECT_EQ(config.progress, ProgressMode::Spin);
+  EXPECT_EQ(config.ibverbs.sq_depth, 256u);
+  EXPECT_EQ(config.ibverbs.qps_per_peer, 4u);
+  EXPECT_EQ(config.ibverbs.devices, (std::vector<std::string>{"mlx5_0", "mlx5_1"}));
+  EXPECT_EQ(config.rails, 2);
+
+  auto defaults = parse({"--insecure-no-auth"});
+  ASSERT_TRUE(defaults) << error_of(defaults);
+  EXPECT_EQ(defaults->config.data_plane.progress, ProgressMode::Auto);
+  EXPECT_EQ(defaults->config.data_plane.cuda_driver, "libcuda.so.1");
+  EXPECT_EQ(defaults->config.data_plane.ibverbs.sq_depth, 128u);
+}
+
+TEST(AgentConfig, BadDataPlaneSettingGetsOneLineNamingIt) {
+  TempDir dir;
+  const std::string file = dir.write("agent.yaml", "insecure-no-auth: true\nib-sl: 16\n");
+  const std::vector<std::pair<Result<ParsedConfig>, std::string>> cases{
+      {parse({"--insecure-no-auth", "--ib-sq-depth", "1"}),
+       "--ib-sq-depth: want an integer in 2..32768, got \"1\""},
+      {parse({"--insecure-no-auth"}, {"CONDUIT_IB_SIGNAL_EVERY=0"}),
+       "CONDUIT_IB_SIGNAL_EVERY: want an integer in 1..32768, got \"0\""},
+      {parse({"--insecure-no-auth"}, {"CONDUIT_IB_PORT=one"}),
+       "CONDUIT_IB_PORT: want an integer in 1..255, got \"one\""},
+      {parse({"--insecure-no-auth"}, {"CONDUIT_PROGRESS=fast"}),
+       "CONDUIT_PROGRESS: \"fast\" is not one of auto, fd, backoff, spin"},
+      {parse({"--insecure-no-auth", "--ib-near", "gpu0"}),
+       "--ib-near: near \"gpu0\": want a GPU's PCI address (0000:1b:00.0) or numa:N"},
+      {parse({"--config", file}), "config file " + file + ": ib-sl: want an integer in 0..15, got \"16\""},
+  };
+  for (const auto& [r, want] : cases) {
+    ASSERT_FALSE(r) << want;
+    EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument);
+    EXPECT_EQ(r.error().message, want);
+  }
+}
+
+TEST(AgentConfig, HelpDocumentsTheDataPlaneSettings) {
+  auto r = parse({"--help"});
+  ASSERT_TRUE(r) << error_of(r);
+  const std::string& help = r->help_text;
+  EXPECT_NE(help.find("Data-plane options"), std::string::npos);
+  for (const char* flag : {"progress", "cuda-driver", "ib-devices", "ib-near", "ib-listen", "ib-port",
+                           "ib-gid-index", "ib-qps-per-peer", "ib-sq-depth", "ib-signal-every",
+                           "ib-traffic-class", "ib-sl", "ib-timeout", "ib-retry-count"}) {
+    EXPECT_NE(help.find(std::string("--") + flag + " "), std::string::npos) << flag;
+    std::string var = "CONDUIT_";
+    for (const char* c = flag; *c != '\0'; ++c) var += *c == '-' ? '_' : static_cast<char>(std::toupper(*c));
+    EXPECT_NE(help.find(var), std::string::npos) << var;
+  }
+}
+
 TEST(ParseBytes, Table) {
   const std::vector<std::pair<std::string, std::uint64_t>> good{
       {"0", 0},

@@ -3,11 +3,11 @@
 #include <dlfcn.h>
 
 #include <cctype>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 
 #include "conduit/cuda_device.h"
+#include "driver_library.h"
 
 namespace conduit::cuda {
 namespace backend {
@@ -32,10 +32,8 @@ std::string rc_text(const Driver& d, CUresult rc) {
 
 Loaded load() {
   Loaded l;
-  // CONDUIT_CUDA_DRIVER names another library (tests point it at a missing file to see the no-driver path
-  // on a machine that has one).
-  const char* env = std::getenv("CONDUIT_CUDA_DRIVER");
-  const std::string library = env != nullptr && *env != '\0' ? env : "libcuda.so.1";
+  // libcuda.so.1 unless the process named another (set_driver_library: the agent's --cuda-driver).
+  const std::string library = take_driver_library();
   // Never closed: the driver stays loaded for the life of the process, as every CUDA program's does.
   void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

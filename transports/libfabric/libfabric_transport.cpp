@@ -115,7 +115,7 @@ Result<std::unique_ptr<LibfabricTransport>> LibfabricTransport::open_rails(const
     }
     Rail::Options options;
     options.index = static_cast<std::uint32_t>(r);
-    options.mode = choose_progress_mode(**endpoint);
+    options.mode = choose_progress_mode(config.progress, **endpoint);
     options.stall_timeout = config.stall_timeout;
     t->rails_.push_back(std::make_unique<Rail>(std::move(*endpoint), options));
   }

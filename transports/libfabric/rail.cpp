@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstdlib>
 #include <string>
 
 namespace conduit::fabric {
@@ -72,26 +71,10 @@ std::string describe(const PostedOp& op) {
 
 }  // namespace
 
-std::string_view to_string(ProgressMode mode) {
-  switch (mode) {
-    case ProgressMode::Fd:
-      return "fd";
-    case ProgressMode::Backoff:
-      return "backoff";
-    case ProgressMode::Spin:
-      return "spin";
-  }
-  return "unknown";
-}
-
-ProgressMode choose_progress_mode(const Endpoint& endpoint) {
-  if (const char* env = std::getenv("CONDUIT_PROGRESS")) {
-    const std::string_view v(env);
-    if (v == "spin") return ProgressMode::Spin;
-    if (v == "backoff") return ProgressMode::Backoff;
-    if (v == "fd" && endpoint.wait_fd() >= 0) return ProgressMode::Fd;
-  }
-  return endpoint.wait_fd() >= 0 ? ProgressMode::Fd : ProgressMode::Backoff;
+ProgressMode choose_progress_mode(ProgressMode asked, const Endpoint& endpoint) {
+  const bool has_fd = endpoint.wait_fd() >= 0;
+  if (asked == ProgressMode::Spin || asked == ProgressMode::Backoff) return asked;
+  return has_fd ? ProgressMode::Fd : ProgressMode::Backoff;
 }
 
 Rail::Rail(std::shared_ptr<Endpoint> endpoint, Options options)

@@ -17,15 +17,9 @@
 
 namespace conduit::fabric {
 
-// How an idle progress thread waits. Fd: sleep in poll() on the CQ's wait fd (tcp). Backoff: spin briefly,
-// then sleep with growing intervals (providers without a wait fd, e.g. shm). Spin: never sleep (costs a
-// core; the baseline the other two are measured against).
-enum class ProgressMode : std::uint8_t { Fd, Backoff, Spin };
-
-// CONDUIT_PROGRESS=fd|backoff|spin overrides the choice (for measurement); default: Fd where the CQ has a
-// wait fd, else Backoff.
-ProgressMode choose_progress_mode(const Endpoint& endpoint);
-std::string_view to_string(ProgressMode mode);
+// The mode a rail on `endpoint` runs in (never Auto): `asked` (TransportConfig::progress) where the endpoint
+// can do it, else Fd where the CQ has a wait fd, else Backoff. Decided once, when the rail opens.
+ProgressMode choose_progress_mode(ProgressMode asked, const Endpoint& endpoint);
 
 class Rail {
  public:

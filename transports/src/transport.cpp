@@ -10,12 +10,22 @@ namespace conduit {
 
 // The backend factory: adding a backend adds a line here and a folder beside libfabric/.
 Result<std::unique_ptr<Transport>> open_transport(const TransportConfig& config) {
-  if (config.provider == verbs::kProviderName) {
-    auto options = verbs::VerbsOptions::from_environment();
-    if (!options) return options.error();
-    return verbs::open(config, *options);
-  }
+  if (config.provider == verbs::kProviderName) return verbs::open(config, config.ibverbs);
   return fabric::LibfabricTransport::open(config);
+}
+
+std::string_view to_string(ProgressMode mode) {
+  switch (mode) {
+    case ProgressMode::Auto:
+      return "auto";
+    case ProgressMode::Fd:
+      return "fd";
+    case ProgressMode::Backoff:
+      return "backoff";
+    case ProgressMode::Spin:
+      return "spin";
+  }
+  return "unknown";
 }
 
 Result<std::vector<std::uint32_t>> registration_rails(std::span<const std::uint32_t> asked, int rails) {

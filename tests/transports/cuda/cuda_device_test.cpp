@@ -29,6 +29,20 @@ TEST(CudaAvailability, SaysWhyCudaIsNotUsableHere) {
 #endif
 }
 
+// The driver loads once per process: naming another library after that is refused, saying why, rather than
+// silently ignored (the agent names it before its first CUDA call: --cuda-driver).
+TEST(CudaDriverLibrary, IsNamedBeforeTheFirstCudaCall) {
+  EXPECT_EQ(set_driver_library("").error().code, ErrorCode::InvalidArgument);
+  [[maybe_unused]] const Availability& a = availability();
+#ifdef CONDUIT_HAVE_CUDA
+  const Status late = set_driver_library("/elsewhere/libcuda.so.1");
+  ASSERT_FALSE(late);
+  EXPECT_EQ(late.error().code, ErrorCode::Conflict);
+  EXPECT_NE(late.error().message.find("already chose the CUDA driver"), std::string::npos)
+      << late.error().message;
+#endif
+}
+
 TEST(CudaAvailability, EveryEntryPointAnswersUnsupportedWithTheReason) {
   const Availability& a = availability();
   if (a.usable()) GTEST_SKIP() << "CUDA is usable here";

@@ -1,9 +1,14 @@
 // Which RDMA devices the ibverbs rails open: the ones named, else the ones nearest the memory served, on a
 // topology shaped like a two-socket server (GPU and mlx5_0 below one PCIe switch on socket 0, mlx5_1 on
-// the same root complex, mlx5_2 on socket 1), and the environment variables that set the options.
+// the same root complex, mlx5_2 on socket 1), and the settings (conduit/data_plane_settings.h: the agent's
+// --ib-* options and CONDUIT_IB_* variables, conduit-bench's flags) that fill the options.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "conduit/data_plane_settings.h"
 #include "device_choice.h"
 
 namespace conduit::verbs {
@@ -108,45 +113,73 @@ TEST(VerbsDeviceChoice, ParsesNear) {
   EXPECT_FALSE(parse_near("gpu0").ok());
 }
 
-class VerbsOptionsEnv : public ::testing::Test {
- protected:
-  void TearDown() override {
-    for (const char* name : {"CONDUIT_IB_DEVICES", "CONDUIT_IB_GID_INDEX", "CONDUIT_IB_QPS_PER_PEER",
-                             "CONDUIT_IB_SIGNAL_EVERY", "CONDUIT_IB_PORT", "CONDUIT_IB_NEAR"}) {
-      unsetenv(name);
-    }
+// Sets one setting from its text, as the agent and conduit-bench do.
+Status set(DataPlaneSettings& s, std::string_view name, const std::string& text) {
+  for (const DataPlaneSetting& setting : data_plane_settings()) {
+    if (setting.name == name) return setting.apply(s, text);
   }
-};
-
-TEST_F(VerbsOptionsEnv, DefaultsAndOverrides) {
-  auto o = VerbsOptions::from_environment();
-  ASSERT_TRUE(o.ok()) << o.error().message;
-  EXPECT_TRUE(o->devices.empty());
-  EXPECT_EQ(o->gid_index, -1);
-  EXPECT_EQ(o->qps_per_peer, 2u);
-
-  setenv("CONDUIT_IB_DEVICES", "mlx5_0, mlx5_3,", 1);
-  setenv("CONDUIT_IB_GID_INDEX", "3", 1);
-  setenv("CONDUIT_IB_QPS_PER_PEER", "4", 1);
-  setenv("CONDUIT_IB_NEAR", "numa:1", 1);
-  o = VerbsOptions::from_environment();
-  ASSERT_TRUE(o.ok()) << o.error().message;
-  EXPECT_EQ(o->devices, (Names{"mlx5_0", "mlx5_3"}));
-  EXPECT_EQ(o->gid_index, 3);
-  EXPECT_EQ(o->qps_per_peer, 4u);
-  EXPECT_EQ(o->near, "numa:1");
+  return make_error(ErrorCode::NotFound, "no setting " + std::string(name));
 }
 
-TEST_F(VerbsOptionsEnv, BadValuesNameTheVariable) {
-  setenv("CONDUIT_IB_SIGNAL_EVERY", "0", 1);
-  auto o = VerbsOptions::from_environment();
-  ASSERT_FALSE(o.ok());
-  EXPECT_EQ(o.error().message, "CONDUIT_IB_SIGNAL_EVERY=\"0\": want an integer in 1..32768");
-  unsetenv("CONDUIT_IB_SIGNAL_EVERY");
-  setenv("CONDUIT_IB_PORT", "one", 1);
-  o = VerbsOptions::from_environment();
-  ASSERT_FALSE(o.ok());
-  EXPECT_NE(o.error().message.find("CONDUIT_IB_PORT"), std::string::npos);
+TEST(VerbsSettings, DefaultsAndOverrides) {
+  DataPlaneSettings s;
+  const VerbsOptions& o = s.ibverbs;
+  EXPECT_TRUE(o.devices.empty());
+  EXPECT_EQ(o.gid_index, -1);
+  EXPECT_EQ(o.qps_per_peer, 2u);
+
+  ASSERT_TRUE(set(s, "ib-devices", "mlx5_0, mlx5_3,").ok());
+  ASSERT_TRUE(set(s, "ib-gid-index", "3").ok());
+  ASSERT_TRUE(set(s, "ib-qps-per-peer", "4").ok());
+  ASSERT_TRUE(set(s, "ib-near", "numa:1").ok());
+  EXPECT_EQ(o.devices, (Names{"mlx5_0", "mlx5_3"}));
+  EXPECT_EQ(o.gid_index, 3);
+  EXPECT_EQ(o.qps_per_peer, 4u);
+  EXPECT_EQ(o.near, "numa:1");
+  // What a transport is opened with.
+  EXPECT_EQ(s.applied_to({}).ibverbs.devices, (Names{"mlx5_0", "mlx5_3"}));
+}
+
+TEST(VerbsSettings, BadValuesSayWhatIsWanted) {
+  DataPlaneSettings s;
+  Status bad = set(s, "ib-signal-every", "0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, ErrorCode::InvalidArgument);
+  EXPECT_EQ(bad.error().message, "want an integer in 1..32768, got \"0\"");
+  bad = set(s, "ib-port", "one");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message, "want an integer in 1..255, got \"one\"");
+  bad = set(s, "ib-near", "gpu0");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("want a GPU's PCI address"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(s.ibverbs.signal_every, 16u);  // a refused value changes nothing
+  EXPECT_EQ(s.ibverbs.port, 1);
+  EXPECT_TRUE(s.ibverbs.near.empty());
+}
+
+// Every range the table accepts is one VerbsOptions::validate() accepts too: a setting the agent took never
+// fails when the transport opens.
+TEST(VerbsSettings, TheTableAndValidateAgree) {
+  for (const auto& [name, low, high] :
+       std::vector<std::tuple<const char*, long, long>>{{"ib-port", 1, 255},
+                                                        {"ib-gid-index", -1, 255},
+                                                        {"ib-qps-per-peer", 1, 64},
+                                                        {"ib-sq-depth", 2, 32768},
+                                                        {"ib-signal-every", 1, 32768},
+                                                        {"ib-traffic-class", 0, 255},
+                                                        {"ib-sl", 0, 15},
+                                                        {"ib-timeout", 1, 31},
+                                                        {"ib-retry-count", 0, 7}}) {
+    for (const long v : {low, high}) {
+      DataPlaneSettings s;
+      ASSERT_TRUE(set(s, name, std::to_string(v)).ok()) << name << "=" << v;
+      EXPECT_TRUE(s.ibverbs.validate().ok()) << name << "=" << v;
+    }
+    for (const long v : {low - 1, high + 1}) {
+      DataPlaneSettings s;
+      EXPECT_FALSE(set(s, name, std::to_string(v)).ok()) << name << "=" << v;
+    }
+  }
 }
 
 }  // namespace

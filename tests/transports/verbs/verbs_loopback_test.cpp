@@ -4,7 +4,6 @@
 // on the device's loopback, with small queues so signaling, queue bounds and windows are exercised.
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
-#include <stdlib.h>
 
 #include <chrono>
 #include <memory>
@@ -66,12 +65,12 @@ TEST(VerbsNoDevice, OpeningFailsWithTheSameClearReasonTheProbeGives) {
 }
 
 TEST(VerbsNoDevice, BadOptionsAreRefusedBeforeAnyDeviceIsTouched) {
-  setenv("CONDUIT_IB_SQ_DEPTH", "1", 1);
-  auto t = open_transport(ibverbs_config());
-  unsetenv("CONDUIT_IB_SQ_DEPTH");
+  TransportConfig config = ibverbs_config();
+  config.ibverbs.sq_depth = 1;
+  auto t = open_transport(config);
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.error().code, ErrorCode::InvalidArgument);
-  EXPECT_EQ(t.error().message, "CONDUIT_IB_SQ_DEPTH=\"1\": want an integer in 2..32768");
+  EXPECT_EQ(t.error().message, "ibverbs: send queue depth must be 2..32768");
 
   verbs::VerbsOptions o;
   o.qps_per_peer = 0;

@@ -11,8 +11,8 @@
 // transports/cuda/stub.cpp. Only test executables link another one (a stand-in device of host memory, in
 // tests/doubles/); nothing at run time can switch a binary to it.
 //
-// Environment: CONDUIT_CUDA_DRIVER names another driver library than libcuda.so.1 (where the loader does not
-// find the machine's driver; a missing one shows the no-driver path on a GPU machine). Read once per process.
+// Which driver library is loaded is the caller's value (set_driver_library), never read from the
+// environment here.
 #pragma once
 
 #include <cstddef>
@@ -42,6 +42,15 @@ struct Availability {
   std::string reason;  // empty when usable; otherwise why CUDA memory is not available here
   bool usable() const { return driver && !devices.empty(); }
 };
+
+// The driver library availability() and every call below load: libcuda.so.1, wherever the loader finds it,
+// unless the process names another before its first CUDA call (conduit-agent's --cuda-driver: a node whose
+// loader does not search where the driver is, as a self-contained bundle's own loader may not; a missing
+// file gives the no-driver reason). The driver is loaded once per process, so naming a different library
+// after that is Conflict; naming the one loaded is fine. Builds without a driver (the stub, test doubles)
+// keep the name and load nothing.
+inline constexpr const char* kDefaultDriverLibrary = "libcuda.so.1";
+Status set_driver_library(const std::string& path);
 
 // Probed once per process (thread-safe) and cached: the driver does not come or go while we run.
 const Availability& availability();

@@ -18,6 +18,7 @@
 #include "conduit/common/result.h"
 #include "conduit/memory_region.h"
 #include "conduit/remote_key.h"
+#include "conduit/verbs_options.h"
 
 namespace conduit {
 
@@ -115,11 +116,22 @@ struct Capabilities {
   std::vector<std::string> rail_nics;
 };
 
+// How an idle libfabric progress thread waits. Fd: sleep in poll() on the CQ's wait fd (tcp). Backoff: spin
+// briefly, then sleep with growing intervals (providers without a wait fd, e.g. shm). Spin: never sleep
+// (costs a core; the baseline the other two are measured against). Auto: Fd where the CQ has a wait fd, else
+// Backoff; Fd asked of a provider without one gets Backoff too.
+enum class ProgressMode : std::uint8_t { Auto, Fd, Backoff, Spin };
+std::string_view to_string(ProgressMode mode);  // "auto" | "fd" | "backoff" | "spin"
+
+// How to open one transport. Every field is a value the caller chose (the agent from its options,
+// conduit-bench from its flags): no backend reads settings of its own from the environment.
 struct TransportConfig {
-  std::string provider = "auto";  // tcp | shm | efa | verbs | auto, or the full "tcp;ofi_rxm" form
+  std::string provider = "auto";  // tcp | shm | efa | verbs | ibverbs | auto, or the full "tcp;ofi_rxm" form
   int rails = 1;                  // endpoints to stripe over (NICs on a real node)
   std::string bind_address;       // tcp/verbs: local IP to bind; empty = the provider's default interface
   std::chrono::milliseconds stall_timeout{30000};  // fail a batch with no completion for this long
+  ProgressMode progress = ProgressMode::Auto;      // libfabric providers: how idle rails wait
+  verbs::VerbsOptions ibverbs{};                   // provider "ibverbs": devices, queues, link settings
 };
 
 class Transport {
