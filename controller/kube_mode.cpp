@@ -71,6 +71,7 @@ class LeaderOnlyStore : public ObjectStore {
   std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds timeout) override {
     return store_.wait_for_changes(timeout);
   }
+  void wake() override { store_.wake(); }
 
  private:
   static Error not_leading() {
@@ -192,7 +193,8 @@ class SliceDiscovery {
 
 }  // namespace
 
-int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
+int run_kube_mode(const ControllerConfig& settings, const sigset_t& signals) {
+  const KubeModeOptions& options = settings.kube;
   auto config = kube::load_default_config(options.kubeconfig);
   if (!config) {
     std::cerr << "conduit-controller: Kubernetes config: " << config.error().message << "\n";
@@ -212,21 +214,15 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
   kube::KubeObjectStore store(client, store_options);
 
   // The directory the agent client reads: the static agents, then whatever the EndpointSlices add.
-  AgentDirectory directory;
-  for (const auto& node : options.agents.nodes()) directory.set(node, options.agents.url(node).value_or(""));
+  const AgentDirectory fixed(settings.agents);
+  AgentDirectory directory(settings.agents);
   std::unique_ptr<SliceDiscovery> slices;
   if (!options.agent_service.empty()) {
     const std::string ns =
         options.agent_service_namespace.empty() ? config->ns : options.agent_service_namespace;
-    slices = std::make_unique<SliceDiscovery>(client, ns, options.agent_service, options.agents, directory);
+    slices = std::make_unique<SliceDiscovery>(client, ns, options.agent_service, fixed, directory);
   }
-  HttpAgentOptions agent_options;
-  agent_options.token_file = options.agent_token_file;
-  agent_options.ca_cert = options.agent_ca_file;
-  agent_options.server_name = options.agent_server_name;
-  agent_options.client_cert = options.agent_client_cert;
-  agent_options.client_key = options.agent_client_key;
-  HttpAgentApi agents(directory, agent_options);
+  HttpAgentApi agents(directory, settings.agent_client);
   // Set once leader election has started; until then, and without --leader-elect, we may always act.
   std::atomic<kube::LeaderElector*> leader{nullptr};
   const auto leading = [&leader] {
@@ -263,9 +259,9 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
       },
       [&acting] { return acting.queue_depth(); }, store);
   metrics_sink = &metrics;
-  if (!options.metrics_listen.empty()) {
+  if (!settings.metrics_listen.empty()) {
     std::string error;
-    if (!metrics.listen(options.metrics_listen, error)) {
+    if (!metrics.listen(settings.metrics_listen, error)) {
       std::cerr << "conduit-controller: " << error << "\n";
       return kUsageError;
     }
@@ -273,7 +269,7 @@ int run_kube_mode(const KubeModeOptions& options, const sigset_t& signals) {
 
   log::info("conduit-controller started", {{"mode", "kubernetes"},
                                            {"server", config->server},
-                                           {"agents", std::to_string(options.agents.nodes().size())},
+                                           {"agents", std::to_string(settings.agents.size())},
                                            {"agentService", options.agent_service},
                                            {"leaderElect", options.leader_elect ? "true" : "false"},
                                            {"agentSigner", signer ? "true" : "false"}});

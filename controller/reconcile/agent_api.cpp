@@ -1,10 +1,6 @@
 #include "agent_api.h"
 
-#include <functional>
-#include <memory>
 #include <utility>
-
-#include "conduit/common/token_file.h"
 
 namespace conduit::controller {
 
@@ -41,41 +37,8 @@ std::string transport_name(const std::string& provider) {
   return provider.substr(0, 63);
 }
 
-namespace {
-
-// The controller's token file, opened when first readable and re-read whenever it changes (rotated
-// tokens); until it can be read the calls go without a token, and the agents refuse them.
-api::TokenSource token_source(const std::filesystem::path& path) {
-  if (path.empty()) return {};
-  struct Lazy {
-    std::mutex mu;
-    std::unique_ptr<TokenFile> file;
-  };
-  auto lazy = std::make_shared<Lazy>();
-  return api::TokenSource(std::function<std::string()>([lazy, path = path.string()]() -> std::string {
-    std::lock_guard lock(lazy->mu);
-    if (!lazy->file) {
-      auto opened = TokenFile::open(path);
-      if (!opened) return {};
-      lazy->file = std::move(*opened);
-    }
-    return lazy->file->current();
-  }));
-}
-
-}  // namespace
-
-HttpAgentApi::HttpAgentApi(const AgentDirectory& directory, const HttpAgentOptions& options)
-    : directory_(directory),
-      options_{.token = token_source(options.token_file),
-               .connect_timeout = options.connect_timeout,
-               .read_timeout = options.read_timeout,
-               .write_timeout = options.read_timeout,
-               .slow_timeout = options.slow_timeout,
-               .ca_cert = options.ca_cert,
-               .server_name = options.server_name,
-               .client_cert = options.client_cert,
-               .client_key = options.client_key} {}
+HttpAgentApi::HttpAgentApi(const AgentDirectory& directory, api::ClientOptions options)
+    : directory_(directory), options_(std::move(options)) {}
 
 Result<api::AgentClient> HttpAgentApi::client(const std::string& node) const {
   const auto url = directory_.url(node);

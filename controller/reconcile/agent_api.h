@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -23,6 +22,8 @@ namespace conduit::controller {
 // from the agent Service's EndpointSlices, so it may change while the controller runs.
 class AgentDirectory {
  public:
+  AgentDirectory() = default;
+  explicit AgentDirectory(const std::map<std::string, std::string>& urls) : urls_(urls) {}
   void set(const std::string& node, const std::string& url);
   void remove(const std::string& node);
   std::optional<std::string> url(const std::string& node) const;
@@ -89,25 +90,11 @@ class AgentApi {
   virtual Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) = 0;
 };
 
-struct HttpAgentOptions {
-  std::filesystem::path token_file;  // re-read when it changes (rotated tokens); empty: no token
-  // https agents: the CA to trust instead of the system's (read at each call, so a rotated CA is taken).
-  std::string ca_cert;
-  std::string server_name;  // https agents: the name their certificates carry (empty: their address)
-  // https agents: the certificate (and key) the controller presents, naming it conduit:controller
-  // (docs/security.md). Empty: the token alone says who calls.
-  std::string client_cert;
-  std::string client_key;
-  std::chrono::milliseconds connect_timeout{2000};
-  std::chrono::milliseconds read_timeout{10000};
-  // Loading, allocating and saving a region of many GiB takes minutes, not seconds.
-  std::chrono::milliseconds slow_timeout{std::chrono::minutes(10)};
-};
-
-// AgentApi over api::AgentClient: finds the node's agent in the directory at each call.
+// AgentApi over api::AgentClient: finds the node's agent in the directory at each call. `options` are the
+// controller's (config.h: token, TLS, timeouts), used as they are for every call.
 class HttpAgentApi : public AgentApi {
  public:
-  HttpAgentApi(const AgentDirectory& directory, const HttpAgentOptions& options);
+  HttpAgentApi(const AgentDirectory& directory, api::ClientOptions options);
 
   std::optional<std::string> url(const std::string& node) const override { return directory_.url(node); }
   Result<nlohmann::json> node_info(const std::string& node) override;

@@ -16,6 +16,8 @@ ControlLoop::~ControlLoop() { stop(); }
 
 void ControlLoop::start() {
   stopping_ = false;
+  // A watched transfer's end queues its job at once, as a store change would.
+  reconciler_.transfer_watcher().start([this](const ObjectKey& key) { queue_.add(key); });
   watcher_ = std::thread([this] { watch_loop(); });
   for (unsigned i = 0; i < std::max(1U, options_.workers); ++i)
     workers_.emplace_back([this] { work_loop(); });
@@ -24,11 +26,14 @@ void ControlLoop::start() {
 void ControlLoop::stop() {
   stopping_ = true;
   queue_.shutdown();
+  store_.wake();  // the watch thread's wait for changes ends now, not at its timeout
   if (watcher_.joinable()) watcher_.join();
   for (auto& w : workers_) {
     if (w.joinable()) w.join();
   }
   workers_.clear();
+  // After the workers: none starts a watch after this. Returns once the long-polls under way came back.
+  reconciler_.transfer_watcher().stop();
 }
 
 bool ControlLoop::resync() {

@@ -20,7 +20,11 @@ constexpr std::chrono::seconds kEndWait{1};
 constexpr std::uint64_t kWaitedAtStart = 16u << 20;
 
 Reconciler::Reconciler(ObjectStore& store, AgentApi& agents, Clock clock, ReconcilerOptions options)
-    : store_(store), agents_(agents), clock_(std::move(clock)), options_(options) {}
+    : store_(store),
+      agents_(agents),
+      clock_(std::move(clock)),
+      options_(std::move(options)),
+      watcher_(agents_, options_.watcher) {}
 
 std::string temporary_region_name(const json& job) {
   const json& meta = job.value("metadata", json::object());
@@ -138,6 +142,10 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key, Error* e
     if (!again) break;
     refresh_view(p.view, p.job, p.status);
   }
+  // No transfer of the job's left to hear the end of (finished, released, or the job is going).
+  if (!p.run.transfer || p.forget || p.view.deleting || is_terminal_phase(p.status.value("phase", ""))) {
+    watcher_.unwatch(key);
+  }
   if (p.forget) {
     forget(key);
     return std::nullopt;
@@ -147,6 +155,11 @@ std::optional<milliseconds> Reconciler::reconcile(const ObjectKey& key, Error* e
     return 1s;
   }
   return p.wait;
+}
+
+bool Reconciler::watch_end(const Pass& p) {
+  if (!p.run.transfer) return false;
+  return watcher_.watch(p.key, {p.run.transfer->node, p.run.transfer->name, p.key.ns});
 }
 
 Observation Reconciler::observe(Pass& p) {
@@ -298,10 +311,15 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
         p.memory.ending = true;
         return true;
       }
+      // A longer one's end is heard by the watcher's long-poll, off the workers, when it happens.
+      watch_end(p);
       return false;
     }
-    case StepKind::Track:
-      p.memory.ending = p.seen.kind == Observation::Kind::Answered && ends_within(p.seen.transfer, kEndWait);
+    case StepKind::Track: {
+      // Watched, the end reaches the queue when it happens; otherwise a look near the end waits for it here.
+      const bool answered = p.seen.kind == Observation::Kind::Answered;
+      const bool watched = answered && watch_end(p);
+      p.memory.ending = !watched && answered && ends_within(p.seen.transfer, kEndWait);
       if (p.seen.kind == Observation::Kind::Answered) {
         track(p, p.seen.transfer);
         // Queued moments after we started it: the agent starts it any moment now (a look that our own
@@ -315,6 +333,7 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       // 3 MiB of a 4 GB/s gigabyte) put the look 0.5 s out and the job's end was seen 0.25 s late.
       if (p.memory.ending) p.wait = std::min(p.wait.value_or(options_.poll_interval), milliseconds(10));
       return false;
+    }
     case StepKind::Complete:
       complete(p, p.seen.transfer);
       return is_terminal_phase(p.status.value("phase", ""));

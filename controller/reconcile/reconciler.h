@@ -17,6 +17,7 @@
 #include "step.h"
 #include "store/object_store.h"
 #include "store/pod_directory.h"
+#include "transfer_watcher.h"
 
 namespace conduit::controller {
 
@@ -35,6 +36,8 @@ struct ReconcilerOptions {
   FabricFacts* facts = nullptr;
   // Where podSelector jobs find their pods (Kubernetes mode); null: such jobs are Unsupported (local mode).
   PodDirectory* pods = nullptr;
+  // How running transfers' ends are heard (transfer_watcher.h), once the control loop starts the watcher.
+  TransferWatcherOptions watcher;
 };
 
 class Reconciler {
@@ -58,9 +61,15 @@ class Reconciler {
 
   // Forgets in-memory state of jobs that are gone.
   void forget(const ObjectKey& key) {
+    watcher_.unwatch(key);
     std::lock_guard lock(memory_mu_);
     memory_.erase(key);
   }
+
+  // Hears the ends of the transfers this reconciler started or follows; the control loop starts it (with
+  // its queue) and stops it. Not started (a reconciler driven alone, as in tests), it watches nothing and
+  // every end is seen by the reconciler's own looks.
+  TransferWatcher& transfer_watcher() { return watcher_; }
 
  private:
   struct Memory {
@@ -85,6 +94,8 @@ class Reconciler {
   // picked, go on; else the job was held (false) or failed (true), which run_step returns.
   std::optional<bool> pick_pods(Pass& p);
   Observation observe(Pass& p);
+  // Has the watcher long-poll the current transfer's end; false when it cannot (stopped, or at its bound).
+  bool watch_end(const Pass& p);
   std::optional<AttemptError> start_attempt(Pass& p);
   bool streams_source(const Pass& p);
   std::optional<AttemptError> prepare_source(Pass& p);
@@ -119,6 +130,7 @@ class Reconciler {
   }
   std::mutex memory_mu_;
   std::map<ObjectKey, Memory> memory_;
+  TransferWatcher watcher_;
 };
 
 // The name of the temporary region a file source is loaded into: unique per job, a DNS-1123 label.

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <sstream>
 #include <string_view>
-#include <thread>
 
 #include "conduit/common/log.h"
 #include "conduit/common/time.h"
@@ -267,17 +266,33 @@ Result<json> LocalStore::patch_locked(const ObjectKey& key, const char* field, c
 }
 
 Result<json> LocalStore::patch_job_status(const ObjectKey& key, const json& status) {
-  std::lock_guard lock(mu_);
-  return patch_locked(key, "status", status);
+  auto patched = [&] {
+    std::lock_guard lock(mu_);
+    return patch_locked(key, "status", status);
+  }();
+  if (patched && on_write_) on_write_(key);
+  return patched;
 }
 
 Result<json> LocalStore::patch_job_metadata(const ObjectKey& key, const json& metadata) {
-  std::lock_guard lock(mu_);
-  return patch_locked(key, "metadata", metadata);
+  auto patched = [&] {
+    std::lock_guard lock(mu_);
+    return patch_locked(key, "metadata", metadata);
+  }();
+  if (patched && on_write_) on_write_(key);
+  return patched;
 }
 
 Status LocalStore::delete_job(const ObjectKey& key) {
-  std::lock_guard lock(mu_);
+  auto deleted = [&] {
+    std::lock_guard lock(mu_);
+    return delete_locked(key);
+  }();
+  if (deleted && on_write_) on_write_(key);
+  return deleted;
+}
+
+Status LocalStore::delete_locked(const ObjectKey& key) {
   auto found = find_locked(key);
   if (!found) return found.error();
   if (found->deleting != nullptr) return {};  // already being deleted
@@ -343,8 +358,21 @@ std::vector<ObjectKey> LocalStore::wait_for_changes(std::chrono::milliseconds ti
     }
     const auto left = deadline - std::chrono::steady_clock::now();
     if (left <= std::chrono::steady_clock::duration::zero()) return {};
-    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, poll_interval_));
+    std::unique_lock lock(mu_);
+    const auto step = std::min<std::chrono::steady_clock::duration>(left, poll_interval_);
+    if (woken_cv_.wait_for(lock, step, [this] { return woken_; })) {
+      woken_ = false;
+      return {};
+    }
   }
+}
+
+void LocalStore::wake() {
+  {
+    std::lock_guard lock(mu_);
+    woken_ = true;
+  }
+  woken_cv_.notify_all();
 }
 
 }  // namespace conduit::controller

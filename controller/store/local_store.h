@@ -6,7 +6,9 @@
 // controller removes them, as an apiserver keeps it.
 #pragma once
 
+#include <condition_variable>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -30,6 +32,12 @@ class LocalStore : public ObjectStore {
   void record_event(const ObjectKey& key, const std::string& type, const std::string& reason,
                     const std::string& message) override;
   std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds timeout) override;
+  void wake() override;
+
+  // Called with the job's key after each status or metadata write (and deletion) this store makes, outside
+  // its lock: whoever waits for a job's outcome (--once-job) hears of it as it is written, not at its next
+  // look. Set before the store is shared between threads.
+  void on_write(std::function<void(const ObjectKey&)> hook) { on_write_ = std::move(hook); }
 
   const std::filesystem::path& dir() const { return dir_; }
 
@@ -54,6 +62,7 @@ class LocalStore : public ObjectStore {
     Entry* entry = nullptr;
   };
   Result<Found> find_locked(const ObjectKey& key);
+  Status delete_locked(const ObjectKey& key);
   Result<nlohmann::json> patch_locked(const ObjectKey& key, const char* field, const nlohmann::json& patch);
   // `expected`: the job file's text the object was read from. Given, the write replaces only that text: a
   // removed file stays removed (NotFound) and an edit saved meanwhile stays (Conflict, to be read again).
@@ -69,6 +78,9 @@ class LocalStore : public ObjectStore {
   std::map<ObjectKey, nlohmann::json> deleting_;     // file gone, finalizers left
   std::map<std::filesystem::path, FileStamp> seen_;  // as of the last wait_for_changes (or our own write)
   std::set<std::filesystem::path> warned_;
+  std::condition_variable woken_cv_;  // with mu_: wake() ends the wait between directory looks
+  bool woken_ = false;
+  std::function<void(const ObjectKey&)> on_write_;
 };
 
 }  // namespace conduit::controller

@@ -44,6 +44,9 @@ class ObjectStore {
   // Blocks until some job changed (or `timeout` passed) and returns the keys that changed; the reconciler
   // also re-lists periodically, so a missed notification costs latency, never correctness.
   virtual std::vector<ObjectKey> wait_for_changes(std::chrono::milliseconds timeout) = 0;
+  // Makes the wait_for_changes under way return now, or else the next one: a control loop that stops should
+  // not sit out the rest of its wait. A store may ignore it (its waits then end at their timeout).
+  virtual void wake() {}
 };
 
 }  // namespace conduit::controller
