@@ -1,8 +1,27 @@
-# Build-time measures that change nothing a test sees (scripts/test.sh builds four trees on 2 cores):
+# Build-time measures that change nothing a test sees (scripts/test.sh builds three trees on 2 cores):
+#  - ccache in front of the compiler (where installed);
 #  - lld as the linker (included before any target is made, so add_link_options reaches them all);
 #  - conduit_test_targets_finish(), called once after add_subdirectory(tests): per-tree compile options for
 #    the targets under tests/ (CONDUIT_TEST_COMPILE_OPTIONS) and, with clang, a precompiled header of
 #    gtest + nlohmann/json shared by the test executables.
+
+# Every clean clone builds three trees (release, ASan + fuzzers, TSan): ~25 minutes of compiling on two cores,
+# nearly all of it translation units that did not change since the last run on this machine. ccache
+# (scripts/install-deps.sh installs it; the cache is ccache's own, ~/.cache/ccache, outside the repository)
+# answers those from its cache. The base dir makes a clone's paths relative, so a clone in another directory
+# hits the same entries; the sloppiness lets the tests' precompiled header (clang) be cached and reused.
+# Object files from the cache keep the directory of the clone that compiled them in their debug info: a
+# sanitizer report may name that clone's path for a file, never different code.
+option(CONDUIT_CCACHE "Compile through ccache where it is installed" ON)
+if(CONDUIT_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  find_program(CONDUIT_CCACHE_PROGRAM ccache)
+  if(CONDUIT_CCACHE_PROGRAM)
+    set(CMAKE_CXX_COMPILER_LAUNCHER
+        env CCACHE_BASEDIR=${PROJECT_SOURCE_DIR} CCACHE_NOHASHDIR=true
+        CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
+        ${CONDUIT_CCACHE_PROGRAM})
+  endif()
+endif()
 
 # GNU ld spends seconds on every one of the ~25 executables (large debug info, sanitizer runtimes); lld links
 # the same objects several times faster. scripts/install-deps.sh installs it; without it nothing changes.
@@ -38,6 +57,9 @@ endfunction()
 
 function(conduit_test_targets_finish)
   _conduit_targets_under(${PROJECT_SOURCE_DIR}/tests targets)
+  # conduit-tests: what ctest runs and nothing else (each test executable depends on the binaries it starts),
+  # for the sanitizer trees, which need no benchmark or probe.
+  add_custom_target(conduit-tests)
   set(use_pch OFF)
   if(CONDUIT_PCH AND CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     set(use_pch ON)
@@ -55,6 +77,9 @@ function(conduit_test_targets_finish)
     get_target_property(type ${t} TYPE)
     if(NOT type MATCHES "^(EXECUTABLE|STATIC_LIBRARY|OBJECT_LIBRARY)$")
       continue()
+    endif()
+    if(type STREQUAL "EXECUTABLE")
+      add_dependencies(conduit-tests ${t})
     endif()
     if(CONDUIT_TEST_COMPILE_OPTIONS)
       target_compile_options(${t} PRIVATE ${CONDUIT_TEST_COMPILE_OPTIONS})

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in fuzz/ (clang, ASan + UBSan, coverage in every library they link) and runs
 # each for SECONDS over a copy of its seed corpus fuzz/corpus/<target>/ (the repository's stays as it is),
-# with a fixed -seed and its dictionary from fuzz/dict/. Any crash, leak, undefined behaviour, timeout or
-# out-of-memory fails the run and prints the path of the input that caused it (kept under
-# BUILD_DIR/fuzz-artifacts/), which `BUILD_DIR/bin/fuzz_<target> <path>` replays.
+# with a fixed -seed and its dictionary from fuzz/dict/, one target per core at a time (CONDUIT_FUZZ_JOBS).
+# Any crash, leak, undefined behaviour, timeout or out-of-memory fails the run and prints the path of the
+# input that caused it (kept under BUILD_DIR/fuzz-artifacts/), which `BUILD_DIR/bin/fuzz_<target> <path>`
+# replays.
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET (20)] [BUILD_DIR (build-fuzz)] [TARGET...(all)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,18 +50,38 @@ mkdir -p "$artifacts"
 # The targets run in $work: libinfinipath (pulled in by libfabric) writes a *.btr backtrace file into the
 # current directory when a target aborts, and that must not land in the repository.
 cd "$work"
-failed=0
-for t in "${targets[@]}"; do
-  [ -x "$build/bin/fuzz_$t" ] || { echo "fuzz: no target $t" >&2; exit 1; }
+# One target per core at a time: each is single-threaded, and a target's -max_total_time is its own
+# whichever others run beside it.
+fuzz_one() {
+  local t=$1 dict log rc=0
   mkdir -p "$work/$t"
   [ -d "$repo/fuzz/corpus/$t" ] && cp -R "$repo/fuzz/corpus/$t/." "$work/$t/"
   dict=$(dict_for "$t")
   dict=${dict:+$repo/$dict}
   log="$work/$t.log"
-  rc=0
   "$build/bin/fuzz_$t" "$work/$t" -seed=1 -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
     -max_len=8192 -print_final_stats=1 -artifact_prefix="$artifacts/$t-" ${dict:+-dict="$dict"} \
     > "$log" 2>&1 || rc=$?
+  echo "$rc" > "$work/$t.rc"
+}
+for t in "${targets[@]}"; do
+  [ -x "$build/bin/fuzz_$t" ] || { echo "fuzz: no target $t" >&2; exit 1; }
+done
+parallel=${CONDUIT_FUZZ_JOBS:-$(nproc)}
+running=0
+for t in "${targets[@]}"; do
+  if [ "$running" -ge "$parallel" ]; then
+    wait -n
+    running=$((running - 1))
+  fi
+  fuzz_one "$t" &
+  running=$((running + 1))
+done
+wait
+failed=0
+for t in "${targets[@]}"; do
+  log="$work/$t.log"
+  rc=$(cat "$work/$t.rc")
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   cov=$(grep -E '^#[0-9]+' "$log" | tail -n1 | grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [0-9]+' || true)
   if [ "$rc" -ne 0 ]; then

@@ -20,6 +20,7 @@ packages=(
   prometheus jq
   clang-14 libclang-rt-14-dev
   lld  # the linker cmake/build_speed.cmake uses where present
+  ccache  # in front of the compiler (cmake/build_speed.cmake); its cache is ~/.cache/ccache
   python3 python3-yaml python3-venv
 )
 

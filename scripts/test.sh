@@ -2,11 +2,34 @@
 # The whole test suite: formatting; a release build with every test, the Kubernetes end-to-end tests, the
 # fault suites, hostile input, observability, Helm and a bounded load run; short fuzzing of every decoder;
 # then every test again under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer; with the CUDA
-# code compiled in) and under ThreadSanitizer.
+# code compiled in) and under ThreadSanitizer. Each stage's header shows the time since the start.
+#
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    a developer's loop: format, the release build, the tests that need no second
+#                              process or apiserver (ctest -LE 'integration|kube'), and the main job end to end
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
+stage() { printf '== [%d:%02d] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*"; }
+
 scripts/install-deps.sh
 scripts/check-format.sh
+
+if [ "$quick" = 1 ]; then
+  stage "release build"
+  scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
+  stage "unit tests (no fabric peers, no apiserver)"
+  (cd build && ctest --output-on-failure -j2 --timeout 600 -LE 'integration|kube')
+  stage "the main job end to end (scripts/run-main.sh)"
+  scripts/run-main.sh
+  stage "quick tier passed (the whole suite: scripts/test.sh)"
+  exit 0
+fi
 
 # The suite fails when any test leaves a process of ours running (an agent re-parented to init still holds
 # memory and ports). Processes that were running before the suite started are not ours to judge.
@@ -25,40 +48,41 @@ left_behind() {
 }
 
 jobs=$(nproc)
-echo "== a real kube-apiserver + etcd + kubectl for the Kubernetes tests (built once from Go modules, cached outside the repo)"
+stage "a real kube-apiserver + etcd + kubectl for the Kubernetes tests (built once from Go modules, cached outside the repo)"
 scripts/kube-tools.sh
 
-echo "== release build"
+stage "release build"
 # -g1: line tables for stack traces and sanitizer-free debugging of test failures, without the full debug
 # info that costs ~12% of this build's compile time (shipped images are built by their own Dockerfiles).
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG"
 # Two at a time here and in the sanitizer trees: most tests wait on processes and sockets, and every tree
 # passes so on 2 cores (measured: ASan 430 tests in 149 s, TSan 430 in 178 s).
+stage "release tests (ctest)"
 (cd build && ctest --output-on-failure -j2 --timeout 600)
 
 # The scenario suites run under pytest on one harness (tests/scenarios/harness): real agents, controllers,
 # network namespaces and apiservers; a test that leaves a process behind fails.
-echo "== Kubernetes end to end with real kubectl"
+stage "Kubernetes end to end with real kubectl"
 tests/scenarios/run.sh e2e/test_kube_smoke.py build tests/scenarios/e2e/test_crd.py tests/scenarios/e2e/test_cluster.py \
   tests/scenarios/e2e/test_preflight.py tests/scenarios/e2e/test_pods.py tests/scenarios/e2e/test_node_certificates.py
 
-echo "== faults (docs/reliability.md): agents killed, links cut or lossy, a flipped byte, the memory cap; the"
+stage "faults (docs/reliability.md): agents killed, links cut or lossy, a flipped byte, the memory cap; the"
 echo "   controller killed repeatedly, the apiserver restarted, leadership lost"
 tests/scenarios/run.sh faults build
 
-echo "== Python SDK (python/): shared buffers, transfers, versions, TransferJobs local and through the apiserver"
+stage "Python SDK (python/): shared buffers, transfers, versions, TransferJobs local and through the apiserver"
 tests/scenarios/run.sh sdk build
 
-echo "== hostile input: schemathesis over agent/openapi.yaml (fixed seed), huge bodies, slow clients, floods, traversal"
+stage "hostile input: schemathesis over agent/openapi.yaml (fixed seed), huge bodies, slow clients, floods, traversal"
 tests/scenarios/run.sh hostile build
-echo "== load: 200 concurrent verified transfers through one agent pair, bounded time, RSS stable"
+stage "load: 200 concurrent verified transfers through one agent pair, bounded time, RSS stable"
 LOAD_SECONDS=20 tests/scenarios/run.sh load build
 
-echo "== metrics docs, dashboards and alerts against a real Prometheus"
+stage "metrics docs, dashboards and alerts against a real Prometheus"
 scripts/check-observability.sh build
 tests/scenarios/run.sh e2e/test_prometheus.py build
 
-echo "== Helm chart (real helm, real apiserver) and the images' runtime libraries"
+stage "Helm chart (real helm, real apiserver) and the images' runtime libraries"
 tests/scenarios/run.sh e2e/test_helm.py build tests/scenarios/e2e/test_image_libs.py
 
 left_behind
@@ -67,25 +91,26 @@ left_behind
 # coverage, ASan + UBSan); the code under tests/ at -O0 without coverage (CONDUIT_TEST_COMPILE_OPTIONS), as a
 # plain Debug build would. -g1: the line tables sanitizer and fuzzer reports need, without the full
 # debug info that costs compile time and that no test reads.
-echo "== ASan + UBSan + LeakSanitizer build (clang), with the CUDA code compiled in (driver headers from PyPI;"
+stage "ASan + UBSan + LeakSanitizer build (clang), with the CUDA code compiled in (driver headers from PyPI;"
 echo "   no GPU here), and the libFuzzer targets"
 scripts/build.sh build-asan -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
   -DCMAKE_CXX_FLAGS_DEBUG="-g1 -O1" -DCMAKE_CXX_FLAGS="-fsanitize=fuzzer-no-link" \
   -DCONDUIT_TEST_COMPILE_OPTIONS="-O0;-fno-sanitize=fuzzer-no-link" \
-  -DCONDUIT_SANITIZE=ON -DCONDUIT_FUZZ=ON -DCONDUIT_CUDA=ON -DCONDUIT_CUDA_INCLUDE_DIR="$(scripts/cuda-headers.sh)"
+  -DCONDUIT_SANITIZE=ON -DCONDUIT_FUZZ=ON -DCONDUIT_CUDA=ON -DCONDUIT_CUDA_INCLUDE_DIR="$(scripts/cuda-headers.sh)" \
+  -- conduit-tests conduit-fuzz-all
 
-echo "== fuzzing: every decoder of outside bytes, 20 s each from its seed corpus (libFuzzer, ASan + UBSan)"
+stage "fuzzing: every decoder of outside bytes, 20 s each from its seed corpus (libFuzzer, ASan + UBSan)"
 scripts/fuzz.sh 20 build-asan
 
-echo "== ASan + UBSan + LeakSanitizer tests"
+stage "ASan + UBSan + LeakSanitizer tests"
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --output-on-failure -j2 --timeout 900)
 
-echo "== ThreadSanitizer build (prebuilt libraries are not instrumented: docs/reliability.md, Sanitizers)"
+stage "ThreadSanitizer build (prebuilt libraries are not instrumented: docs/reliability.md, Sanitizers)"
 # -g1: line tables for TSan's reports, without the full debug info (variable tracking at -O2 is slow).
 scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" \
-  -DCONDUIT_TSAN=ON
+  -DCONDUIT_TSAN=ON -- conduit-tests
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 ignore_noninstrumented_modules=1 second_deadlock_stack=1" \
   ctest --output-on-failure -j2 --timeout 900)
 left_behind
-echo "== all tests passed (release, ASan/UBSan/LSan, TSan), $jobs cores"
+stage "all tests passed (release, ASan/UBSan/LSan, TSan), $jobs cores"
