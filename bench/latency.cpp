@@ -35,8 +35,9 @@
 #include <thread>
 #include <vector>
 
+#include "conduit/common/base64.h"
 #include "conduit/memory_region.h"
-#include "kube/kube_config.h"
+#include "kube_client/kube_config.h"
 #include "options.h"
 
 namespace conduit::bench {
@@ -540,7 +541,7 @@ int agent_latency(const Options& options, const std::string& source, const std::
   }
   json packed = scattered;
   packed.erase("ops");
-  packed["opsPacked"] = kube::base64_encode(raw);
+  packed["opsPacked"] = base64_encode(raw);
   const json contiguous = json{{"source", {{"region", "bench-src"}, {"offset", 0}, {"length", 16 << 20}}},
                                {"targets", {{{"grant", key}}}}};
   std::vector<double> ts, tp, tc;

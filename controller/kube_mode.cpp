@@ -17,8 +17,8 @@
 #include "controller/kube/signer_ca.h"
 #include "controller/kube/watcher.h"
 #include "discovery.h"
-#include "kube/client.h"
-#include "kube/kube_config.h"
+#include "kube_client/client.h"
+#include "kube_client/kube_config.h"
 #include "metrics_server.h"
 #include "reconcile/control_loop.h"
 #include "reconcile/reconciler.h"
@@ -143,11 +143,12 @@ class Acting {
 // ones (a discovered node overrides a static one of the same name; when it goes, the static one is back).
 class SliceDiscovery {
  public:
-  SliceDiscovery(kube::KubeClient& client, const std::string& ns, const std::string& service,
+  SliceDiscovery(kube_client::KubeClient& client, const std::string& ns, const std::string& service,
                  const AgentDirectory& fixed, AgentDirectory& directory)
       : fixed_(fixed),
         directory_(directory),
-        source_(client, kube::Resource{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true}, ns,
+        source_(client,
+                kube_client::Resource{"discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", true}, ns,
                 "kubernetes.io/service-name=" + service),
         watcher_(source_, [this](const std::vector<ObjectKey>&) { rebuild(); }) {}
   ~SliceDiscovery() { watcher_.stop(); }
@@ -195,7 +196,7 @@ class SliceDiscovery {
 
 int run_kube_mode(const ControllerConfig& settings, const sigset_t& signals) {
   const KubeModeOptions& options = settings.kube;
-  auto config = kube::load_default_config(options.kubeconfig);
+  auto config = kube_client::load_default_config(options.kubeconfig);
   if (!config) {
     std::cerr << "conduit-controller: Kubernetes config: " << config.error().message << "\n";
     return kUsageError;
@@ -208,7 +209,7 @@ int run_kube_mode(const ControllerConfig& settings, const sigset_t& signals) {
       return kUsageError;
     }
   }
-  kube::KubeClient client(*config);
+  kube_client::KubeClient client(*config);
   kube::KubeStoreOptions store_options;
   store_options.namespaces = options.namespaces;
   kube::KubeObjectStore store(client, store_options);

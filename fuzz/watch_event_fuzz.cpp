@@ -10,7 +10,7 @@
 
 #include "controller/kube/kube_list_watch.h"
 #include "controller/kube/watcher.h"
-#include "kube/log.h"
+#include "kube_client/log.h"
 
 namespace kube = conduit::kube;
 
@@ -23,23 +23,24 @@ class Replay : public kube::ListWatchSource {
 
   conduit::Result<kube::ListResult> list() override { return kube::ListResult{{}, "1"}; }
 
-  kube::WatchEnd watch(const std::string&, const std::function<bool(const kube::WatchEvent&)>& on_event,
-                       std::stop_token) override {
+  kube_client::WatchEnd watch(const std::string&,
+                              const std::function<bool(const kube::WatchEvent&)>& on_event,
+                              std::stop_token) override {
     std::size_t start = 0;
     for (std::size_t nl; (nl = stream_.find('\n', start)) != std::string_view::npos; start = nl + 1) {
       const auto line = stream_.substr(start, nl - start);
       if (line.empty()) continue;
       auto ev = kube::parse_watch_event(line);
-      if (!ev) return {kube::WatchEnd::Kind::Transport, 200, "not a watch event"};
-      if (!on_event(*ev)) return {kube::WatchEnd::Kind::Stopped, 200, {}};
+      if (!ev) return {kube_client::WatchEnd::Kind::Transport, 200, "not a watch event"};
+      if (!on_event(*ev)) return {kube_client::WatchEnd::Kind::Stopped, 200, {}};
     }
     const auto rest = stream_.substr(start);
     if (rest.find_first_not_of(" \r\n\t") != std::string_view::npos) {
       auto ev = kube::parse_watch_event(rest);
-      if (!ev) return {kube::WatchEnd::Kind::Transport, 200, "not a watch event"};
+      if (!ev) return {kube_client::WatchEnd::Kind::Transport, 200, "not a watch event"};
       on_event(*ev);
     }
-    return {kube::WatchEnd::Kind::Closed, 200, {}};
+    return {kube_client::WatchEnd::Kind::Closed, 200, {}};
   }
 
  private:
@@ -49,7 +50,8 @@ class Replay : public kube::ListWatchSource {
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  kube::set_log_sink(nullptr);  // the Watcher logs every ERROR event; keep the fuzzer's output readable
+  kube_client::set_log_sink(
+      nullptr);  // the Watcher logs every ERROR event; keep the fuzzer's output readable
   return 0;
 }
 

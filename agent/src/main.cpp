@@ -20,8 +20,8 @@
 #include "http_server.h"
 #include "import_socket.h"
 #include "inventory.h"
-#include "kube/kube_config.h"
-#include "kube/log.h"
+#include "kube_client/kube_config.h"
+#include "kube_client/log.h"
 #include "metrics/agent_metrics.h"
 #include "node_certificate.h"
 #include "regions.h"
@@ -166,14 +166,14 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   // it is at the time, rotations included.
   std::unique_ptr<NodeCertificate> node_certificate;
   if (!config.node_certificate.empty()) {
-    kube::set_log_sink([](kube::LogLevel level, std::string_view message) {
-      if (level == kube::LogLevel::Error || level == kube::LogLevel::Warn) {
+    kube_client::set_log_sink([](kube_client::LogLevel level, std::string_view message) {
+      if (level == kube_client::LogLevel::Error || level == kube_client::LogLevel::Warn) {
         log::warn(std::string(message));
-      } else if (level == kube::LogLevel::Info) {
+      } else if (level == kube_client::LogLevel::Info) {
         log::info(std::string(message));
       }
     });
-    auto kube = kube::load_default_config(config.kubeconfig);
+    auto kube = kube_client::load_default_config(config.kubeconfig);
     if (!kube) {
       log::error("--node-certificate: no way to the Kubernetes API", {{"error", kube.error().message}});
       return kConfigError;

@@ -15,23 +15,25 @@
 #include <fstream>
 #include <sstream>
 
+#include "conduit/common/base64.h"
 #include "conduit/common/condition.h"
 #include "conduit/common/log.h"
-#include "kube/client.h"
-#include "kube/openssl_handles.h"
-#include "kube/resource.h"
+#include "conduit/common/openssl.h"
+#include "kube_client/client.h"
+#include "kube_client/resource.h"
 
 namespace conduit::agent {
 namespace {
 
-namespace ossl = kube::ossl;
 using json = nlohmann::json;
 using SystemClock = std::chrono::system_clock;
 
 using Key = ossl::Pkey;
 using Cert = ossl::Cert;
 
-std::string node_cn(const std::string& node) { return std::string(kube::kAgentCommonNamePrefix) + node; }
+std::string node_cn(const std::string& node) {
+  return std::string(kube_client::kAgentCommonNamePrefix) + node;
+}
 
 // A new P-256 key and a CSR for `cn` signed with it, as PEM.
 Result<std::pair<Key, std::string>> make_request(const std::string& cn) {
@@ -122,9 +124,9 @@ Result<std::unique_ptr<NodeCertificate>> NodeCertificate::start(NodeCertificateO
     return make_error(ErrorCode::InvalidArgument, "a node certificate lives at least 10 minutes");
   }
   std::unique_ptr<NodeCertificate> self(new NodeCertificate(std::move(options)));
-  kube::ClientOptions client;
+  kube_client::ClientOptions client;
   client.user_agent = "conduit-agent";
-  self->client_ = std::make_unique<kube::KubeClient>(self->options_.kube, client);
+  self->client_ = std::make_unique<kube_client::KubeClient>(self->options_.kube, client);
   self->not_ready_ = "no node certificate yet";
   self->thread_ = std::thread([s = self.get()] { s->run(); });
   return self;
@@ -212,13 +214,13 @@ bool NodeCertificate::request(bool have_valid) {
                {{"generateName", "conduit-agent-" + options_.node + "-"},
                 {"labels", {{"conduit.dev/node", options_.node}}}}},
               {"spec",
-               {{"request", kube::base64_encode(pem)},
-                {"signerName", kube::kAgentSignerName},
+               {{"request", base64_encode(pem)},
+                {"signerName", kube_client::kAgentSignerName},
                 {"expirationSeconds", options_.lifetime.count()},
                 {"usages", {"client auth", "digital signature"}}}}};
-  auto created = client_->create(kube::resources::certificate_signing_requests(), "", csr);
+  auto created = client_->create(kube_client::resources::certificate_signing_requests(), "", csr);
   if (!created) return fail("cannot create a CertificateSigningRequest: " + created.error().message);
-  const std::string name = kube::meta_string(*created, "name");
+  const std::string name = kube_client::meta_string(*created, "name");
   log::info("node certificate requested", {{"node", options_.node}, {"csr", name}});
   if (!have_valid) set_state("waiting for the controller to sign CertificateSigningRequest " + name);
   json current = std::move(*created);
@@ -235,7 +237,7 @@ bool NodeCertificate::request(bool have_valid) {
       break;
     }
     if (!sleep_for(options_.poll)) return false;
-    auto again = client_->get(kube::resources::certificate_signing_requests(), "", name);
+    auto again = client_->get(kube_client::resources::certificate_signing_requests(), "", name);
     if (!again) {
       if (again.error().code == ErrorCode::NotFound)
         return fail("CertificateSigningRequest " + name + " is gone");
@@ -245,7 +247,7 @@ bool NodeCertificate::request(bool have_valid) {
     }
     current = std::move(*again);
   }
-  auto cert_pem = kube::base64_decode(current["status"]["certificate"].get<std::string>());
+  auto cert_pem = base64_decode(current["status"]["certificate"].get<std::string>());
   if (!cert_pem) return fail("CertificateSigningRequest " + name + ": the certificate is not base64");
   ossl::Bio in = ossl::memory_bio(*cert_pem);
   Cert cert(in ? PEM_read_bio_X509(in.get(), nullptr, nullptr, nullptr) : nullptr);

@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "conduit/common/result.h"
-#include "kube/kube_config.h"
+#include "kube_client/kube_config.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 class KubeClient;
 }
 
@@ -30,7 +30,7 @@ namespace conduit::agent {
 struct NodeCertificateOptions {
   std::string file;  // where the key and certificate are kept
   std::string node;  // the certificate names conduit:agent:<node>
-  kube::KubeConfig kube;
+  kube_client::KubeConfig kube;
   std::chrono::seconds lifetime{std::chrono::hours(24)};  // asked for; the signer may give less
   std::chrono::milliseconds poll{250};                    // how often a pending request is looked at
 };
@@ -60,7 +60,7 @@ class NodeCertificate {
   bool sleep_for(std::chrono::milliseconds d);  // false when stopping
 
   NodeCertificateOptions options_;
-  std::unique_ptr<kube::KubeClient> client_;
+  std::unique_ptr<kube_client::KubeClient> client_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -4,8 +4,9 @@
 #include <numeric>
 #include <string>
 
+#include "conduit/common/base64.h"
 #include "conduit/common/json_fields.h"
-#include "kube/kube_config.h"
+#include "kube_client/kube_config.h"
 
 namespace conduit::agent {
 
@@ -68,7 +69,7 @@ Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops) {
 Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& packed) {
   constexpr std::size_t kOpBytes = 3 * sizeof(std::uint64_t);
   if (!packed.is_string()) return bad("opsPacked: must be a base64 string");
-  auto bytes = kube::base64_decode(packed.get_ref<const std::string&>());
+  auto bytes = base64_decode(packed.get_ref<const std::string&>());
   if (!bytes) return bad("opsPacked: " + bytes.error().message);
   if (bytes->empty() || bytes->size() % kOpBytes != 0) {
     return bad(

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "conduit/common/log.h"
-#include "kube/openssl_handles.h"
+#include "conduit/common/openssl.h"
 
 namespace conduit::agent {
 
@@ -14,10 +14,10 @@ namespace {
 
 // Every certificate of a PEM bundle.
 Result<std::vector<std::shared_ptr<X509>>> read_certificates(const std::string& file) {
-  kube::ossl::Bio in(BIO_new_file(file.c_str(), "r"));
+  ossl::Bio in(BIO_new_file(file.c_str(), "r"));
   if (!in)
     return make_error(ErrorCode::InvalidArgument,
-                      "agent CA " + file + " does not open: " + kube::ossl::error_text());
+                      "agent CA " + file + " does not open: " + ossl::error_text());
   std::vector<std::shared_ptr<X509>> out;
   while (X509* cert = PEM_read_bio_X509(in.get(), nullptr, nullptr, nullptr))
     out.emplace_back(cert, X509_free);
@@ -64,7 +64,7 @@ TlsContext::Stamps TlsContext::stamps() const {
 
 Result<TlsContext::Built> TlsContext::build() const {
   std::shared_ptr<SSL_CTX> ctx(SSL_CTX_new(TLS_server_method()), SSL_CTX_free);
-  if (!ctx) return make_error(ErrorCode::ResourceExhausted, "TLS: " + kube::ossl::error_text());
+  if (!ctx) return make_error(ErrorCode::ResourceExhausted, "TLS: " + ossl::error_text());
   SSL_CTX* c = ctx.get();
   SSL_CTX_set_min_proto_version(c, TLS1_2_VERSION);
   // No renegotiation (a client could make the server redo handshakes at will) and no session tickets: a
@@ -77,15 +77,15 @@ Result<TlsContext::Built> TlsContext::build() const {
       c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
   if (SSL_CTX_use_certificate_chain_file(c, cert_file_.c_str()) != 1) {
     return make_error(ErrorCode::InvalidArgument,
-                      "TLS certificate " + cert_file_ + " does not load: " + kube::ossl::error_text());
+                      "TLS certificate " + cert_file_ + " does not load: " + ossl::error_text());
   }
   if (SSL_CTX_use_PrivateKey_file(c, key_file_.c_str(), SSL_FILETYPE_PEM) != 1) {
     return make_error(ErrorCode::InvalidArgument,
-                      "TLS key " + key_file_ + " does not load: " + kube::ossl::error_text());
+                      "TLS key " + key_file_ + " does not load: " + ossl::error_text());
   }
   if (SSL_CTX_check_private_key(c) != 1) {
     return make_error(ErrorCode::InvalidArgument, "TLS key " + key_file_ + " is not the key of " +
-                                                      cert_file_ + ": " + kube::ossl::error_text());
+                                                      cert_file_ + ": " + ossl::error_text());
   }
   Anchors agent_anchors;
   if (!agent_client_ca_file_.empty()) {
@@ -100,7 +100,7 @@ Result<TlsContext::Built> TlsContext::build() const {
     if (SSL_CTX_load_verify_locations(c, file->c_str(), nullptr) != 1) {
       sk_X509_NAME_pop_free(names, X509_NAME_free);
       return make_error(ErrorCode::InvalidArgument,
-                        "client CA " + *file + " does not load: " + kube::ossl::error_text());
+                        "client CA " + *file + " does not load: " + ossl::error_text());
     }
     if (names != nullptr) SSL_add_file_cert_subjects_to_stack(names, file->c_str());
   }
@@ -123,7 +123,7 @@ PeerCertificate TlsContext::peer(SSL* ssl) const {
   if (ssl == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return {};
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr) return {};
-  PeerCertificate out{kube::ossl::common_name(cert), false};
+  PeerCertificate out{ossl::common_name(cert), false};
   // The chain's last certificate is the trust anchor that verified it.
   STACK_OF(X509)* chain = SSL_get0_verified_chain(ssl);
   const int n = chain != nullptr ? sk_X509_num(chain) : 0;

@@ -7,8 +7,9 @@
 #include <optional>
 #include <vector>
 
-#include "kube/kube_config.h"
-#include "kube/openssl_handles.h"
+#include "conduit/common/base64.h"
+#include "conduit/common/openssl.h"
+#include "kube_client/kube_config.h"
 
 namespace conduit::kube {
 namespace {
@@ -99,7 +100,7 @@ std::string rfc2253(const X509_NAME* name) {
 // anything else would be a claim nobody checked.
 std::optional<CsrVerdict> check_subject(X509_REQ* req, const std::string& node) {
   const X509_NAME* subject = X509_REQ_get_subject_name(req);
-  const std::string prefix = kAgentCommonNamePrefix;
+  const std::string prefix = kube_client::kAgentCommonNamePrefix;
   const std::string want = prefix + node;
   std::optional<std::string> only_cn;
   if (X509_NAME_entry_count(subject) == 1) {
@@ -144,7 +145,8 @@ std::optional<CsrVerdict> check_key(EVP_PKEY* key) {
 
 CsrPhase csr_phase(const json& csr) {
   const json* spec = member(csr, "spec");
-  if (spec == nullptr || string_member(*spec, "signerName") != kAgentSignerName) return CsrPhase::NotOurs;
+  if (spec == nullptr || string_member(*spec, "signerName") != kube_client::kAgentSignerName)
+    return CsrPhase::NotOurs;
   const json* status = member(csr, "status");
   const json* conditions = status != nullptr ? member(*status, "conditions") : nullptr;
   bool approved = false;

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kube/resource.h"
+#include "kube_client/resource.h"
 
 namespace conduit::kube {
 

@@ -6,8 +6,9 @@
 #include <stop_token>
 #include <thread>
 
+#include "conduit/common/base64.h"
 #include "conduit/common/time.h"
-#include "kube/log.h"
+#include "kube_client/log.h"
 #include "kube_list_watch.h"
 #include "signer_ca.h"
 #include "watcher.h"
@@ -21,18 +22,18 @@ constexpr const char* kApprovedReason = "AgentSignerApproved";
 constexpr const char* kDeniedReason = "AgentSignerDenied";
 constexpr const char* kFailedReason = "AgentSignerFailed";
 
-void say(LogLevel level, const std::string& csr, const std::string& what) {
-  log(level, "agent signer: CSR " + csr + ": " + what);
+void say(kube_client::LogLevel level, const std::string& csr, const std::string& what) {
+  kube_client::log(level, "agent signer: CSR " + csr + ": " + what);
 }
 
 }  // namespace
 
 // One term of leadership: its own LIST+WATCH of the CSRs and a worker that handles the ones that changed.
 struct AgentSigner::Term {
-  Term(KubeClient& client, const std::string& label_selector)
+  Term(kube_client::KubeClient& client, const std::string& label_selector)
       // Only this signer's CSRs: the cluster's others (kubelets', say) are none of ours to cache.
-      : source(client, resources::certificate_signing_requests(), "", label_selector, 0,
-               std::string("spec.signerName=") + kAgentSignerName),
+      : source(client, kube_client::resources::certificate_signing_requests(), "", label_selector, 0,
+               std::string("spec.signerName=") + kube_client::kAgentSignerName),
         watcher(source, [this](const std::vector<controller::ObjectKey>& keys) {
           std::lock_guard lock(mu);
           queued.insert(keys.begin(), keys.end());
@@ -48,7 +49,7 @@ struct AgentSigner::Term {
   std::jthread worker;
 };
 
-AgentSigner::AgentSigner(KubeClient& client, AgentSignerOptions options)
+AgentSigner::AgentSigner(kube_client::KubeClient& client, AgentSignerOptions options)
     : client_(client), options_(std::move(options)) {}
 
 AgentSigner::~AgentSigner() { stop(); }
@@ -60,8 +61,9 @@ void AgentSigner::start() {
   Term* term = term_.get();
   term->worker = std::jthread([this, term](std::stop_token stop) { work(*term, stop); });
   term->watcher.start();
-  log(LogLevel::Info, "agent signer started (signer " + std::string(kAgentSignerName) + ", service account " +
-                          options_.agent.ns + "/" + options_.agent.name + ")");
+  kube_client::log(kube_client::LogLevel::Info,
+                   "agent signer started (signer " + std::string(kube_client::kAgentSignerName) +
+                       ", service account " + options_.agent.ns + "/" + options_.agent.name + ")");
 }
 
 void AgentSigner::stop() {
@@ -75,7 +77,7 @@ void AgentSigner::stop() {
   term->worker.request_stop();
   if (term->worker.joinable()) term->worker.join();
   term->watcher.stop();
-  log(LogLevel::Info, "agent signer stopped");
+  kube_client::log(kube_client::LogLevel::Info, "agent signer stopped");
 }
 
 AgentSignerStats AgentSigner::stats() const {
@@ -112,49 +114,50 @@ void AgentSigner::work(Term& term, std::stop_token stop) {
 }
 
 void AgentSigner::handle(json csr) {
-  const std::string name = meta_string(csr, "name");
+  const std::string name = kube_client::meta_string(csr, "name");
   // One write per pass: Pending -> ApprovedUnsigned -> Finished takes two, and every 409 one more. Every
   // write carries the resourceVersion read, so a cached copy older than our own last write (the watch lags
   // behind it) costs a 409 and a re-read, never a second decision or a second certificate written.
-  for (int pass = 0; pass < 2 + KubeClient::kMaxConflictAttempts; ++pass) {
+  for (int pass = 0; pass < 2 + kube_client::KubeClient::kMaxConflictAttempts; ++pass) {
     const CsrPhase phase = csr_phase(csr);
     if (phase == CsrPhase::NotOurs || phase == CsrPhase::Finished) return;
     if (!may_act()) return;
     Result<json> written = phase == CsrPhase::Pending ? decide(csr) : sign(csr);
     if (!written && written.error().code == ErrorCode::Conflict) {
-      written = client_.get(resources::certificate_signing_requests(), "", name);
+      written = client_.get(kube_client::resources::certificate_signing_requests(), "", name);
     }
     if (!written) {
       if (written.error().code == ErrorCode::NotFound) return;  // deleted meanwhile: nothing to do
-      say(LogLevel::Warn, name,
+      say(kube_client::LogLevel::Warn, name,
           written.error().message + " (tried again in " + std::to_string(options_.resync.count()) + " s)");
       count(&AgentSignerStats::errors);
       return;
     }
     csr = std::move(*written);
   }
-  say(LogLevel::Warn, name, "still changing under us after several writes; tried again at the next resync");
+  say(kube_client::LogLevel::Warn, name,
+      "still changing under us after several writes; tried again at the next resync");
   count(&AgentSignerStats::errors);
 }
 
 Result<json> AgentSigner::decide(const json& csr) {
-  const std::string name = meta_string(csr, "name");
+  const std::string name = kube_client::meta_string(csr, "name");
   const CsrVerdict verdict = review_agent_csr(csr, options_.agent);
   if (!verdict.approved) {
     auto denied = add_condition(csr, "Denied", kDeniedReason, verdict.message, "approval");
     if (denied) {
       count(&AgentSignerStats::denied);
-      say(LogLevel::Warn, name, "denied: " + verdict.message);
+      say(kube_client::LogLevel::Warn, name, "denied: " + verdict.message);
     }
     return denied;
   }
   auto approved = add_condition(csr, "Approved", kApprovedReason, verdict.message, "approval");
-  if (approved) say(LogLevel::Info, name, "approved: " + verdict.message);
+  if (approved) say(kube_client::LogLevel::Info, name, "approved: " + verdict.message);
   return approved;
 }
 
 Result<json> AgentSigner::sign(const json& csr) {
-  const std::string name = meta_string(csr, "name");
+  const std::string name = kube_client::meta_string(csr, "name");
   // The rules hold for every certificate this signer makes, whoever approved the CSR: a conduit:agent:<node>
   // certificate must mean that node's agent.
   const CsrVerdict verdict = review_agent_csr(csr, options_.agent);
@@ -163,7 +166,7 @@ Result<json> AgentSigner::sign(const json& csr) {
     auto failed = add_condition(csr, "Failed", kFailedReason, message, "status");
     if (failed) {
       count(&AgentSignerStats::failed);
-      say(LogLevel::Warn, name, message);
+      say(kube_client::LogLevel::Warn, name, message);
     }
     return failed;
   }
@@ -179,10 +182,11 @@ Result<json> AgentSigner::sign(const json& csr) {
 
   json updated = csr;  // conditions and all: a PUT of status replaces the whole status
   updated["status"]["certificate"] = base64_encode(issued->pem);
-  auto written = client_.replace(resources::certificate_signing_requests(), "", name, updated, "status");
+  auto written =
+      client_.replace(kube_client::resources::certificate_signing_requests(), "", name, updated, "status");
   if (written) {
     count(&AgentSignerStats::issued);
-    say(LogLevel::Info, name,
+    say(kube_client::LogLevel::Info, name,
         "signed for node \"" + verdict.node + "\": serial " + issued->serial + ", valid until " +
             issued->not_after);
   }
@@ -202,8 +206,8 @@ Result<json> AgentSigner::add_condition(const json& csr, const char* type, const
                         {"message", message},
                         {"lastUpdateTime", now},
                         {"lastTransitionTime", now}});
-  return client_.replace(resources::certificate_signing_requests(), "", meta_string(csr, "name"), updated,
-                         subresource);
+  return client_.replace(kube_client::resources::certificate_signing_requests(), "",
+                         kube_client::meta_string(csr, "name"), updated, subresource);
 }
 
 }  // namespace conduit::kube

@@ -18,7 +18,7 @@
 
 #include "agent_csr_review.h"
 #include "conduit/common/result.h"
-#include "kube/client.h"
+#include "kube_client/client.h"
 
 namespace conduit::kube {
 
@@ -47,7 +47,7 @@ struct AgentSignerStats {
 
 class AgentSigner {
  public:
-  AgentSigner(KubeClient& client, AgentSignerOptions options);
+  AgentSigner(kube_client::KubeClient& client, AgentSignerOptions options);
   ~AgentSigner();  // stop()
   AgentSigner(const AgentSigner&) = delete;
   AgentSigner& operator=(const AgentSigner&) = delete;
@@ -73,7 +73,7 @@ class AgentSigner {
   bool may_act() const { return !options_.may_act || options_.may_act(); }
   void count(std::uint64_t AgentSignerStats::*counter);
 
-  KubeClient& client_;
+  kube_client::KubeClient& client_;
   AgentSignerOptions options_;
   mutable std::mutex stats_mutex_;
   AgentSignerStats stats_;

@@ -3,7 +3,7 @@
 #include <ctime>
 
 #include "conduit/common/time.h"
-#include "kube/log.h"
+#include "kube_client/log.h"
 
 namespace conduit::kube {
 
@@ -17,20 +17,21 @@ constexpr std::size_t kMaxMessageBytes = 1024;  // what kubectl describe shows s
 void EventRecorder::report_failure(const std::string& message) {
   // Loud once (missing RBAC for events is a deployment bug), quiet after (an outage is reported elsewhere).
   bool first = !warned_.exchange(true);
-  log(first ? LogLevel::Warn : LogLevel::Debug, "event not recorded: " + message);
+  kube_client::log(first ? kube_client::LogLevel::Warn : kube_client::LogLevel::Debug,
+                   "event not recorded: " + message);
 }
 
-EventRecorder::EventRecorder(KubeClient& client, std::string component, std::string instance)
+EventRecorder::EventRecorder(kube_client::KubeClient& client, std::string component, std::string instance)
     : client_(client), component_(std::move(component)), instance_(std::move(instance)) {}
 
 void EventRecorder::record(const json& involved, const std::string& type, const std::string& reason,
                            const std::string& message) {
-  std::string ns = meta_string(involved, "namespace");
-  std::string name = meta_string(involved, "name");
+  std::string ns = kube_client::meta_string(involved, "namespace");
+  std::string name = kube_client::meta_string(involved, "name");
   const std::string involved_ns = ns;
   if (ns.empty()) ns = "default";  // events about cluster-scoped objects live in default, as kubectl's do
   std::string text = message.size() > kMaxMessageBytes ? message.substr(0, kMaxMessageBytes) : message;
-  std::string uid = meta_string(involved, "uid");
+  std::string uid = kube_client::meta_string(involved, "uid");
   std::string kind = involved.is_object() ? involved.value("kind", "") : "";
   std::string key = ns + "\n" + kind + "\n" + name + "\n" + uid + "\n" + type + "\n" + reason + "\n" + text;
   auto now = std::chrono::system_clock::now();
@@ -41,7 +42,7 @@ void EventRecorder::record(const json& involved, const std::string& type, const 
     Seen s = seen->second;
     lock.unlock();
     json patch = {{"count", s.count + 1}, {"lastTimestamp", format_rfc3339(now)}};
-    auto patched = client_.merge_patch(resources::events(), ns, s.name, patch);
+    auto patched = client_.merge_patch(kube_client::resources::events(), ns, s.name, patch);
     if (patched) {
       std::lock_guard relock(mutex_);
       seen_[key].count = s.count + 1;
@@ -67,7 +68,7 @@ void EventRecorder::record(const json& involved, const std::string& type, const 
                        {"name", name},
                        {"namespace", involved_ns}};
   if (!uid.empty()) involved_ref["uid"] = uid;
-  if (std::string rv = meta_string(involved, "resourceVersion"); !rv.empty())
+  if (std::string rv = kube_client::meta_string(involved, "resourceVersion"); !rv.empty())
     involved_ref["resourceVersion"] = rv;
   json event = {{"apiVersion", "v1"},
                 {"kind", "Event"},
@@ -82,7 +83,7 @@ void EventRecorder::record(const json& involved, const std::string& type, const 
                 {"source", {{"component", component_}}},
                 {"reportingComponent", component_},
                 {"reportingInstance", instance_}};
-  auto created = client_.create(resources::events(), ns, event);
+  auto created = client_.create(kube_client::resources::events(), ns, event);
   if (!created) {
     report_failure(created.error().message);
     return;

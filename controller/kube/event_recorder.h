@@ -10,14 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "kube/client.h"
+#include "kube_client/client.h"
 
 namespace conduit::kube {
 
 class EventRecorder {
  public:
   // `component` is source.component / reportingComponent; `instance` the reportingInstance (the pod).
-  EventRecorder(KubeClient& client, std::string component, std::string instance);
+  EventRecorder(kube_client::KubeClient& client, std::string component, std::string instance);
 
   // `involved` is the object the event is about (at least apiVersion, kind, metadata.name and namespace;
   // uid and resourceVersion when known). `type` is Normal or Warning; `reason` CamelCase.
@@ -31,7 +31,7 @@ class EventRecorder {
   };
   void report_failure(const std::string& message);
 
-  KubeClient& client_;
+  kube_client::KubeClient& client_;
   std::string component_;
   std::string instance_;
   std::mutex mutex_;

@@ -41,7 +41,7 @@ void strip(nlohmann::json& object) {
 
 }  // namespace
 
-KubeListWatch::KubeListWatch(KubeClient& client, Resource resource, std::string ns,
+KubeListWatch::KubeListWatch(kube_client::KubeClient& client, kube_client::Resource resource, std::string ns,
                              std::string label_selector, int timeout_seconds, std::string field_selector)
     : client_(client),
       resource_(std::move(resource)),
@@ -51,13 +51,13 @@ KubeListWatch::KubeListWatch(KubeClient& client, Resource resource, std::string 
       field_selector_(std::move(field_selector)) {}
 
 Result<ListResult> KubeListWatch::list() {
-  ListOptions options;
+  kube_client::ListOptions options;
   options.label_selector = label_selector_;
   options.field_selector = field_selector_;
   auto list = client_.list(resource_, ns_, options);
   if (!list) return list.error();
   ListResult out;
-  out.resource_version = meta_string(*list, "resourceVersion");
+  out.resource_version = kube_client::meta_string(*list, "resourceVersion");
   for (auto& item : (*list)["items"]) {
     strip(item);
     // Items of a List carry no apiVersion/kind; the reconciler sees objects as a GET returns them.
@@ -68,9 +68,10 @@ Result<ListResult> KubeListWatch::list() {
   return out;
 }
 
-WatchEnd KubeListWatch::watch(const std::string& resource_version,
-                              const std::function<bool(const WatchEvent&)>& on_event, std::stop_token stop) {
-  WatchOptions options;
+kube_client::WatchEnd KubeListWatch::watch(const std::string& resource_version,
+                                           const std::function<bool(const WatchEvent&)>& on_event,
+                                           std::stop_token stop) {
+  kube_client::WatchOptions options;
   options.resource_version = resource_version;
   options.label_selector = label_selector_;
   options.field_selector = field_selector_;
@@ -80,7 +81,7 @@ WatchEnd KubeListWatch::watch(const std::string& resource_version,
     options.timeout_seconds = 300 + static_cast<int>(rng() % 300);
   }
   std::string bad_line;
-  WatchEnd end = client_.watch(
+  kube_client::WatchEnd end = client_.watch(
       resource_, ns_, options,
       [&](std::string_view line) {
         auto ev = parse_watch_event(line);
@@ -93,7 +94,7 @@ WatchEnd KubeListWatch::watch(const std::string& resource_version,
       },
       stop);
   if (!bad_line.empty())
-    return {WatchEnd::Kind::Transport, end.http_status, "not a watch event: " + bad_line};
+    return {kube_client::WatchEnd::Kind::Transport, end.http_status, "not a watch event: " + bad_line};
   return end;
 }
 

@@ -3,8 +3,8 @@
 
 #include <string>
 
-#include "kube/client.h"
-#include "kube/resource.h"
+#include "kube_client/client.h"
+#include "kube_client/resource.h"
 #include "watch_source.h"
 
 namespace conduit::kube {
@@ -14,16 +14,17 @@ class KubeListWatch : public ListWatchSource {
   // `ns` empty: all namespaces (or a cluster-scoped resource). `timeout_seconds` 0: a random 5–10 minutes per
   // stream, as client-go does, so that many watchers do not reconnect in step. `field_selector`: only the
   // objects the server says match it (for a field the resource supports, e.g. a CSR's spec.signerName).
-  KubeListWatch(KubeClient& client, Resource resource, std::string ns, std::string label_selector = {},
-                int timeout_seconds = 0, std::string field_selector = {});
+  KubeListWatch(kube_client::KubeClient& client, kube_client::Resource resource, std::string ns,
+                std::string label_selector = {}, int timeout_seconds = 0, std::string field_selector = {});
 
   Result<ListResult> list() override;
-  WatchEnd watch(const std::string& resource_version, const std::function<bool(const WatchEvent&)>& on_event,
-                 std::stop_token stop) override;
+  kube_client::WatchEnd watch(const std::string& resource_version,
+                              const std::function<bool(const WatchEvent&)>& on_event,
+                              std::stop_token stop) override;
 
  private:
-  KubeClient& client_;
-  Resource resource_;
+  kube_client::KubeClient& client_;
+  kube_client::Resource resource_;
   std::string ns_;
   std::string label_selector_;
   int timeout_seconds_;

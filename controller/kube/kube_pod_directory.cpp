@@ -4,9 +4,9 @@ namespace conduit::kube {
 
 Result<std::vector<nlohmann::json>> KubePodDirectory::list_pods(const std::string& ns,
                                                                 const std::string& label_selector) {
-  ListOptions options;
+  kube_client::ListOptions options;
   options.label_selector = label_selector;
-  auto list = client_.list(resources::pods(), ns, options);
+  auto list = client_.list(kube_client::resources::pods(), ns, options);
   if (!list) return list.error();
   std::vector<nlohmann::json> pods;
   if (list->contains("items") && (*list)["items"].is_array()) {

@@ -4,18 +4,18 @@
 #pragma once
 
 #include "controller/store/pod_directory.h"
-#include "kube/client.h"
+#include "kube_client/client.h"
 
 namespace conduit::kube {
 
 class KubePodDirectory : public controller::PodDirectory {
  public:
-  explicit KubePodDirectory(KubeClient& client) : client_(client) {}
+  explicit KubePodDirectory(kube_client::KubeClient& client) : client_(client) {}
   Result<std::vector<nlohmann::json>> list_pods(const std::string& ns,
                                                 const std::string& label_selector) override;
 
  private:
-  KubeClient& client_;
+  kube_client::KubeClient& client_;
 };
 
 }  // namespace conduit::kube

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "kube/log.h"
+#include "kube_client/log.h"
 #include "merge_patch.h"
 
 namespace conduit::kube {
@@ -28,19 +28,19 @@ std::vector<std::string> watched_namespaces(std::vector<std::string> namespaces)
   return namespaces;
 }
 
-std::string rv_of(const json& object) { return meta_string(object, "resourceVersion"); }
+std::string rv_of(const json& object) { return kube_client::meta_string(object, "resourceVersion"); }
 
 }  // namespace
 
-KubeObjectStore::KubeObjectStore(KubeClient& client, KubeStoreOptions options)
+KubeObjectStore::KubeObjectStore(kube_client::KubeClient& client, KubeStoreOptions options)
     : client_(client),
       options_(std::move(options)),
       events_(client, options_.component, options_.instance.empty() ? hostname() : options_.instance) {
   for (const std::string& ns : watched_namespaces(options_.namespaces)) {
     NamespaceWatch w;
     w.ns = ns;
-    w.source = std::make_unique<KubeListWatch>(client_, resources::transfer_jobs(), ns, std::string(),
-                                               options_.watch_timeout_seconds);
+    w.source = std::make_unique<KubeListWatch>(client_, kube_client::resources::transfer_jobs(), ns,
+                                               std::string(), options_.watch_timeout_seconds);
     w.watcher = std::make_unique<Watcher>(
         *w.source, [this](const std::vector<controller::ObjectKey>& keys) { on_change(keys); },
         options_.watcher);
@@ -117,7 +117,7 @@ Result<std::vector<json>> KubeObjectStore::list_jobs() {
 
 Result<json> KubeObjectStore::get_job(const controller::ObjectKey& key) {
   if (auto obj = cached(key)) return *obj;
-  return client_.get(resources::transfer_jobs(), key.ns, key.name);
+  return client_.get(kube_client::resources::transfer_jobs(), key.ns, key.name);
 }
 
 Result<json> KubeObjectStore::patch_job(const controller::ObjectKey& key, const std::string& subresource,
@@ -138,7 +138,7 @@ Result<json> KubeObjectStore::patch_job(const controller::ObjectKey& key, const 
     }
   }
   auto r = client_.patch_with_retry(
-      resources::transfer_jobs(), key.ns, key.name, subresource,
+      kube_client::resources::transfer_jobs(), key.ns, key.name, subresource,
       [&patch](const json&) -> std::optional<json> { return patch; }, hint ? &*hint : nullptr);
   std::lock_guard lock(written_mutex_);
   if (r && r->is_object() && r->contains("metadata")) {
@@ -158,13 +158,13 @@ Result<json> KubeObjectStore::patch_job_metadata(const controller::ObjectKey& ke
 }
 
 Status KubeObjectStore::delete_job(const controller::ObjectKey& key) {
-  Status s = client_.delete_object(resources::transfer_jobs(), key.ns, key.name);
+  Status s = client_.delete_object(kube_client::resources::transfer_jobs(), key.ns, key.name);
   if (!s && s.error().code == ErrorCode::NotFound) return {};
   return s;
 }
 
 Status KubeObjectStore::upsert_node(const std::string& name, const json& spec, const json& status) {
-  const Resource& r = resources::fabric_nodes();
+  const kube_client::Resource& r = kube_client::resources::fabric_nodes();
   auto current = client_.get(r, "", name);
   if (!current && current.error().code == ErrorCode::NotFound) {
     json node = {
@@ -198,7 +198,7 @@ Status KubeObjectStore::upsert_node(const std::string& name, const json& spec, c
 
 void KubeObjectStore::record_event(const controller::ObjectKey& key, const std::string& type,
                                    const std::string& reason, const std::string& message) {
-  const Resource& r = resources::transfer_jobs();
+  const kube_client::Resource& r = kube_client::resources::transfer_jobs();
   // The cached job gives the event its uid (so `kubectl describe` finds it); a bare reference does otherwise.
   json involved = cached(key).value_or(json{{"metadata", {{"namespace", key.ns}, {"name", key.name}}}});
   involved["apiVersion"] = r.api_version();

@@ -14,7 +14,7 @@
 
 #include "controller/store/object_store.h"
 #include "event_recorder.h"
-#include "kube/client.h"
+#include "kube_client/client.h"
 #include "kube_list_watch.h"
 #include "watcher.h"
 
@@ -30,7 +30,7 @@ struct KubeStoreOptions {
 
 class KubeObjectStore : public controller::ObjectStore {
  public:
-  KubeObjectStore(KubeClient& client, KubeStoreOptions options);
+  KubeObjectStore(kube_client::KubeClient& client, KubeStoreOptions options);
   ~KubeObjectStore() override;  // stops the watchers
 
   // Starts LIST+WATCH; until the first LIST lands, reads go to the API server directly.
@@ -64,7 +64,7 @@ class KubeObjectStore : public controller::ObjectStore {
                                    const nlohmann::json& patch);
   void on_change(const std::vector<controller::ObjectKey>& keys);
 
-  KubeClient& client_;
+  kube_client::KubeClient& client_;
   KubeStoreOptions options_;
   std::vector<NamespaceWatch> watches_;
   EventRecorder events_;

@@ -7,7 +7,7 @@
 
 #include "conduit/common/random.h"
 #include "conduit/common/time.h"
-#include "kube/log.h"
+#include "kube_client/log.h"
 
 namespace conduit::kube {
 
@@ -22,8 +22,8 @@ std::string default_identity() {
 
 namespace {
 
-ClientOptions election_client_options(const LeaderElectionConfig& e) {
-  ClientOptions o;
+kube_client::ClientOptions election_client_options(const LeaderElectionConfig& e) {
+  kube_client::ClientOptions o;
   auto half = e.renew_deadline / 2;
   o.connect_timeout = std::min(o.connect_timeout, half);
   o.request_timeout = std::min(o.request_timeout, half);
@@ -34,7 +34,7 @@ ClientOptions election_client_options(const LeaderElectionConfig& e) {
 
 }  // namespace
 
-LeaderElector::LeaderElector(const KubeConfig& config, LeaderElectionConfig election)
+LeaderElector::LeaderElector(const kube_client::KubeConfig& config, LeaderElectionConfig election)
     : client_(config, election_client_options(election)), election_(std::move(election)) {
   ns_ = election_.lease_namespace.empty() ? config.ns : election_.lease_namespace;
   if (election_.identity.empty()) election_.identity = default_identity();
@@ -57,7 +57,8 @@ void LeaderElector::stop(bool release_lease) {
   bool was_leading = leading_.load();
   end_leading();
   if (release_lease && was_leading) {
-    if (auto r = release(); !r) log(LogLevel::Warn, "leader election: release failed: " + r.error().message);
+    if (auto r = release(); !r)
+      kube_client::log(kube_client::LogLevel::Warn, "leader election: release failed: " + r.error().message);
   }
 }
 
@@ -96,8 +97,9 @@ LeaderElector::Phase LeaderElector::leader_step(std::stop_token stop) {
   // Someone else holds it now, or renewals have failed for the whole deadline: step down.
   bool taken = !holder.empty() && holder != election_.identity;
   if (taken || !is_leader()) {
-    log(LogLevel::Warn, "leader election: lost lease " + ns_ + "/" + election_.lease_name +
-                            (taken ? " to " + holder : " (no renewal within the renew deadline)"));
+    kube_client::log(kube_client::LogLevel::Warn,
+                     "leader election: lost lease " + ns_ + "/" + election_.lease_name +
+                         (taken ? " to " + holder : " (no renewal within the renew deadline)"));
     end_leading();
     return Phase::Candidate;
   }
@@ -105,8 +107,8 @@ LeaderElector::Phase LeaderElector::leader_step(std::stop_token stop) {
 }
 
 void LeaderElector::begin_leading() {
-  log(LogLevel::Info,
-      "leader election: " + election_.identity + " leads " + ns_ + "/" + election_.lease_name);
+  kube_client::log(kube_client::LogLevel::Info,
+                   "leader election: " + election_.identity + " leads " + ns_ + "/" + election_.lease_name);
   leading_.store(true);
   call(election_.on_started_leading, "on_started_leading");
 }
@@ -121,7 +123,8 @@ void LeaderElector::call(const std::function<void()>& callback, const char* name
   try {
     callback();
   } catch (const std::exception& e) {
-    log(LogLevel::Error, std::string("leader election: ") + name + " threw: " + e.what());
+    kube_client::log(kube_client::LogLevel::Error,
+                     std::string("leader election: ") + name + " threw: " + e.what());
   }
 }
 
@@ -134,7 +137,7 @@ bool LeaderElector::sleep(std::stop_token stop, std::chrono::milliseconds d) {
 // ---- one attempt ------------------------------------------------------------------------------------------
 
 void LeaderElector::observe(const json& lease) {
-  std::string rv = meta_string(lease, "resourceVersion");
+  std::string rv = kube_client::meta_string(lease, "resourceVersion");
   const json& spec = lease.contains("spec") ? lease["spec"] : json::object();
   std::lock_guard lock(mutex_);
   if (rv != observed_rv_) {
@@ -158,7 +161,7 @@ Result<json> LeaderElector::create_lease() {
         {"acquireTime", now},
         {"renewTime", now},
         {"leaseTransitions", 0}}}};
-  return client_.create(resources::leases(), ns_, lease);
+  return client_.create(kube_client::resources::leases(), ns_, lease);
 }
 
 bool LeaderElector::try_acquire_or_renew() {
@@ -166,14 +169,14 @@ bool LeaderElector::try_acquire_or_renew() {
     return attempt();
   } catch (const std::exception& e) {
     // A Lease we cannot make sense of (someone else's writer) counts as a failed attempt, not a crash.
-    log(LogLevel::Error, std::string("leader election: ") + e.what());
+    kube_client::log(kube_client::LogLevel::Error, std::string("leader election: ") + e.what());
     return false;
   }
 }
 
 bool LeaderElector::attempt() {
   auto started = Clock::now();
-  auto got = client_.get(resources::leases(), ns_, election_.lease_name);
+  auto got = client_.get(kube_client::resources::leases(), ns_, election_.lease_name);
   if (!got && got.error().code == ErrorCode::NotFound) {
     auto created = create_lease();  // AlreadyExists: another replica created it first
     if (!created) return false;
@@ -182,7 +185,7 @@ bool LeaderElector::attempt() {
     return true;
   }
   if (!got) {
-    log(LogLevel::Warn, "leader election: " + got.error().message);
+    kube_client::log(kube_client::LogLevel::Warn, "leader election: " + got.error().message);
     return false;
   }
   json lease = std::move(*got);
@@ -209,10 +212,10 @@ bool LeaderElector::attempt() {
     spec["leaseTransitions"] = spec.value("leaseTransitions", 0) + 1;
   }
   // metadata.resourceVersion is still the one we read: a 409 means someone wrote first and won.
-  auto put = client_.replace(resources::leases(), ns_, election_.lease_name, lease);
+  auto put = client_.replace(kube_client::resources::leases(), ns_, election_.lease_name, lease);
   if (!put) {
     if (put.error().code != ErrorCode::Conflict)
-      log(LogLevel::Warn, "leader election: " + put.error().message);
+      kube_client::log(kube_client::LogLevel::Warn, "leader election: " + put.error().message);
     return false;
   }
   observe(*put);
@@ -221,7 +224,7 @@ bool LeaderElector::attempt() {
 }
 
 Status LeaderElector::release() {
-  auto got = client_.get(resources::leases(), ns_, election_.lease_name);
+  auto got = client_.get(kube_client::resources::leases(), ns_, election_.lease_name);
   if (!got) return got.error();
   json lease = std::move(*got);
   json& spec = lease["spec"];
@@ -233,9 +236,10 @@ Status LeaderElector::release() {
   spec["leaseDurationSeconds"] = 1;
   spec["renewTime"] = now;
   spec["acquireTime"] = now;
-  auto put = client_.replace(resources::leases(), ns_, election_.lease_name, lease);
+  auto put = client_.replace(kube_client::resources::leases(), ns_, election_.lease_name, lease);
   if (!put) return put.error();
-  log(LogLevel::Info, "leader election: released " + ns_ + "/" + election_.lease_name);
+  kube_client::log(kube_client::LogLevel::Info,
+                   "leader election: released " + ns_ + "/" + election_.lease_name);
   return {};
 }
 

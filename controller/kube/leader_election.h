@@ -15,8 +15,8 @@
 #include <string>
 #include <thread>
 
-#include "kube/client.h"
-#include "kube/kube_config.h"
+#include "kube_client/client.h"
+#include "kube_client/kube_config.h"
 
 namespace conduit::kube {
 
@@ -38,7 +38,7 @@ class LeaderElector {
  public:
   // Talks on its own connections, with timeouts shorter than the renew deadline, so a hung API server costs
   // leadership on time rather than after a 30 s read timeout.
-  LeaderElector(const KubeConfig& config, LeaderElectionConfig election);
+  LeaderElector(const kube_client::KubeConfig& config, LeaderElectionConfig election);
   ~LeaderElector();  // stop(/*release=*/true)
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
@@ -71,7 +71,7 @@ class LeaderElector {
   Result<nlohmann::json> create_lease();
   void observe(const nlohmann::json& lease);
 
-  KubeClient client_;
+  kube_client::KubeClient client_;
   LeaderElectionConfig election_;
   std::string ns_;
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <ctime>
 
+#include "conduit/common/openssl.h"
 #include "conduit/common/time.h"
-#include "kube/credentials.h"
-#include "kube/openssl_handles.h"
+#include "kube_client/credentials.h"
 
 namespace conduit::kube {
 namespace {
@@ -71,9 +71,9 @@ SignerCa& SignerCa::operator=(SignerCa&&) noexcept = default;
 SignerCa::~SignerCa() = default;
 
 Result<SignerCa> SignerCa::load(const std::string& cert_file, const std::string& key_file) {
-  auto cert_pem = read_file(cert_file);
+  auto cert_pem = kube_client::read_file(cert_file);
   if (!cert_pem) return ca_error("the agent signer certificate: " + cert_pem.error().message);
-  auto key_pem = read_file(key_file);
+  auto key_pem = kube_client::read_file(key_file);
   if (!key_pem) return ca_error("the agent signer key: " + key_pem.error().message);
 
   auto keys = std::make_unique<Keys>();

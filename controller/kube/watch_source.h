@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "conduit/common/result.h"
-#include "kube/watch_end.h"
+#include "kube_client/watch_end.h"
 
 namespace conduit::kube {
 
@@ -35,8 +35,9 @@ class ListWatchSource {
   virtual Result<ListResult> list() = 0;
   // Events after `resource_version`, each passed to `on_event` as it arrives, until the stream ends;
   // `on_event` returning false ends it (Stopped). `stop` ends it promptly from another thread.
-  virtual WatchEnd watch(const std::string& resource_version,
-                         const std::function<bool(const WatchEvent&)>& on_event, std::stop_token stop) = 0;
+  virtual kube_client::WatchEnd watch(const std::string& resource_version,
+                                      const std::function<bool(const WatchEvent&)>& on_event,
+                                      std::stop_token stop) = 0;
 };
 
 }  // namespace conduit::kube

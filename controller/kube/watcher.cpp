@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "kube/log.h"
-#include "kube/resource.h"
+#include "kube_client/log.h"
+#include "kube_client/resource.h"
 
 namespace conduit::kube {
 
@@ -24,12 +24,12 @@ std::string_view to_string(WatchState state) {
 }
 
 controller::ObjectKey key_of(const json& object) {
-  return {meta_string(object, "namespace"), meta_string(object, "name")};
+  return {kube_client::meta_string(object, "namespace"), kube_client::meta_string(object, "name")};
 }
 
 namespace {
 
-std::string rv_of(const json& object) { return meta_string(object, "resourceVersion"); }
+std::string rv_of(const json& object) { return kube_client::meta_string(object, "resourceVersion"); }
 
 }  // namespace
 
@@ -47,7 +47,7 @@ void Watcher::start() {
       } catch (const std::exception& e) {
         // Malformed data or a throwing callback must not end the process (an exception leaving a thread
         // does); the state is unchanged, so the same transition is tried again after a backoff.
-        log(LogLevel::Error, std::string("watch: ") + e.what());
+        kube_client::log(kube_client::LogLevel::Error, std::string("watch: ") + e.what());
         back_off(stop);
       }
     }
@@ -78,7 +78,7 @@ WatchState Watcher::step(std::stop_token stop) {
 WatchState Watcher::list_initial(std::stop_token stop) {
   auto listed = source_.list();
   if (!listed) {
-    log(LogLevel::Warn, "watch: initial list failed: " + listed.error().message);
+    kube_client::log(kube_client::LogLevel::Warn, "watch: initial list failed: " + listed.error().message);
     {
       std::lock_guard lock(mutex_);
       ++stats_.failures;
@@ -107,7 +107,7 @@ WatchState Watcher::watch_from_rv(std::stop_token stop) {
   EventOutcome outcome = EventOutcome::Continue;
   std::uint64_t delivered = 0;
   auto started = std::chrono::steady_clock::now();
-  WatchEnd end = source_.watch(
+  kube_client::WatchEnd end = source_.watch(
       from,
       [&](const WatchEvent& ev) {
         std::vector<controller::ObjectKey> changed;
@@ -119,10 +119,11 @@ WatchState Watcher::watch_from_rv(std::stop_token stop) {
       stop);
 
   if (stop.stop_requested()) return WatchState::Watching;
-  bool gone =
-      outcome == EventOutcome::Gone || (end.kind == WatchEnd::Kind::HttpError && end.http_status == 410);
+  bool gone = outcome == EventOutcome::Gone ||
+              (end.kind == kube_client::WatchEnd::Kind::HttpError && end.http_status == 410);
   if (gone) {
-    log(LogLevel::Info, "watch: resourceVersion " + from + " is gone (410): relisting");
+    kube_client::log(kube_client::LogLevel::Info,
+                     "watch: resourceVersion " + from + " is gone (410): relisting");
     {
       std::lock_guard lock(mutex_);
       ++stats_.gone;
@@ -130,11 +131,12 @@ WatchState Watcher::watch_from_rv(std::stop_token stop) {
     set_state(WatchState::Relisting);
     return WatchState::Relisting;
   }
-  bool failed = outcome == EventOutcome::Failed || end.kind == WatchEnd::Kind::HttpError ||
-                end.kind == WatchEnd::Kind::Transport;
+  bool failed = outcome == EventOutcome::Failed || end.kind == kube_client::WatchEnd::Kind::HttpError ||
+                end.kind == kube_client::WatchEnd::Kind::Transport;
   bool too_short = delivered == 0 && std::chrono::steady_clock::now() - started < options_.min_healthy_stream;
   if (failed) {
-    if (!end.message.empty()) log(LogLevel::Warn, "watch: stream failed: " + end.message);
+    if (!end.message.empty())
+      kube_client::log(kube_client::LogLevel::Warn, "watch: stream failed: " + end.message);
     std::lock_guard lock(mutex_);
     ++stats_.failures;
   }
@@ -150,7 +152,7 @@ WatchState Watcher::watch_from_rv(std::stop_token stop) {
 WatchState Watcher::relist_after_gone(std::stop_token stop) {
   auto listed = source_.list();
   if (!listed) {
-    log(LogLevel::Warn, "watch: relist failed: " + listed.error().message);
+    kube_client::log(kube_client::LogLevel::Warn, "watch: relist failed: " + listed.error().message);
     {
       std::lock_guard lock(mutex_);
       ++stats_.failures;
@@ -203,7 +205,7 @@ Watcher::EventOutcome Watcher::apply_event(const WatchEvent& ev,
       if (code != ev.object.end() && code->is_number_integer() && code->get<int>() == 410) {
         return EventOutcome::Gone;
       }
-      log(LogLevel::Warn, "watch: ERROR event: " + ev.object.dump());
+      kube_client::log(kube_client::LogLevel::Warn, "watch: ERROR event: " + ev.object.dump());
       return EventOutcome::Failed;
     }
   }

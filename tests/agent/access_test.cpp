@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "conduit/transport.h"
@@ -48,7 +49,9 @@ using Steady = std::chrono::steady_clock;
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
 
-AgentOptions agent_options() { return testing::small_tcp_agent(CONDUIT_AGENT_BIN); }
+AgentOptions agent_options() {
+  return testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // The remote writer: a tcp endpoint in this process and a seeded host buffer registered for local use.
@@ -348,7 +351,7 @@ struct SpecRoute {
 
 // Every operation agent/openapi.yaml lists, read from the file so a route added there is covered here.
 std::vector<SpecRoute> spec_routes() {
-  const YAML::Node spec = YAML::LoadFile(CONDUIT_OPENAPI);
+  const YAML::Node spec = YAML::LoadFile(conduit::testing::source_dir() + "/agent/openapi.yaml");
   const bool secured_by_default = spec["security"] && spec["security"].size() > 0;
   std::vector<SpecRoute> routes;
   for (const auto& path : spec["paths"]) {
@@ -574,10 +577,11 @@ class LoggedAgent {
   LoggedAgent(const std::filesystem::path& dir, const std::string& name, const std::filesystem::path& token)
       : data_(dir / name), log_(dir / (name + ".log")) {
     std::filesystem::create_directories(data_);
-    process_ = std::make_unique<PeerProcess>(logged(
-        log_, {CONDUIT_AGENT_BIN, "--listen", "127.0.0.1:0", "--providers", "tcp", "--bind-address",
-               "127.0.0.1", "--token-file", token.string(), "--data-dir", data_.string(), "--memory-cap",
-               "1GiB", "--import-socket", (dir / (name + ".sock")).string(), "--log-level", "debug"}));
+    process_ = std::make_unique<PeerProcess>(
+        logged(log_, {conduit::testing::built_binary("conduit-agent"), "--listen", "127.0.0.1:0",
+                      "--providers", "tcp", "--bind-address", "127.0.0.1", "--token-file", token.string(),
+                      "--data-dir", data_.string(), "--memory-cap", "1GiB", "--import-socket",
+                      (dir / (name + ".sock")).string(), "--log-level", "debug"}));
     while (auto line = process_->read_line(30s)) {
       if (line->starts_with("listening ")) {
         url_ = "http://" + line->substr(10);
@@ -619,7 +623,7 @@ std::set<std::string> secrets_of(const json& key) {
 }
 
 TEST(Logs, NeitherTheTokenNorAGrantKeyAppearsInDebugLogsOfAWholeJob) {
-  const std::filesystem::path controller_bin = CONDUIT_CONTROLLER_BIN;
+  const std::filesystem::path controller_bin = conduit::testing::built_binary("conduit-controller");
   ASSERT_TRUE(std::filesystem::exists(controller_bin)) << controller_bin;
   testing::TempDir dir("conduit-log-secrets");
   const std::string token = "log-secret-token-5f3a9c1e7b2d4f60";

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 
@@ -23,7 +24,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions agent_options(const std::string& provider) {
   AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
+  o.binary = conduit::testing::built_binary("conduit-agent");
   o.provider = provider;
   return o;
 }
@@ -178,23 +179,23 @@ TEST(Cli, TransferBetweenAgentsSucceedsAndFailsWithReason) {
   load_seeded(a, "src", 32 * MiB, 9);
   ASSERT_EQ(b.post("/v1/regions", {{"name", "dst"}, {"bytes", 32 * MiB}, {"memory", "host"}}).status, 201);
   const std::string env = "CONDUIT_TOKEN=" + a.token() + " ";
-  const std::string ok = env + CONDUIT_CLI_BIN + " transfer --from " + a.url() + "/src --to " + b.url() +
-                         "/dst --verify crc32c 2>&1";
+  const std::string ok = env + conduit::testing::built_binary("conduit") + " transfer --from " + a.url() +
+                         "/src --to " + b.url() + "/dst --verify crc32c 2>&1";
   EXPECT_EQ(std::system(ok.c_str()), 0) << ok;
   std::vector<std::byte> expected(32 * MiB);
   fill_pattern(expected, 9);
   EXPECT_EQ(b.get("/v1/regions/dst/checksum?slice=" + std::to_string(32 * MiB)).body["crc32c"][0],
             crc32c(expected));
 
-  const std::string bad = env + CONDUIT_CLI_BIN + " transfer --from " + a.url() + "/src --to " + b.url() +
-                          "/missing > /dev/null 2>&1";
+  const std::string bad = env + conduit::testing::built_binary("conduit") + " transfer --from " + a.url() +
+                          "/src --to " + b.url() + "/missing > /dev/null 2>&1";
   const int rc = std::system(bad.c_str());
   EXPECT_NE(rc, 0) << "a transfer to a missing region reported success";
 
   // A pull: node-b reads 8 MiB from node-a's region (its second quarter) into its own, at 1 MiB.
   ASSERT_EQ(b.post("/v1/regions", {{"name", "pulled"}, {"bytes", 16 * MiB}, {"memory", "host"}}).status, 201);
-  const std::string pull = env + CONDUIT_CLI_BIN + " transfer --pull --from " + a.url() + "/src --to " +
-                           b.url() +
+  const std::string pull = env + conduit::testing::built_binary("conduit") + " transfer --pull --from " +
+                           a.url() + "/src --to " + b.url() +
                            "/pulled --from-offset 8MiB --to-offset 1MiB --length 8MiB --verify none 2>&1";
   EXPECT_EQ(std::system(pull.c_str()), 0) << pull;
   const auto got = b.get("/v1/regions/pulled/checksum?offset=" + std::to_string(MiB) +

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 
@@ -55,7 +56,9 @@ const std::set<std::string> kServedRoutes = {
     "DELETE /v1/transfers/{id}",
 };
 
-AgentOptions agent_options() { return testing::small_tcp_agent(CONDUIT_AGENT_BIN); }
+AgentOptions agent_options() {
+  return testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+}
 
 struct Reply {
   int status = 0;  // 0: no answer
@@ -441,7 +444,7 @@ std::vector<Operation> spec_operations(const YAML::Node& spec) {
 }
 
 TEST(AgentApi, OpenApiSpecListsExactlyTheServedRoutes) {
-  const YAML::Node spec = YAML::LoadFile(CONDUIT_OPENAPI);
+  const YAML::Node spec = YAML::LoadFile(conduit::testing::source_dir() + "/agent/openapi.yaml");
   ASSERT_EQ(spec["openapi"].as<std::string>(), "3.0.3");
   std::set<std::string> in_spec;
   for (const auto& op : spec_operations(spec)) {
@@ -451,7 +454,7 @@ TEST(AgentApi, OpenApiSpecListsExactlyTheServedRoutes) {
 }
 
 TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
-  const YAML::Node spec = YAML::LoadFile(CONDUIT_OPENAPI);
+  const YAML::Node spec = YAML::LoadFile(conduit::testing::source_dir() + "/agent/openapi.yaml");
   AgentProcess agent(agent_options());
   ASSERT_TRUE(agent.started());
 

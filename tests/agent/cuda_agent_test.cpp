@@ -18,6 +18,7 @@
 #include <string>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/cuda_device.h"
 #include "conduit/pattern.h"
@@ -35,7 +36,9 @@ using testing::AgentProcess;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions agent_options() { return testing::quiet_tcp_agent(CONDUIT_AGENT_BIN); }
+AgentOptions agent_options() {
+  return testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+}
 
 // What an agent started from this test process says about cuda:0 (it sees the same machine and build).
 std::string expected_cuda_error() {
@@ -74,8 +77,8 @@ TEST_F(CudaUnavailable, RegionCreateIs422WithTheReasonAndNodeSaysWhy) {
 
   // The CLI prints the agent's reason and exits 1.
   testing::TempDir out;
-  const std::string cmd = "CONDUIT_TOKEN=" + a.token() + " " + CONDUIT_CLI_BIN + " --agent " + a.url() +
-                          " regions create gpu --bytes 4096 --memory cuda:0 > " +
+  const std::string cmd = "CONDUIT_TOKEN=" + a.token() + " " + conduit::testing::built_binary("conduit") +
+                          " --agent " + a.url() + " regions create gpu --bytes 4096 --memory cuda:0 > " +
                           (out.path() / "out").string() + " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
@@ -125,10 +128,10 @@ YAML::Node run_gpu_job(AgentProcess& a, AgentProcess& b, std::uint64_t bytes) {
          "      create: {bytes: "
       << bytes << ", memory: \"cuda:0\"}\n  verify: crc32c\n";
   std::filesystem::rename(dir.path() / "jobs" / "tmp", dir.path() / "jobs" / "to-gpu.yaml");
-  testing::PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (dir.path() / "jobs").string(),
-                                   "--agents", "node-a=" + a.url() + ",node-b=" + b.url(),
-                                   "--agent-token-file", (dir.path() / "token").string(), "--log-level",
-                                   "warn"});
+  testing::PeerProcess controller({conduit::testing::built_binary("conduit-controller"), "--local-dir",
+                                   (dir.path() / "jobs").string(), "--agents",
+                                   "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
+                                   (dir.path() / "token").string(), "--log-level", "warn"});
   YAML::Node status;
   testing::eventually(
       [&] {
@@ -195,8 +198,8 @@ class StagedAgents : public ::testing::Test {
     return r.status == 200 ? r.body["crc32c"][0].get<std::uint32_t>() : 0;
   }
 
-  AgentProcess a{testing::quiet_tcp_agent(CONDUIT_AGENT_CUDA_DOUBLE_BIN)};
-  AgentProcess b{testing::quiet_tcp_agent(CONDUIT_AGENT_CUDA_DOUBLE_BIN)};
+  AgentProcess a{testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent-cuda-double"))};
+  AgentProcess b{testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent-cuda-double"))};
 };
 
 TEST_F(StagedAgents, NodeSaysTcpReachesCudaMemoryStaged) {

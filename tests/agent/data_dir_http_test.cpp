@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/pattern.h"
 
 namespace conduit {
@@ -27,7 +28,7 @@ using testing::AgentProcess;
 using json = nlohmann::json;
 
 AgentOptions options(bool namespace_files) {
-  AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
   if (namespace_files) o.extra_args.push_back("--namespace-files");
   return o;
 }

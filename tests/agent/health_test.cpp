@@ -7,6 +7,7 @@
 #include <string>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "peer_process.h"
 
 namespace conduit {
@@ -22,7 +23,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 // libfabric 1.17's shm wedges a rail for good when a peer is killed holding the lock in its region
 // (docs/reliability.md): the target takes that lock itself and is killed, and the agent writes to it.
 TEST(AgentHealth, AWedgedShmRailMakesHealthzUnhealthySayingWhy) {
-  auto options = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  auto options = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
   options.provider = "shm";
   options.extra_args = {"--stall-timeout-ms", "1000"};
   AgentProcess agent(options);
@@ -30,8 +31,9 @@ TEST(AgentHealth, AWedgedShmRailMakesHealthzUnhealthySayingWhy) {
   EXPECT_EQ(agent.get("/healthz").status, 200);
   ASSERT_EQ(agent.post("/v1/regions", {{"name", "src"}, {"bytes", MiB}}).status, 201);
 
-  PeerProcess target({CONDUIT_TEST_PEER, "--provider", "shm", "--bytes", std::to_string(MiB), "--seed", "1",
-                      "--access", "rw", "--rails", "1", "--register-rails", ""});
+  PeerProcess target({conduit::testing::built_binary("conduit-test-peer"), "--provider", "shm", "--bytes",
+                      std::to_string(MiB), "--seed", "1", "--access", "rw", "--rails", "1",
+                      "--register-rails", ""});
   const auto key = target.read_line(30s);
   ASSERT_TRUE(key.has_value()) << "the target printed no key";
   const auto held = target.ask("hold-shm-lock");

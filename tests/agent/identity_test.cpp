@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tls_files.h"
 
@@ -30,7 +31,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 constexpr const char* kToken = "test-token-0123456789";
 
 AgentOptions identity_agent(const CertFiles& serving, const TestCa& ca, std::vector<std::string> extra = {}) {
-  AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
   o.serve_tls(serving.cert, serving.key, ca.cert());
   o.extra_args = {"--client-ca-file", ca.cert().string()};
   o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
@@ -426,9 +427,9 @@ TEST_F(AgentIdentity, TheClisPullGrantNamesTheNodeThatReads) {
   }
   auto pull = [&](const AgentProcess& to) {
     const std::string command = "CONDUIT_TOKEN=" + std::string(kToken) +
-                                " CONDUIT_CA_CERT=" + ca.cert().string() + " " + CONDUIT_CLI_BIN +
-                                " transfer --pull --from " + a.url() + "/src --to " + to.url() +
-                                "/dst --verify crc32c > /dev/null 2>&1";
+                                " CONDUIT_CA_CERT=" + ca.cert().string() + " " +
+                                conduit::testing::built_binary("conduit") + " transfer --pull --from " +
+                                a.url() + "/src --to " + to.url() + "/dst --verify crc32c > /dev/null 2>&1";
     return std::system(command.c_str());
   };
   EXPECT_EQ(pull(b), 0) << "node-b reading through a grant made for node-b";

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "temp_dir.h"
 #include "tls_files.h"
 
@@ -150,7 +151,7 @@ void next_requests_are_served(const std::string& url, SSL_CTX* tls) {
 }
 
 TEST(AgentKeepAlive, TheNextRequestIsServedWhetherItComesAtOnceOrSlowly) {
-  AgentProcess agent(testing::small_tcp_agent(CONDUIT_AGENT_BIN));
+  AgentProcess agent(testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent")));
   ASSERT_TRUE(agent.started());
   next_requests_are_served(agent.url(), nullptr);
 }
@@ -160,7 +161,7 @@ TEST(AgentKeepAlive, TheNextRequestIsServedWhetherItComesAtOnceOrSlowlyOverTls) 
   testing::TestCa ca{dir.path() / "ca", "conduit-test-ca"};
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
   const testing::CertFiles cert = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
-  AgentOptions options = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  AgentOptions options = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
   options.serve_tls(cert.cert, cert.key, ca.cert());
   AgentProcess agent(options);
   ASSERT_TRUE(agent.started());

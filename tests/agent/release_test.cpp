@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "agent_process.h"
+#include "build_paths.h"
 
 namespace conduit {
 namespace {
@@ -16,7 +17,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions tcp_agent() {
   AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
+  o.binary = conduit::testing::built_binary("conduit-agent");
   return o;
 }
 

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
+#include "conduit/common/base64.h"
 #include "conduit/pattern.h"
 #include "file_bytes.h"
-#include "kube/kube_config.h"
+#include "kube_client/kube_config.h"
 
 namespace conduit {
 namespace {
@@ -30,7 +32,7 @@ constexpr std::uint64_t KiB = 1 << 10;
 constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions options() {
-  AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
   o.extra_args = {"--log-level", "warn"};
   return o;
 }
@@ -71,7 +73,7 @@ std::string ops_packed(const std::vector<Op>& ops) {
       for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
     }
   }
-  return kube::base64_encode(raw);
+  return base64_encode(raw);
 }
 
 // What the region holds, saved by its agent.
@@ -216,7 +218,7 @@ TEST_F(Scatter, PackedOpsLandWhereTheirTriplesSayAndBadOnesAreRefused) {
   refused(ops_packed({{0, 0, 4096}, {8192, 100, 4096}}), "ops[1] overlaps ops[0] in the target");
   refused(ops_packed({{kBytes, 0, 1}}), "ops[0]: source");
   refused(ops_packed({{0, 0, 1}, {1, 1, 0}}), "ops[1].length: must be at least 1");
-  refused(kube::base64_encode(std::string(25, '\0')), "whole ops of 24 bytes");
+  refused(base64_encode(std::string(25, '\0')), "whole ops of 24 bytes");
   refused("", "whole ops of 24 bytes");
   refused("not base64!", "opsPacked: invalid base64");
   refused(json::array({1, 2, 3}), "opsPacked: must be a base64 string");

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "file_bytes.h"
@@ -30,7 +31,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions options(std::vector<std::string> extra = {}) {
   AgentOptions o;
-  o.binary = CONDUIT_AGENT_BIN;
+  o.binary = conduit::testing::built_binary("conduit-agent");
   o.provider = "tcp";
   o.extra_args = std::move(extra);
   return o;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/api/agent_client.h"
 #include "eventually.h"
 #include "temp_dir.h"
@@ -34,7 +35,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions tls_agent(const CertFiles& cert, const std::filesystem::path& ca,
                        std::vector<std::string> extra = {}) {
-  AgentOptions o = testing::small_tcp_agent(CONDUIT_AGENT_BIN);
+  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
   o.serve_tls(cert.cert, cert.key, ca);
   o.extra_args = std::move(extra);
   return o;

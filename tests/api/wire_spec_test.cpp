@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "conduit/api/errors.h"
 #include "conduit/api/reasons.h"
 #include "conduit/api/transfer.h"
@@ -24,7 +25,7 @@ using nlohmann::json;
 
 const json& spec() {
   static const json doc = [] {
-    std::ifstream in(CONDUIT_OPENAPI);
+    std::ifstream in(conduit::testing::source_dir() + "/agent/openapi.yaml");
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto parsed = controller::parse_yaml(text);
     EXPECT_TRUE(parsed) << parsed.error().message;

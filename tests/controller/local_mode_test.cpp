@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "eventually.h"
@@ -30,7 +31,9 @@ using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions agent_options() { return conduit::testing::quiet_tcp_agent(CONDUIT_AGENT_BIN); }
+AgentOptions agent_options() {
+  return conduit::testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+}
 
 // An agent serving HTTPS with `cert`, trusting `ca` for its calls to other agents, and taking `extra` flags.
 AgentOptions tls_agent(const conduit::testing::TestCa& ca, const conduit::testing::CertFiles& cert,
@@ -51,7 +54,7 @@ class LocalMode : public ::testing::Test {
   }
 
   std::unique_ptr<PeerProcess> start_controller(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv{CONDUIT_CONTROLLER_BIN,
+    std::vector<std::string> argv{conduit::testing::built_binary("conduit-controller"),
                                   "--local-dir",
                                   (jobs.path() / "jobs").string(),
                                   "--agents",
@@ -316,7 +319,7 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
         << "\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: node-b, region: " << name
         << ", create: {bytes: " << data.size() << "}, file: " << name
         << ".bin}\n  verify: crc32c\n  backoffLimit: 0\n";
-    std::vector<std::string> argv{CONDUIT_CONTROLLER_BIN,
+    std::vector<std::string> argv{conduit::testing::built_binary("conduit-controller"),
                                   "--local-dir",
                                   (work.path() / "jobs").string(),
                                   "--agents",
@@ -370,7 +373,8 @@ TEST(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
       << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: refused\nspec:\n"
       << "  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: node-b, region: refused, create: "
       << "{bytes: " << data.size() << "}}\n  verify: crc32c\n  backoffLimit: 3\n";
-  PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (work.path() / "jobs").string(), "--agents",
+  PeerProcess controller({conduit::testing::built_binary("conduit-controller"), "--local-dir",
+                          (work.path() / "jobs").string(), "--agents",
                           "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
                           (work.path() / "token").string(), "--agent-ca-file", ca.cert().string(),
                           "--log-level", "warn", "--once-job", "refused"});
@@ -405,11 +409,11 @@ TEST(LocalModeTls, ATenantsControllerRunsItsNamespacesJobsAndNoOneElses) {
         << "\n  namespace: " << ns << "\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n"
         << "    - {node: node-b, region: " << name << ", create: {bytes: " << data.size()
         << "}}\n  verify: crc32c\n  backoffLimit: 2\n";
-    PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (work.path() / "jobs").string(),
-                            "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-ca-file",
-                            ca.cert().string(), "--agent-client-cert", tenant.cert.string(),
-                            "--agent-client-key", tenant.key.string(), "--log-level", "warn", "--once-job",
-                            ns + "/" + name});
+    PeerProcess controller({conduit::testing::built_binary("conduit-controller"), "--local-dir",
+                            (work.path() / "jobs").string(), "--agents",
+                            "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-ca-file", ca.cert().string(),
+                            "--agent-client-cert", tenant.cert.string(), "--agent-client-key",
+                            tenant.key.string(), "--log-level", "warn", "--once-job", ns + "/" + name});
     const auto line = controller.read_line(60s);
     return std::pair{line.value_or(""), controller.wait()};
   };
@@ -454,10 +458,10 @@ TEST(LocalModeFiles, WithNamespaceFilesAJobReachesOnlyItsNamespacesFiles) {
         << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata: {name: " << name
         << ", namespace: team-a}\nspec:\n  source: {node: node-a, file: " << source << "}\n  targets:\n    - "
         << target << "\n  verify: crc32c\n  backoffLimit: 3\n";
-    PeerProcess controller({CONDUIT_CONTROLLER_BIN, "--local-dir", (work.path() / "jobs").string(),
-                            "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
-                            (work.path() / "token").string(), "--log-level", "warn", "--once-job",
-                            "team-a/" + name});
+    PeerProcess controller(
+        {conduit::testing::built_binary("conduit-controller"), "--local-dir", (work.path() / "jobs").string(),
+         "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
+         (work.path() / "token").string(), "--log-level", "warn", "--once-job", "team-a/" + name});
     const auto line = controller.read_line(60s);
     controller.wait();
     return line.value_or("");

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "conduit/common/base64.h"
 #include "controller/kube/agent_csr_review.h"
 #include "controller/kube/signer_ca.h"
 #include "csr_pki.h"
@@ -24,9 +25,11 @@ using conduit::testing::TestCa;
 using nlohmann::json;
 using std::chrono::seconds;
 
-const Resource& csrs() { return resources::certificate_signing_requests(); }
+const kube_client::Resource& csrs() { return kube_client::resources::certificate_signing_requests(); }
 
-std::string agent_cn(const std::string& node) { return std::string(kAgentCommonNamePrefix) + node; }
+std::string agent_cn(const std::string& node) {
+  return std::string(kube_client::kAgentCommonNamePrefix) + node;
+}
 
 // The condition of `type`, or null.
 json condition(const json& csr, const std::string& type) {
@@ -50,7 +53,7 @@ json server_side_csr(const std::string& request_pem, const std::string& node = "
           {"kind", "CertificateSigningRequest"},
           {"metadata", {{"name", "csr"}}},
           {"spec",
-           {{"signerName", kAgentSignerName},
+           {{"signerName", kube_client::kAgentSignerName},
             {"username", "system:serviceaccount:conduit:conduit-agent"},
             {"extra", {{kNodeNameExtra, {node}}, {kPodNameExtra, {"agent-x"}}}},
             {"usages", {"client auth", "digital signature"}},
@@ -110,7 +113,7 @@ TEST(AgentCsrReview, ATokenNotBoundToAPodProvesNoNode) {
 }
 
 TEST(AgentCsrReview, PhaseFollowsTheConditions) {
-  json csr = {{"spec", {{"signerName", kAgentSignerName}}}};
+  json csr = {{"spec", {{"signerName", kube_client::kAgentSignerName}}}};
   EXPECT_EQ(csr_phase(csr), CsrPhase::Pending);
   EXPECT_EQ(csr_phase({{"spec", {{"signerName", "kubernetes.io/kube-apiserver-client"}}}}),
             CsrPhase::NotOurs);
@@ -119,7 +122,7 @@ TEST(AgentCsrReview, PhaseFollowsTheConditions) {
   csr["status"]["certificate"] = "Y2VydA==";
   EXPECT_EQ(csr_phase(csr), CsrPhase::Finished);
   for (const char* type : {"Denied", "Failed"}) {
-    json decided = {{"spec", {{"signerName", kAgentSignerName}}},
+    json decided = {{"spec", {{"signerName", kube_client::kAgentSignerName}}},
                     {"status", {{"conditions", {{{"type", type}, {"status", "True"}}}}}}};
     EXPECT_EQ(csr_phase(decided), CsrPhase::Finished) << type;
   }
@@ -213,7 +216,7 @@ class AgentSignerApi : public KubeApiTest {
     for (const auto& [resource, name] : cleanup_) (void)client_->delete_object(resource, "", name);
   }
 
-  void make_cluster_object(const Resource& r, const json& object) {
+  void make_cluster_object(const kube_client::Resource& r, const json& object) {
     auto created = client_->create(r, "", object);
     ASSERT_TRUE(created) << created.error().message;
     cleanup_.emplace_back(r, object["metadata"]["name"]);
@@ -221,7 +224,7 @@ class AgentSignerApi : public KubeApiTest {
 
   json make_pod(const std::string& name, const std::string& sa) {
     auto pod = client_->create(
-        resources::pods(), ns_,
+        kube_client::resources::pods(), ns_,
         {{"apiVersion", "v1"},
          {"kind", "Pod"},
          {"metadata", {{"name", name}, {"namespace", ns_}}},
@@ -237,7 +240,8 @@ class AgentSignerApi : public KubeApiTest {
   // the user info of every request made with it.
   std::string token_for(const std::string& sa, const json& pod) {
     // POST .../serviceaccounts/SA/token: the collection path of a "resource" that is the subresource.
-    const Resource token_requests{"", "v1", "TokenRequest", "serviceaccounts/" + sa + "/token", true};
+    const kube_client::Resource token_requests{"", "v1", "TokenRequest", "serviceaccounts/" + sa + "/token",
+                                               true};
     auto r = client_->create(token_requests, ns_,
                              {{"apiVersion", "authentication.k8s.io/v1"},
                               {"kind", "TokenRequest"},
@@ -252,12 +256,12 @@ class AgentSignerApi : public KubeApiTest {
     return r ? r->value("/status/token"_json_pointer, std::string()) : std::string();
   }
 
-  std::unique_ptr<KubeClient> client_as(const std::string& token) {
-    KubeConfig config = api_->config();
-    config.token = TokenSource::fixed(token);
+  std::unique_ptr<kube_client::KubeClient> client_as(const std::string& token) {
+    kube_client::KubeConfig config = api_->config();
+    config.token = kube_client::TokenSource::fixed(token);
     config.client_cert_file.clear();
     config.client_key_file.clear();
-    return std::make_unique<KubeClient>(config);
+    return std::make_unique<kube_client::KubeClient>(config);
   }
 
   AgentSigner& start_signer(seconds max_lifetime = seconds(86400)) {
@@ -273,9 +277,10 @@ class AgentSignerApi : public KubeApiTest {
   }
 
   // Creates a CSR as `as` (retrying while RBAC for the new binding is not in force yet).
-  Result<json> submit(KubeClient& as, const std::string& name, const std::string& request_pem,
+  Result<json> submit(kube_client::KubeClient& as, const std::string& name, const std::string& request_pem,
                       const std::vector<std::string>& usages = {"client auth", "digital signature"},
-                      int expiration_seconds = 0, const std::string& signer_name = kAgentSignerName) {
+                      int expiration_seconds = 0,
+                      const std::string& signer_name = kube_client::kAgentSignerName) {
     json csr = {
         {"apiVersion", "certificates.k8s.io/v1"},
         {"kind", "CertificateSigningRequest"},
@@ -293,7 +298,7 @@ class AgentSignerApi : public KubeApiTest {
     return created;
   }
 
-  Result<json> submit_for(KubeClient& as, const std::string& name, const std::string& node,
+  Result<json> submit_for(kube_client::KubeClient& as, const std::string& name, const std::string& node,
                           int expiration = 0) {
     auto key = make_key("ec:P-256");
     return submit(as, name, make_request(key.get(), {{"CN", agent_cn(node)}}),
@@ -330,9 +335,9 @@ class AgentSignerApi : public KubeApiTest {
   TempDir dir_;
   TestCa ca_{dir_.path() / "ca", "agent-ca"};
   std::string node_a_, node_b_;
-  std::unique_ptr<KubeClient> agent_, other_;
+  std::unique_ptr<kube_client::KubeClient> agent_, other_;
   std::unique_ptr<AgentSigner> signer_;
-  std::vector<std::pair<Resource, std::string>> cleanup_;
+  std::vector<std::pair<kube_client::Resource, std::string>> cleanup_;
 };
 
 TEST_F(AgentSignerApi, AgentCsrIsApprovedAndSignedForItsNode) {

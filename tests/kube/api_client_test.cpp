@@ -5,8 +5,9 @@
 
 #include <filesystem>
 
-#include "kube/client.h"
+#include "build_paths.h"
 #include "kube_api_env.h"
+#include "kube_client/client.h"
 #include "temp_dir.h"
 
 namespace conduit::kube::testing {
@@ -47,7 +48,7 @@ TEST_F(KubeClientApi, ListJoinsPages) {
     ASSERT_TRUE(
         client_->create(jobs(), ns_, example("point-to-point.yaml", ns_, "job-" + std::to_string(i))));
   }
-  ListOptions small;
+  kube_client::ListOptions small;
   small.page_size = 2;
   auto list = client_->list(jobs(), ns_, small);
   ASSERT_TRUE(list) << list.error().message;
@@ -98,7 +99,8 @@ TEST_F(KubeClientApi, StatusMergePatchLandsAndAStaleResourceVersionIsRetried) {
 
 TEST_F(KubeClientApi, InvalidExamplesAreRejectedWithTheirMessage) {
   int checked = 0;
-  for (const auto& entry : fs::directory_iterator(std::string(CONDUIT_SOURCE_DIR) + "/crds/examples")) {
+  for (const auto& entry :
+       fs::directory_iterator(std::string(conduit::testing::source_dir()) + "/crds/examples")) {
     std::string file = entry.path().filename().string();
     if (file.rfind("invalid-", 0) != 0) continue;
     std::string expect = expected_message(file);
@@ -123,18 +125,18 @@ TEST_F(KubeClientApi, ValidExamplesAreAccepted) {
 TEST_F(KubeClientApi, RotatedTokenFileIsUsedOnTheNextRequest) {
   conduit::testing::TempDir dir("kube-token");
   std::string token_path = dir.write("token", "not-a-valid-token\n");
-  KubeConfig cfg = api_->config();
-  cfg.token = TokenSource::from_file(token_path);
-  KubeClient client(cfg);
+  kube_client::KubeConfig cfg = api_->config();
+  cfg.token = kube_client::TokenSource::from_file(token_path);
+  kube_client::KubeClient client(cfg);
 
-  auto refused = client.list(resources::namespaces(), "");
+  auto refused = client.list(kube_client::resources::namespaces(), "");
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::RemoteAccess);
   EXPECT_NE(refused.error().message.find("401"), std::string::npos) << refused.error().message;
 
   dir.write("token", api_->token() + "\n");
   fs::last_write_time(token_path, fs::last_write_time(token_path) + std::chrono::seconds(1));
-  auto listed = client.list(resources::namespaces(), "");
+  auto listed = client.list(kube_client::resources::namespaces(), "");
   EXPECT_TRUE(listed) << listed.error().message;
 }
 
@@ -143,15 +145,15 @@ TEST_F(KubeClientApi, InClusterConfigTalksToTheServer) {
   sa.write("token", api_->token());
   fs::copy_file(api_->dir() + "/certs/apiserver.crt", sa.path() / "ca.crt");
   sa.write("namespace", ns_);
-  KubeConfig from_file = api_->config();
+  kube_client::KubeConfig from_file = api_->config();
   ::setenv("KUBERNETES_SERVICE_HOST", from_file.address.host.c_str(), 1);
   ::setenv("KUBERNETES_SERVICE_PORT", std::to_string(from_file.address.port).c_str(), 1);
-  auto cfg = load_in_cluster(sa.path().string());
+  auto cfg = kube_client::load_in_cluster(sa.path().string());
   ::unsetenv("KUBERNETES_SERVICE_HOST");
   ::unsetenv("KUBERNETES_SERVICE_PORT");
   ASSERT_TRUE(cfg) << cfg.error().message;
   EXPECT_EQ(cfg->ns, ns_);
-  KubeClient client(*cfg);
+  kube_client::KubeClient client(*cfg);
   auto ready = client.get_raw("/readyz");
   ASSERT_TRUE(ready) << ready.error().message;
   EXPECT_EQ(*ready, "ok");
@@ -160,7 +162,7 @@ TEST_F(KubeClientApi, InClusterConfigTalksToTheServer) {
 
 TEST_F(KubeClientApi, WrongCaIsRefused) {
   conduit::testing::TempDir dir("kube-ca");
-  KubeConfig cfg = api_->config();
+  kube_client::KubeConfig cfg = api_->config();
   // Any self-signed certificate that did not sign the server's: the kubeconfig's own CA file does not
   // contain it, so use a certificate from the system store directory if one exists, else skip.
   std::string other;
@@ -169,7 +171,7 @@ TEST_F(KubeClientApi, WrongCaIsRefused) {
   }
   if (other.empty()) GTEST_SKIP() << "no system CA bundle to use as the wrong CA";
   cfg.ca_file = other;
-  KubeClient client(cfg);
+  kube_client::KubeClient client(cfg);
   auto refused = client.get_raw("/readyz");
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::PeerUnreachable);

@@ -30,7 +30,7 @@ class LeaderElectionApi : public KubeApiTest {
     return e;
   }
   json lease() {
-    auto got = client_->get(resources::leases(), ns_, "conduit-controller");
+    auto got = client_->get(kube_client::resources::leases(), ns_, "conduit-controller");
     EXPECT_TRUE(got) << got.error().message;
     return got ? (*got)["spec"] : json();
   }
@@ -50,7 +50,7 @@ class LeaderElectionApi : public KubeApiTest {
 };
 
 TEST_F(LeaderElectionApi, ExactlyOneLeadsAndAReleasedLeaseIsTakenAtOnce) {
-  KubeConfig cfg = api_->config();
+  kube_client::KubeConfig cfg = api_->config();
   auto a = std::make_unique<LeaderElector>(cfg, election("a"));
   LeaderElector b(cfg, election("b"));
   a->start();
@@ -79,7 +79,7 @@ TEST_F(LeaderElectionApi, ExactlyOneLeadsAndAReleasedLeaseIsTakenAtOnce) {
 }
 
 TEST_F(LeaderElectionApi, AKilledLeaderIsReplacedOnlyAfterTheLeaseExpires) {
-  KubeConfig cfg = api_->config();
+  kube_client::KubeConfig cfg = api_->config();
   LeaderElector a(cfg, election("a"));
   LeaderElector b(cfg, election("b"));
   a.start();
@@ -104,7 +104,7 @@ TEST_F(LeaderElectionApi, AKilledLeaderIsReplacedOnlyAfterTheLeaseExpires) {
 }
 
 TEST_F(LeaderElectionApi, HeldLeaseIsLeftAloneReleasedOneIsTakenStaleWriteConflicts) {
-  KubeConfig cfg = api_->config();
+  kube_client::KubeConfig cfg = api_->config();
   LeaderElector a(cfg, election("a"));
   LeaderElector b(cfg, election("b"));
   ASSERT_TRUE(a.try_acquire_or_renew());  // creates the Lease
@@ -112,12 +112,12 @@ TEST_F(LeaderElectionApi, HeldLeaseIsLeftAloneReleasedOneIsTakenStaleWriteConfli
 
   // What b's write meets when a renews between b's read and b's write: the resourceVersion precondition
   // fails, so of two racing writers exactly one wins.
-  auto read_by_b = client_->get(resources::leases(), ns_, "conduit-controller");
+  auto read_by_b = client_->get(kube_client::resources::leases(), ns_, "conduit-controller");
   ASSERT_TRUE(read_by_b);
   ASSERT_TRUE(a.try_acquire_or_renew());
   json takeover = *read_by_b;
   takeover["spec"]["holderIdentity"] = "b";
-  auto lost = client_->replace(resources::leases(), ns_, "conduit-controller", takeover);
+  auto lost = client_->replace(kube_client::resources::leases(), ns_, "conduit-controller", takeover);
   ASSERT_FALSE(lost);
   EXPECT_EQ(lost.error().code, ErrorCode::Conflict);
   EXPECT_EQ(lease()["holderIdentity"], "a");

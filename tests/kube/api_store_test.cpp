@@ -121,7 +121,7 @@ TEST_F(KubeStoreApi, FabricNodesAreCreatedThenTheirStatusReplaced) {
   json spec = {{"nodeName", name}, {"agentEndpoint", "http://127.0.0.1:7070"}};
   json status = {{"agentVersion", "0.1.0"}, {"nicCount", 2}, {"gpuCount", 1}, {"transportSummary", "tcp"}};
   ASSERT_TRUE(store->upsert_node(name, spec, status));
-  auto got = client_->get(resources::fabric_nodes(), "", name);
+  auto got = client_->get(kube_client::resources::fabric_nodes(), "", name);
   ASSERT_TRUE(got) << got.error().message;
   EXPECT_EQ((*got)["spec"], spec);
   EXPECT_EQ((*got)["status"]["nicCount"], 2);
@@ -129,12 +129,13 @@ TEST_F(KubeStoreApi, FabricNodesAreCreatedThenTheirStatusReplaced) {
 
   // Unchanged: no write at all.
   ASSERT_TRUE(store->upsert_node(name, spec, status));
-  EXPECT_EQ((*client_->get(resources::fabric_nodes(), "", name))["metadata"]["resourceVersion"], rv);
+  EXPECT_EQ((*client_->get(kube_client::resources::fabric_nodes(), "", name))["metadata"]["resourceVersion"],
+            rv);
 
   // Replaced, not merged: gpuCount is no longer reported, so it goes.
   json fewer = {{"agentVersion", "0.1.1"}, {"nicCount", 2}, {"transportSummary", "tcp"}};
   ASSERT_TRUE(store->upsert_node(name, spec, fewer));
-  got = client_->get(resources::fabric_nodes(), "", name);
+  got = client_->get(kube_client::resources::fabric_nodes(), "", name);
   ASSERT_TRUE(got);
   EXPECT_EQ((*got)["status"], fewer);
 }
@@ -150,7 +151,7 @@ TEST_F(KubeStoreApi, RepeatedEventsAreCountedOnOneObject) {
   store->record_event(key, "Warning", "PeerUnreachable", "agent node-b does not answer");
   store->record_event(key, "Normal", "Started", "transfer t-1 started on node-a");
 
-  auto events = client_->list(resources::events(), ns_);
+  auto events = client_->list(kube_client::resources::events(), ns_);
   ASSERT_TRUE(events) << events.error().message;
   ASSERT_EQ((*events)["items"].size(), 2u);
   for (const auto& ev : (*events)["items"]) {

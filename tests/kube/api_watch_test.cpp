@@ -107,7 +107,7 @@ TEST_F(KubeWatchApi, StopIsPromptWhileTheStreamIsQuiet) {
 TEST_F(KubeWatchApi, ClientWatchDeliversLinesAsTheyArrive) {
   auto list = client_->list(jobs(), ns_);
   ASSERT_TRUE(list);
-  WatchOptions options;
+  kube_client::WatchOptions options;
   options.resource_version = (*list)["metadata"]["resourceVersion"];
   options.timeout_seconds = 30;
   std::atomic<bool> seen{false};
@@ -117,7 +117,7 @@ TEST_F(KubeWatchApi, ClientWatchDeliversLinesAsTheyArrive) {
     EXPECT_TRUE(client_->create(jobs(), ns_, example("point-to-point.yaml", ns_, "streamed")));
   });
   auto t0 = std::chrono::steady_clock::now();
-  WatchEnd end = client_->watch(
+  kube_client::WatchEnd end = client_->watch(
       jobs(), ns_, options,
       [&](std::string_view line) {
         auto ev = parse_watch_event(line);
@@ -131,7 +131,7 @@ TEST_F(KubeWatchApi, ClientWatchDeliversLinesAsTheyArrive) {
       stop.get_token());
   writer.join();
   EXPECT_TRUE(seen);
-  EXPECT_EQ(end.kind, WatchEnd::Kind::Stopped);
+  EXPECT_EQ(end.kind, kube_client::WatchEnd::Kind::Stopped);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, seconds(10)) << "the event came long before the timeout";
 }
 

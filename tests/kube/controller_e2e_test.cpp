@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "kube_api_env.h"
@@ -31,7 +32,9 @@ using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions agent_options() { return conduit::testing::quiet_tcp_agent(CONDUIT_AGENT_BIN); }
+AgentOptions agent_options() {
+  return conduit::testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+}
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -59,7 +62,7 @@ CommandResult shell(const std::string& command) {
 // The kubectl scripts/kube-tools.sh built (the machine's own may be of another version).
 std::string kubectl_path() {
   const auto printed =
-      shell(shell_quote(std::string(CONDUIT_SOURCE_DIR) + "/scripts/kube-tools.sh") + " --print");
+      shell(shell_quote(std::string(conduit::testing::source_dir()) + "/scripts/kube-tools.sh") + " --print");
   const std::string key = "KUBECTL=";
   const auto at = printed.out.find(key);
   if (at == std::string::npos) return {};
@@ -97,7 +100,7 @@ class ControllerKube : public KubeApiTest {
 
   // With the agents given by --agents unless `extra` names --agent-service.
   std::unique_ptr<PeerProcess> start_controller(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv{CONDUIT_CONTROLLER_BIN,
+    std::vector<std::string> argv{conduit::testing::built_binary("conduit-controller"),
                                   "--kubeconfig",
                                   api_->kubeconfig(),
                                   "--namespace",
@@ -351,7 +354,7 @@ TEST(ControllerKubeFlags, MistakesAreUsageErrors) {
       {"--local-dir", "/tmp", "--agents", "node-a=http://127.0.0.1:1", "--leader-elect"},
   };
   for (const auto& args : bad) {
-    std::vector<std::string> argv{CONDUIT_CONTROLLER_BIN};
+    std::vector<std::string> argv{conduit::testing::built_binary("conduit-controller")};
     argv.insert(argv.end(), args.begin(), args.end());
     PeerProcess controller(argv);
     EXPECT_EQ(controller.wait(), 2) << args[0] << " " << args[1] << " ... " << args.back();

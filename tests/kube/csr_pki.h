@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "kube/openssl_handles.h"
+#include "conduit/common/openssl.h"
 
 namespace conduit::kube::testing {
 

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "build_paths.h"
 #include "controller/store/yaml_json_reader.h"
 
 namespace conduit::kube::testing {
@@ -18,7 +19,7 @@ using controller::load_yaml_file;
 
 using nlohmann::json;
 
-const std::string kSource = CONDUIT_SOURCE_DIR;
+const std::string kSource = conduit::testing::source_dir();
 
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
@@ -88,7 +89,7 @@ void KubeApi::start() {
     std::string cmd = shell_quote(kSource + "/scripts/kube-env.sh") + " start " + shell_quote(dir_) + " >" +
                       shell_quote(dir_ + "/start.log") + " 2>&1";
     if (std::system(cmd.c_str()) != 0) {
-      auto log = read_file(dir_ + "/start.log");
+      auto log = kube_client::read_file(dir_ + "/start.log");
       start_error_ = "scripts/kube-env.sh start failed: " + (log ? *log : std::string("(no log)"));
       return;
     }
@@ -112,8 +113,8 @@ void KubeApi::stop() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-KubeConfig KubeApi::config() const {
-  auto cfg = load_kubeconfig(kubeconfig());
+kube_client::KubeConfig KubeApi::config() const {
+  auto cfg = kube_client::load_kubeconfig(kubeconfig());
   if (!cfg) {
     ADD_FAILURE() << cfg.error().message;
     return {};
@@ -122,13 +123,13 @@ KubeConfig KubeApi::config() const {
 }
 
 std::string KubeApi::token() const {
-  auto t = read_file(dir_ + "/token");
-  return t ? trim(*t) : std::string();
+  auto t = kube_client::read_file(dir_ + "/token");
+  return t ? kube_client::trim(*t) : std::string();
 }
 
 Status KubeApi::apply_crds() {
-  KubeClient client(config());
-  const Resource& crds = resources::custom_resource_definitions();
+  kube_client::KubeClient client(config());
+  const kube_client::Resource& crds = kube_client::resources::custom_resource_definitions();
   for (const char* file : {"transferjobs.conduit.dev.yaml", "fabricnodes.conduit.dev.yaml"}) {
     auto docs = load_yaml_file(kSource + "/crds/" + file);
     if (!docs) return docs.error();
@@ -150,7 +151,8 @@ Status KubeApi::apply_crds() {
     }
   }
   // Established is set before the new resource is served everywhere: wait until a LIST answers.
-  for (const Resource* r : {&resources::transfer_jobs(), &resources::fabric_nodes()}) {
+  for (const kube_client::Resource* r :
+       {&kube_client::resources::transfer_jobs(), &kube_client::resources::fabric_nodes()}) {
     if (!eventually([&] { return client.list(*r, "").ok(); }, std::chrono::seconds(30))) {
       return make_error(ErrorCode::TimedOut, r->plural + " not served 30 s after Established");
     }
@@ -162,7 +164,7 @@ void KubeApiTest::SetUp() {
   api_ = &KubeApi::get();
   if (api_->tools_missing()) GTEST_SKIP() << kNoApiServer;
   ASSERT_TRUE(api_->start_error().empty()) << api_->start_error();
-  client_ = std::make_unique<KubeClient>(api_->config());
+  client_ = std::make_unique<kube_client::KubeClient>(api_->config());
 
   // A namespace per test, named after it (DNS-1123: lowercase, digits, '-', at most 63).
   std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
@@ -176,7 +178,7 @@ void KubeApiTest::SetUp() {
   ns += "-" + std::to_string(std::random_device{}() % 100000);
   ns_ = ns;
   auto created =
-      client_->create(resources::namespaces(), "",
+      client_->create(kube_client::resources::namespaces(), "",
                       {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns_}}}});
   ASSERT_TRUE(created) << created.error().message;
 }
@@ -194,13 +196,13 @@ json example(const std::string& file, const std::string& ns, const std::string& 
 }
 
 std::string expected_message(const std::string& file) {
-  auto text = read_file(kSource + "/crds/examples/" + file);
+  auto text = kube_client::read_file(kSource + "/crds/examples/" + file);
   if (!text) return {};
   const std::string marker = "# expect: ";
   auto at = text->find(marker);
   if (at == std::string::npos) return {};
   auto end = text->find('\n', at);
-  return trim(text->substr(at + marker.size(), end - at - marker.size()));
+  return kube_client::trim(text->substr(at + marker.size(), end - at - marker.size()));
 }
 
 }  // namespace conduit::kube::testing

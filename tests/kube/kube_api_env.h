@@ -10,13 +10,13 @@
 #include <string>
 
 #include "eventually.h"
-#include "kube/client.h"
-#include "kube/kube_config.h"
+#include "kube_client/client.h"
+#include "kube_client/kube_config.h"
 
 namespace conduit::kube::testing {
 
 // The TransferJob resource, the one most API tests create and watch.
-inline const Resource& jobs() { return resources::transfer_jobs(); }
+inline const kube_client::Resource& jobs() { return kube_client::resources::transfer_jobs(); }
 
 inline constexpr const char* kNoApiServer = "no kube-apiserver built (run scripts/kube-tools.sh)";
 
@@ -30,7 +30,7 @@ class KubeApi {
   const std::string& start_error() const { return start_error_; }  // binaries there, but it did not come up
   const std::string& dir() const { return dir_; }
   std::string kubeconfig() const { return dir_ + "/kubeconfig"; }
-  KubeConfig config() const;  // parsed from kubeconfig()
+  kube_client::KubeConfig config() const;  // parsed from kubeconfig()
   std::string token() const;
 
  private:
@@ -51,7 +51,7 @@ class KubeApiTest : public ::testing::Test {
   void SetUp() override;
 
   KubeApi* api_ = nullptr;
-  std::unique_ptr<KubeClient> client_;
+  std::unique_ptr<kube_client::KubeClient> client_;
   std::string ns_;
 };
 

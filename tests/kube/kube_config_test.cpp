@@ -1,5 +1,5 @@
 // kubeconfig and in-cluster config from static files in a temp dir.
-#include "kube/kube_config.h"
+#include "kube_client/kube_config.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -8,9 +8,10 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "conduit/common/base64.h"
 #include "temp_dir.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 namespace {
 
 using conduit::testing::TempDir;
@@ -266,4 +267,4 @@ TEST_F(InClusterConfig, OutsideAPodSaysSo) {
 }
 
 }  // namespace
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

@@ -45,7 +45,7 @@ class ScriptedSource : public ListWatchSource {
  public:
   struct Stream {
     std::vector<WatchEvent> events;
-    WatchEnd end;
+    kube_client::WatchEnd end;
   };
   std::deque<Result<ListResult>> lists;
   std::deque<Stream> streams;
@@ -60,26 +60,26 @@ class ScriptedSource : public ListWatchSource {
     return r;
   }
 
-  WatchEnd watch(const std::string& rv, const std::function<bool(const WatchEvent&)>& on_event,
-                 std::stop_token stop) override {
+  kube_client::WatchEnd watch(const std::string& rv, const std::function<bool(const WatchEvent&)>& on_event,
+                              std::stop_token stop) override {
     watched_from.push_back(rv);
     if (streams.empty()) {
       std::mutex m;
       std::condition_variable_any cv;
       std::unique_lock lock(m);
       cv.wait(lock, stop, [] { return false; });
-      return {WatchEnd::Kind::Stopped, 0, {}};
+      return {kube_client::WatchEnd::Kind::Stopped, 0, {}};
     }
     Stream s = std::move(streams.front());
     streams.pop_front();
     for (const auto& ev : s.events) {
-      if (!on_event(ev)) return {WatchEnd::Kind::Stopped, 200, {}};
+      if (!on_event(ev)) return {kube_client::WatchEnd::Kind::Stopped, 200, {}};
     }
     return s.end;
   }
 };
 
-WatchEnd closed() { return {WatchEnd::Kind::Closed, 200, {}}; }
+kube_client::WatchEnd closed() { return {kube_client::WatchEnd::Kind::Closed, 200, {}}; }
 
 class WatcherTest : public ::testing::Test {
  protected:
@@ -103,7 +103,7 @@ class WatcherTest : public ::testing::Test {
   void script_list(std::vector<json> items, const std::string& rv) {
     source_.lists.push_back(ListResult{std::move(items), rv});
   }
-  void script_stream(std::vector<WatchEvent> events, WatchEnd end = closed()) {
+  void script_stream(std::vector<WatchEvent> events, kube_client::WatchEnd end = closed()) {
     source_.streams.push_back({std::move(events), std::move(end)});
   }
   std::vector<ObjectKey> take_notified() { return std::exchange(notified_, {}); }
@@ -180,14 +180,16 @@ void WatcherTest::expect_rewatch_from_11_without_relisting() {
 
 TEST_F(WatcherTest, TransportFailureRewatchesFromTheLastResourceVersion) {
   script_list({}, "10");
-  script_stream({added("a", "11")}, WatchEnd{WatchEnd::Kind::Transport, 0, "connection reset"});
+  script_stream({added("a", "11")},
+                kube_client::WatchEnd{kube_client::WatchEnd::Kind::Transport, 0, "connection reset"});
   script_stream({});
   expect_rewatch_from_11_without_relisting();
 }
 
 TEST_F(WatcherTest, HttpGoneRelistsAndReportsOnlyWhatDiffers) {
   script_list({job("keep", "5"), job("change", "6"), job("vanish", "7")}, "10");
-  script_stream({}, WatchEnd{WatchEnd::Kind::HttpError, 410, "too old resource version"});
+  script_stream(
+      {}, kube_client::WatchEnd{kube_client::WatchEnd::Kind::HttpError, 410, "too old resource version"});
   script_list({job("keep", "5"), job("change", "20"), job("new", "21")}, "30");
   script_stream({});
   watcher_.step();
@@ -239,7 +241,7 @@ TEST_F(WatcherTest, FailedListStaysEmptyAndRetries) {
 
 TEST_F(WatcherTest, FailedRelistKeepsTheOldCacheAndRetries) {
   script_list({job("a", "5")}, "10");
-  script_stream({}, WatchEnd{WatchEnd::Kind::HttpError, 410, "gone"});
+  script_stream({}, kube_client::WatchEnd{kube_client::WatchEnd::Kind::HttpError, 410, "gone"});
   source_.lists.push_back(Error{ErrorCode::Unavailable, "503"});
   script_list({job("a", "5")}, "20");
   watcher_.step();

@@ -1,6 +1,7 @@
 // YAML as JSON: plain scalars typed as kubectl types them, quoted ones left strings; merge-patch diffs.
 #include <gtest/gtest.h>
 
+#include "build_paths.h"
 #include "controller/kube/merge_patch.h"
 #include "controller/store/yaml_json_reader.h"
 
@@ -87,7 +88,7 @@ TEST(YamlJson, HostileDocumentsAreRefused) {
 
 TEST(YamlJson, CrdsInTheRepositoryParse) {
   for (const char* name : {"transferjobs.conduit.dev.yaml", "fabricnodes.conduit.dev.yaml"}) {
-    auto docs = load_yaml_file(std::string(CONDUIT_SOURCE_DIR) + "/crds/" + name);
+    auto docs = load_yaml_file(std::string(conduit::testing::source_dir()) + "/crds/" + name);
     ASSERT_TRUE(docs) << docs.error().message;
     ASSERT_EQ(docs->size(), 1u);
     EXPECT_EQ((*docs)[0]["kind"], "CustomResourceDefinition");

@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 
+#include "build_paths.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "conduit/transport.h"
@@ -42,9 +43,9 @@ Target spawn_target(const std::string& provider, std::uint64_t bytes, std::uint6
                     const std::string& access = "rw", int rails = 1, const std::string& register_rails = "") {
   Target t;
   t.process = std::make_unique<PeerProcess>(
-      std::vector<std::string>{CONDUIT_TEST_PEER, "--provider", provider, "--bytes", std::to_string(bytes),
-                               "--seed", std::to_string(seed), "--access", access, "--rails",
-                               std::to_string(rails), "--register-rails", register_rails});
+      std::vector<std::string>{conduit::testing::built_binary("conduit-test-peer"), "--provider", provider,
+                               "--bytes", std::to_string(bytes), "--seed", std::to_string(seed), "--access",
+                               access, "--rails", std::to_string(rails), "--register-rails", register_rails});
   auto line = t.process->read_line(30s);
   if (!line) {
     ADD_FAILURE() << "target printed no key";

@@ -12,7 +12,7 @@
 
 #include "log.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 namespace {
 
 using nlohmann::json;
@@ -360,4 +360,4 @@ WatchEnd KubeClient::watch(const Resource& r, const std::string& ns, const Watch
   return {WatchEnd::Kind::Closed, status, {}};
 }
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

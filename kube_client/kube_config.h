@@ -10,7 +10,7 @@
 #include "conduit/common/result.h"
 #include "credentials.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 inline constexpr const char* kServiceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount";
 
@@ -49,8 +49,4 @@ Result<KubeConfig> load_in_cluster(const std::string& sa_dir = kServiceAccountDi
 // $KUBECONFIG, else in-cluster when KUBERNETES_SERVICE_HOST is set, else ~/.kube/config.
 Result<KubeConfig> load_default_config(const std::string& path = "", const std::string& context = "");
 
-Result<std::string> base64_decode(const std::string& text);
-// Standard base64 with padding: how the API carries []byte fields (a CSR's request and certificate).
-std::string base64_encode(std::string_view bytes);
-
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

@@ -1,6 +1,6 @@
 #include "resource.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 namespace resources {
 const Resource& transfer_jobs() {
@@ -80,4 +80,4 @@ std::string url_encode(std::string_view s) {
   return out;
 }
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 struct Resource {
   std::string group;  // "" for the core group
@@ -46,4 +46,4 @@ std::string meta_string(const nlohmann::json& object, const char* field);
 // Percent-encoding for query values (selectors, continue tokens, resourceVersions, which are opaque).
 std::string url_encode(std::string_view s);
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

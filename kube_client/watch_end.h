@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 // How a watch stream ended.
 struct WatchEnd {
@@ -18,4 +18,4 @@ struct WatchEnd {
   std::string message;
 };
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

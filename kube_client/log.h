@@ -6,7 +6,7 @@
 #include <functional>
 #include <string_view>
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 enum class LogLevel { Debug, Info, Warn, Error };
 
@@ -16,4 +16,4 @@ using LogSink = std::function<void(LogLevel, std::string_view message)>;
 void set_log_sink(LogSink sink);
 void log(LogLevel level, std::string_view message);
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

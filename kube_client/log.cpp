@@ -4,7 +4,7 @@
 #include <mutex>
 #include <string>
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 namespace {
 
 std::mutex& sink_mutex() {
@@ -39,4 +39,4 @@ void log(LogLevel level, std::string_view message) {
   if (s) s(level, message);
 }
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

@@ -13,7 +13,7 @@
 
 #include "log.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 Result<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -121,4 +121,4 @@ Result<std::string> PrivateFiles::write(const std::string& name, const std::stri
   return path;
 }
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

@@ -1,6 +1,6 @@
 // OpenSSL objects owned by unique_ptrs, OpenSSL's own error text and what a certificate says (its CN, its
 // times): for the certificate work on both ends of a node certificate (the agent's request, the controller's
-// review and issuing) and the agent's TLS server. Header-only; kube/'s other headers name no OpenSSL type.
+// review and issuing) and the agent's TLS server. Header-only; no other common/ header names an OpenSSL type.
 #pragma once
 
 #include <openssl/bio.h>
@@ -16,7 +16,7 @@
 #include <string>
 #include <string_view>
 
-namespace conduit::kube::ossl {
+namespace conduit::ossl {
 
 template <typename T, void (*Free)(T*)>
 struct Deleter {
@@ -84,4 +84,4 @@ inline Req parse_request(std::string_view pem) {
   return Req(bio ? PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr) : nullptr);
 }
 
-}  // namespace conduit::kube::ossl
+}  // namespace conduit::ossl

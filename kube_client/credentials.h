@@ -12,7 +12,7 @@
 
 #include "conduit/common/result.h"
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 // A bearer token, fixed or read from a file. Projected service-account tokens are rewritten by the kubelet
 // (about hourly), so a file is re-read whenever its mtime, size or inode changes, never cached for the
@@ -71,4 +71,4 @@ class PrivateFiles {
 Result<std::string> read_file(const std::string& path);
 std::string trim(std::string s);
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client

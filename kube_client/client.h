@@ -26,7 +26,7 @@ namespace httplib {
 class ClientImpl;
 }
 
-namespace conduit::kube {
+namespace conduit::kube_client {
 
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
@@ -111,4 +111,4 @@ std::string status_message(std::string_view body);
 // ErrorCode for an HTTP status (and the Status reason, which tells AlreadyExists from other conflicts).
 ErrorCode error_code_for(int http_status, std::string_view reason = {});
 
-}  // namespace conduit::kube
+}  // namespace conduit::kube_client
