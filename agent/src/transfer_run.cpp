@@ -462,6 +462,10 @@ std::optional<Failure> TransferRun::run_target(const run::Context& c, std::size_
       add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
     }
   }
+  // A cancel that came while the target was failing is why it failed: whoever cancels a transfer (the
+  // controller, for a deleted job) revokes its grants at once, so a report in flight may meet its grant gone
+  // before this run saw the stop. The transfer then ends Cancelled, as asked, not Failed with AccessLost.
+  if (failure && failure->state == TransferState::Failed && stop.load() == run::kCancel) failure = stopped();
   std::lock_guard lock(mu);
   if (failure) {
     // What went wrong at a target says which agent: a job of many targets fails with one of their errors.

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "conduit/common/log.h"
 #include "conduit/common/size.h"
 #include "conduit/verbs.h"
@@ -315,7 +316,7 @@ TEST(AgentMetricsText, ExposesEveryListedName) {
   m.error("Stalled");
   const std::string text = m.serialize();
 
-  std::ifstream names(fs::path(__FILE__).parent_path() / "../../metrics/metric_names.txt");
+  std::ifstream names(fs::path(conduit::testing::source_dir()) / "metrics/metric_names.txt");
   ASSERT_TRUE(names) << "metrics/metric_names.txt";
   int count = 0;
   for (std::string name; std::getline(names, name);) {
