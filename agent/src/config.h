@@ -39,7 +39,8 @@ struct AgentConfig {
   std::string tls_key;
   std::string peer_ca_file;      // calls to other agents over https trust this CA
   std::string peer_server_name;  // and expect this name in their certificates (empty: their address)
-  // Callers' certificates signed by this CA name them (identity.h); needs --tls-cert. Empty: only the token.
+  // Callers' certificates signed by this CA name them (rest/identity.h); needs --tls-cert. Empty: only the
+  // token.
   std::string client_ca_file;
   // The certificate this agent presents to other agents (conduit:agent[:<node>]); then it sends no token.
   std::string peer_client_cert;

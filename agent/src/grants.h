@@ -28,7 +28,7 @@ struct Grant {
   Access access = Access::RemoteWrite;
   std::string provider;
   // The node whose agent uses the grant (writes through it, reports what landed, asks for checksums): only
-  // its identity, besides the controller's and operators', may (identity.h). Empty: any agent's.
+  // its identity, besides the controller's and operators', may (rest/identity.h). Empty: any agent's.
   std::string peer;
   std::string job_namespace;  // the namespace of the job it was made for ("" = an operator's request)
   // On a whole second, so the expiresAt shown is exactly when the key stops working (the grant lasts at

@@ -162,8 +162,8 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
 
   RegionStore regions(config.data_dir, config.memory_cap, config.region_pool, !config.save_page_cache);
   GrantTable grants(transports);
-  // Calls to other agents present our certificate when we have one (identity.h), else carry our own token as
-  // it is at the time, rotations included.
+  // Calls to other agents present our certificate when we have one (rest/identity.h), else carry our own
+  // token as it is at the time, rotations included.
   std::unique_ptr<NodeCertificate> node_certificate;
   if (!config.node_certificate.empty()) {
     kube_client::set_log_sink([](kube_client::LogLevel level, std::string_view message) {

@@ -1,4 +1,4 @@
-// The agent's own client certificate, naming conduit:agent:<node> (identity.h), asked for through the
+// The agent's own client certificate, naming conduit:agent:<node> (rest/identity.h), asked for through the
 // Kubernetes CSR API as the kubelet asks for its own: the agent makes a key that never leaves the node,
 // sends a CertificateSigningRequest to the signer conduit.dev/agent with its pod's service-account token,
 // and the controller (controller/kube/agent_signer.h) signs it only when the apiserver says the token belongs

@@ -3,7 +3,7 @@
 // them), checked at most once a second; a pair that does not load (half-written, key not matching) keeps the
 // previous context and says why once. Connections already open keep the context they started with.
 // With a client CA the server also asks each caller for a certificate: one signed by that CA is verified in
-// the handshake (a bad one ends it) and names the caller (identity.h); none at all is allowed, since
+// the handshake (a bad one ends it) and names the caller (rest/identity.h); none at all is allowed, since
 // probes and token holders present none. A second CA (--agent-client-ca-file, the controller's signer of
 // node certificates) is trusted the same way, but what it signed may name agents alone.
 #pragma once

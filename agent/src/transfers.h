@@ -84,8 +84,8 @@ struct TransferRequest {
   // Scatter-gather (scatter.h): many ranges between the source region and one target's grant, as one batch
   // on the transport, run by the agent's scatter executor with no thread of its own. Empty: one range.
   std::vector<ScatterOp> ops;
-  // Who asked for it when that was an agent (identity.h), which may then look at it and cancel it; not on
-  // the wire. Empty: the controller or an operator.
+  // Who asked for it when that was an agent (rest/identity.h), which may then look at it and cancel it; not
+  // on the wire. Empty: the controller or an operator.
   std::string requested_by;
   // The job's namespace (tenancy.h): the source region must admit it. "" = an operator's own.
   std::string job_namespace;

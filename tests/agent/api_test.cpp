@@ -27,7 +27,8 @@ using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-// Every (method, path template) api.cpp serves. The OpenAPI test proves the spec lists exactly these.
+// Every (method, path template) the agent serves (agent/src/rest/). The OpenAPI test proves the spec lists
+// exactly these.
 const std::set<std::string> kServedRoutes = {
     "GET /healthz",
     "GET /readyz",

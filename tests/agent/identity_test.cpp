@@ -301,7 +301,7 @@ TEST_F(AgentIdentity, ATenantsControllerActsForItsNamespaceAlone) {
 }
 
 // What an agent's certificate reaches on another node is what a live grant made for it allows, on that
-// grant's range and with its access (peer_access.h). The outside probe's two ways in, as it ran them:
+// grant's range and with its access (rest/peer_access.h). The outside probe's two ways in, as it ran them:
 // a read grant used to overwrite its region (op "read" into it), and a 4 KiB grant used to send on and
 // checksum the rest of its 1 MiB region. Before the fix both were let in (202, the victim overwritten; the
 // other 960 KiB sent and checksummed).
