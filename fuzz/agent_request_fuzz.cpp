@@ -10,7 +10,7 @@
 
 #include "regions.h"
 #include "rest/requests.h"
-#include "transfers.h"
+#include "transfer/manager.h"
 
 namespace {
 

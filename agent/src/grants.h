@@ -14,8 +14,8 @@
 
 #include "conduit/transport.h"
 #include "regions.h"
-#include "staged/staged_target.h"
-#include "stream/landing.h"
+#include "transfer/staged/staged_target.h"
+#include "transfer/stream/landing.h"
 #include "transport_set.h"
 
 namespace conduit::agent {

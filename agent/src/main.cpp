@@ -26,7 +26,7 @@
 #include "node_certificate.h"
 #include "regions.h"
 #include "rest/rest.h"
-#include "transfers.h"
+#include "transfer/manager.h"
 #include "transport_set.h"
 
 namespace conduit::agent {

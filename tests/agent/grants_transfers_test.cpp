@@ -23,7 +23,7 @@
 #include "grants.h"
 #include "metrics/agent_metrics.h"
 #include "regions.h"
-#include "transfers.h"
+#include "transfer/manager.h"
 #include "transport_set.h"
 
 namespace conduit::agent {

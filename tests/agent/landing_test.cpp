@@ -1,7 +1,7 @@
 // Landing's bookkeeping when a writer's reports overlap (it keeps two in flight to a target that saves):
 // bytes confirmed for a Chain's next hop only once everything before them is, and a report told to wait
 // for the one before it giving up at once when that one's save fails, instead of waiting out its time.
-#include "stream/landing.h"
+#include "transfer/stream/landing.h"
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>

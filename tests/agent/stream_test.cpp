@@ -306,9 +306,9 @@ TEST_F(Stream, ARegionsVersionMovesOncePerCompleteWriteAndWakesItsWaiters) {
   EXPECT_EQ(b.get("/v1/regions/nope/version").status, 404);
 }
 
-// A saving writer keeps two reports in flight (transfer_stream.cpp): the later one, told the earlier is
-// still out, waits for it instead of being refused, through a mismatch and its re-report, and the file
-// still gets its bytes in order. Told nothing, or with nothing coming before it, it is refused.
+// A saving writer keeps two reports in flight (agent/src/transfer/run_stream.cpp): the later one, told the
+// earlier is still out, waits for it instead of being refused, through a mismatch and its re-report, and the
+// file still gets its bytes in order. Told nothing, or with nothing coming before it, it is refused.
 TEST_F(Stream, ASaveWaitsForTheReportBeforeItWhenToldItIsOut) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 8 * MiB;

@@ -10,7 +10,7 @@
 #include "grants.h"
 #include "regions.h"
 #include "rest/identity.h"
-#include "transfers.h"
+#include "transfer/manager.h"
 
 namespace conduit::agent::rest {
 

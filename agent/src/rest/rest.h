@@ -16,7 +16,7 @@
 #include "grants.h"
 #include "node_certificate.h"
 #include "regions.h"
-#include "transfers.h"
+#include "transfer/manager.h"
 #include "transport_set.h"
 
 namespace conduit::metrics {

@@ -1,4 +1,4 @@
-#include "transfer_run.h"
+#include "transfer/run.h"
 
 #include <algorithm>
 #include <system_error>
@@ -8,7 +8,7 @@
 #include "conduit/crc32c.h"
 #include "conduit/cuda_staging.h"
 #include "metrics/agent_metrics.h"
-#include "staged/target_path.h"
+#include "transfer/staged/target_path.h"
 
 namespace conduit::agent {
 

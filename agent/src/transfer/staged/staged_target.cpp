@@ -1,4 +1,4 @@
-#include "staged/staged_target.h"
+#include "transfer/staged/staged_target.h"
 
 #include "conduit/cuda_device.h"
 

@@ -1,4 +1,4 @@
-#include "staged/staged_source.h"
+#include "transfer/staged/staged_source.h"
 
 #include "conduit/cuda_device.h"
 

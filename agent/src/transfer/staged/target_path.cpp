@@ -1,4 +1,4 @@
-#include "staged/target_path.h"
+#include "transfer/staged/target_path.h"
 
 namespace conduit::agent {
 

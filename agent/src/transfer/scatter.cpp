@@ -1,4 +1,4 @@
-#include "scatter.h"
+#include "transfer/scatter.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "transfers.h"
+#include "transfer/manager.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,9 +8,9 @@
 #include "conduit/common/log.h"
 #include "conduit/common/random.h"
 #include "metrics/agent_metrics.h"
-#include "scatter_executor.h"
 #include "tenancy.h"
-#include "transfer_run.h"
+#include "transfer/run.h"
+#include "transfer/scatter_executor.h"
 
 namespace conduit::agent {
 

@@ -1,4 +1,4 @@
-#include "stream/landing.h"
+#include "transfer/stream/landing.h"
 
 #include <string>
 

@@ -11,8 +11,8 @@
 #include <optional>
 #include <thread>
 
-#include "batch_wakeup.h"
-#include "transfer_run.h"
+#include "transfer/batch_wakeup.h"
+#include "transfer/run.h"
 
 namespace conduit::agent {
 

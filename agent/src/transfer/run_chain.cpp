@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "conduit/common/log.h"
-#include "transfer_run.h"
+#include "transfer/run.h"
 
 namespace conduit::agent {
 

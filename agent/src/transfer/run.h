@@ -2,7 +2,8 @@
 // in segments (the unit of retry) with bounded retries, verify, and stop promptly on cancel, deadline,
 // shutdown or a stall, cancelling the batch in flight. The GPU specifics live in staged/: the run opens one
 // SourcePath per transport and walks each range through it with a TargetPath, and staged/ calls nothing
-// back but the segment sender it was handed. Internal to transfers.cpp and transfer_run.cpp.
+// back but the segment sender it was handed. Used within transfer/ only: the manager starts runs, the scatter
+// executor drives scatter runs, run_stream.cpp and run_chain.cpp are its pipelined and Chain paths.
 #pragma once
 
 #include <atomic>
@@ -14,9 +15,18 @@
 #include <utility>
 #include <vector>
 
-#include "batch_wakeup.h"
-#include "staged/source_path.h"
-#include "transfers.h"
+#include "conduit/api/agent_client.h"
+#include "regions.h"
+#include "transfer/batch_wakeup.h"
+#include "transfer/options.h"
+#include "transfer/request.h"
+#include "transfer/staged/source_path.h"
+#include "transfer/status.h"
+#include "transport_set.h"
+
+namespace conduit::metrics {
+class AgentMetrics;
+}
 
 namespace conduit::agent {
 
@@ -120,14 +130,14 @@ class TransferRun {
   // [begin, end) of the range against the target region's checksums, after the bytes were sent.
   std::optional<run::Failure> verify(const run::Context& c, std::size_t target, std::uint64_t begin,
                                      std::uint64_t end);
-  // Pipelined (transfer_stream.cpp): the source read (a file) or checksummed ahead of the wire, each
+  // Pipelined (run_stream.cpp): the source read (a file) or checksummed ahead of the wire, each
   // segment reported to the target as it lands (verified there, saved there), the save committed at the
   // end. For a file source, and for a target that takes landing reports.
   bool streams(std::size_t target) const;
   std::optional<run::Failure> stream(const run::Context& c, std::size_t target);
   using Follow = TransferRequest::Follow;
   std::function<Status(std::uint64_t, const std::function<bool()>&)> follow_gate(const run::Context& c) const;
-  // Chain (transfer_chain.cpp): hop `target` (>= 1) fed by the nearest earlier hop that still answers,
+  // Chain (run_chain.cpp): hop `target` (>= 1) fed by the nearest earlier hop that still answers,
   // through a forwarding transfer started on that hop's agent; by this agent itself when none does.
   std::optional<run::Failure> forward(const run::Context& c, std::size_t target);
   std::uint64_t stream_segment(const run::Context& c, std::size_t target) const;

@@ -1,4 +1,4 @@
-// The pipelined run of one target (transfer_run.h, docs/pipelines.md): three stages over segments, each on
+// The pipelined run of one target (transfer/run.h, docs/pipelines.md): three stages over segments, each on
 // its own thread, so a target costs about its slowest stage rather than their sum:
 //   read     SegmentFeed's producer: a file read into a free slot, CRC32C of each slice as it passes;
 //   wire     this thread: the segment as one batch;
@@ -15,8 +15,8 @@
 
 #include "conduit/common/log.h"
 #include "metrics/agent_metrics.h"
-#include "stream/segment_feed.h"
-#include "transfer_run.h"
+#include "transfer/run.h"
+#include "transfer/stream/segment_feed.h"
 
 namespace conduit::agent {
 

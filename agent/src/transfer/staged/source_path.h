@@ -11,7 +11,7 @@
 
 #include "conduit/common/result.h"
 #include "conduit/transport.h"
-#include "staged/staged_source.h"
+#include "transfer/staged/staged_source.h"
 
 namespace conduit::agent {
 

@@ -5,7 +5,7 @@
 #include "conduit/common/json_fields.h"
 #include "conduit/common/time.h"
 #include "tenancy.h"
-#include "transfers.h"
+#include "transfer/manager.h"
 
 namespace conduit::agent {
 

@@ -1,4 +1,4 @@
-#include "scatter_executor.h"
+#include "transfer/scatter_executor.h"
 
 #include <algorithm>
 #include <chrono>

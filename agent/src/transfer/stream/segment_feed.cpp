@@ -1,4 +1,4 @@
-#include "stream/segment_feed.h"
+#include "transfer/stream/segment_feed.h"
 
 #include <algorithm>
 #include <string>

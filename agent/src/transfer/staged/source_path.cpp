@@ -1,4 +1,4 @@
-#include "staged/source_path.h"
+#include "transfer/staged/source_path.h"
 
 #include <algorithm>
 #include <string>
