@@ -442,25 +442,39 @@ std::optional<Failure> TransferRun::execute(const run::Context& c) {
   return std::nullopt;
 }
 
+TransferRun::Strategy TransferRun::strategy_of(std::size_t i) const {
+  if (request.chain && i > 0) return Strategy::ChainHop;
+  return streams(i) ? Strategy::Stream : Strategy::SendThenVerify;
+}
+
+std::optional<Failure> TransferRun::send_then_verify(const run::Context& c, std::size_t i) {
+  const auto began = SteadyClock::now();
+  auto failure = send(c, i);
+  add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - began));
+  if (!failure && request.verify == Verify::Crc32c) {
+    const auto verifying = SteadyClock::now();
+    failure = verify(c, i, 0, length);
+    add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
+  }
+  return failure;
+}
+
 std::optional<Failure> TransferRun::run_target(const run::Context& c, std::size_t i) {
   {
     std::lock_guard lock(mu);
     status.targets[i].state = TransferState::Running;
   }
   std::optional<Failure> failure;
-  if (request.chain && i > 0) {
-    failure = forward(c, i);
-  } else if (streams(i)) {
-    failure = stream(c, i);
-  } else {
-    const auto began = SteadyClock::now();
-    failure = send(c, i);
-    add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - began));
-    if (!failure && request.verify == Verify::Crc32c) {
-      const auto verifying = SteadyClock::now();
-      failure = verify(c, i, 0, length);
-      add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
-    }
+  switch (strategy_of(i)) {
+    case Strategy::ChainHop:
+      failure = forward(c, i);
+      break;
+    case Strategy::Stream:
+      failure = stream(c, i);
+      break;
+    case Strategy::SendThenVerify:
+      failure = send_then_verify(c, i);
+      break;
   }
   // A cancel that came while the target was failing is why it failed: whoever cancels a transfer (the
   // controller, for a deleted job) revokes its grants at once, so a report in flight may meet its grant gone

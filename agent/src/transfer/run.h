@@ -120,8 +120,16 @@ class TransferRun {
 
  private:
   std::optional<run::Failure> open_source(const run::Context& c, Transport& transport);
-  // One target's whole range (streamed, or sent then verified); sets its state. Runs beside the others.
+  // How one target's range goes, chosen once per target (strategy_of) and named in the run's code:
+  //   Stream          pipelined, each segment reported as it lands (run_stream.cpp): a file source, a
+  //                   target that takes landing reports, a Chain hop's forwarding transfer;
+  //   ChainHop        a Chain's hop >= 1, fed by the hop before it (run_chain.cpp);
+  //   SendThenVerify  the range sent in segments, then its checksums compared when asked (run.cpp).
+  enum class Strategy : std::uint8_t { Stream, ChainHop, SendThenVerify };
+  Strategy strategy_of(std::size_t target) const;
+  // One target's whole range by its strategy; sets its state. Runs beside the others.
   std::optional<run::Failure> run_target(const run::Context& c, std::size_t target);
+  std::optional<run::Failure> send_then_verify(const run::Context& c, std::size_t target);
   const SourcePath& source_path(const Transport* transport) const;
   // Bytes per segment: the agent's --segment-bytes, at most kWindowsPerSegment windows and `most`, about a
   // tenth of a second under a bandwidth cap, and never below one slice.
