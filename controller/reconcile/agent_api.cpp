@@ -52,22 +52,22 @@ Result<json> HttpAgentApi::node_info(const std::string& node) {
   return c->node();
 }
 
-Result<RegionInfo> HttpAgentApi::create_region(const std::string& node, const std::string& name,
-                                               std::uint64_t bytes, const std::string& memory,
-                                               const std::string& ns) {
+Result<api::Region> HttpAgentApi::create_region(const std::string& node, const std::string& name,
+                                                std::uint64_t bytes, const std::string& memory,
+                                                const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
   return c->create_region({.name = name, .bytes = bytes, .memory = memory, .ns = ns});
 }
 
-Result<RegionInfo> HttpAgentApi::get_region(const std::string& node, const std::string& name) {
+Result<api::Region> HttpAgentApi::get_region(const std::string& node, const std::string& name) {
   auto c = client(node);
   if (!c) return c.error();
   return c->get_region(name);
 }
 
-Result<RegionInfo> HttpAgentApi::load_file(const std::string& node, const std::string& name,
-                                           const std::string& file, const std::string& ns) {
+Result<api::Region> HttpAgentApi::load_file(const std::string& node, const std::string& name,
+                                            const std::string& file, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
   return c->load_region({.name = name, .file = file, .ns = ns});
@@ -97,7 +97,7 @@ Result<std::uint64_t> HttpAgentApi::file_size(const std::string& node, const std
   return info->bytes;
 }
 
-Result<GrantInfo> HttpAgentApi::grant(const std::string& node, const GrantAsk& ask) {
+Result<api::Grant> HttpAgentApi::grant(const std::string& node, const GrantAsk& ask) {
   auto c = client(node);
   if (!c) return c.error();
   auto g = ask.region.empty() ? c->create_ring_grant({.save = ask.save,
@@ -128,21 +128,22 @@ Status HttpAgentApi::revoke_grant(const std::string& node, const std::string& id
   return c->revoke_grant(id, ns);
 }
 
-Result<TransferInfo> HttpAgentApi::start_transfer(const std::string& node, const TransferRequest& request) {
+Result<api::TransferStatus> HttpAgentApi::start_transfer(const std::string& node,
+                                                         const api::TransferRequest& request) {
   auto c = client(node);
   if (!c) return c.error();
   return c->start_transfer(request);
 }
 
-Result<TransferInfo> HttpAgentApi::get_transfer(const std::string& node, const std::string& id,
-                                                const std::string& ns) {
+Result<api::TransferStatus> HttpAgentApi::get_transfer(const std::string& node, const std::string& id,
+                                                       const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
   return c->get_transfer(id, ns);
 }
 
-Result<TransferInfo> HttpAgentApi::wait_transfer(const std::string& node, const std::string& id,
-                                                 std::chrono::seconds wait, const std::string& ns) {
+Result<api::TransferStatus> HttpAgentApi::wait_transfer(const std::string& node, const std::string& id,
+                                                        std::chrono::seconds wait, const std::string& ns) {
   auto c = client(node);
   if (!c) return c.error();
   auto r = c->wait_transfer(id, wait, ns);

@@ -34,13 +34,6 @@ class AgentDirectory {
   std::map<std::string, std::string> urls_;
 };
 
-// The agent's wire types (agent/openapi.yaml) under the names the reconciler uses.
-using RegionInfo = api::Region;
-using GrantInfo = api::Grant;
-using TransferTarget = api::TransferTarget;
-using TransferRequest = api::TransferRequest;
-using TransferInfo = api::TransferStatus;
-
 // A grant for one target: the first `length` bytes of a region, or with no region a ring of the agent's
 // pipeline memory in front of `save` (a file target).
 struct GrantAsk {
@@ -63,12 +56,12 @@ class AgentApi {
 
   virtual std::optional<std::string> url(const std::string& node) const = 0;  // nullopt: no agent there
   virtual Result<nlohmann::json> node_info(const std::string& node) = 0;
-  virtual Result<RegionInfo> create_region(const std::string& node, const std::string& name,
-                                           std::uint64_t bytes, const std::string& memory,
-                                           const std::string& ns) = 0;
-  virtual Result<RegionInfo> get_region(const std::string& node, const std::string& name) = 0;
-  virtual Result<RegionInfo> load_file(const std::string& node, const std::string& name,
-                                       const std::string& file, const std::string& ns) = 0;
+  virtual Result<api::Region> create_region(const std::string& node, const std::string& name,
+                                            std::uint64_t bytes, const std::string& memory,
+                                            const std::string& ns) = 0;
+  virtual Result<api::Region> get_region(const std::string& node, const std::string& name) = 0;
+  virtual Result<api::Region> load_file(const std::string& node, const std::string& name,
+                                        const std::string& file, const std::string& ns) = 0;
   // `ns`: the job's namespace; with --namespace-files the agent lets a job reach only files under "<ns>/".
   virtual Status save_region(const std::string& node, const std::string& name, const std::string& file,
                              const std::string& ns) = 0;
@@ -78,15 +71,16 @@ class AgentApi {
   virtual Status delete_region(const std::string& node, const std::string& name, const std::string& ns) = 0;
   virtual Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
                                           const std::string& ns) = 0;
-  virtual Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) = 0;
+  virtual Result<api::Grant> grant(const std::string& node, const GrantAsk& ask) = 0;
   virtual Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) = 0;
-  virtual Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) = 0;
-  virtual Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
-                                            const std::string& ns) = 0;
+  virtual Result<api::TransferStatus> start_transfer(const std::string& node,
+                                                     const api::TransferRequest& request) = 0;
+  virtual Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,
+                                                   const std::string& ns) = 0;
   // Answers as soon as the transfer ended, or after `wait` with its state then (the agent may refuse to
   // wait when it holds many long-polls: then it is asked without waiting).
-  virtual Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
-                                             std::chrono::seconds wait, const std::string& ns) = 0;
+  virtual Result<api::TransferStatus> wait_transfer(const std::string& node, const std::string& id,
+                                                    std::chrono::seconds wait, const std::string& ns) = 0;
   virtual Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) = 0;
 };
 
@@ -98,23 +92,24 @@ class HttpAgentApi : public AgentApi {
 
   std::optional<std::string> url(const std::string& node) const override { return directory_.url(node); }
   Result<nlohmann::json> node_info(const std::string& node) override;
-  Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                   const std::string& memory, const std::string& ns) override;
-  Result<RegionInfo> get_region(const std::string& node, const std::string& name) override;
-  Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file,
-                               const std::string& ns) override;
+  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                    const std::string& memory, const std::string& ns) override;
+  Result<api::Region> get_region(const std::string& node, const std::string& name) override;
+  Result<api::Region> load_file(const std::string& node, const std::string& name, const std::string& file,
+                                const std::string& ns) override;
   Status save_region(const std::string& node, const std::string& name, const std::string& file,
                      const std::string& ns) override;
   Status delete_region(const std::string& node, const std::string& name, const std::string& ns) override;
   Result<std::uint64_t> file_size(const std::string& node, const std::string& file,
                                   const std::string& ns) override;
-  Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override;
+  Result<api::Grant> grant(const std::string& node, const GrantAsk& ask) override;
   Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) override;
-  Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override;
-  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
-                                    const std::string& ns) override;
-  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
-                                     std::chrono::seconds wait, const std::string& ns) override;
+  Result<api::TransferStatus> start_transfer(const std::string& node,
+                                             const api::TransferRequest& request) override;
+  Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,
+                                           const std::string& ns) override;
+  Result<api::TransferStatus> wait_transfer(const std::string& node, const std::string& id,
+                                            std::chrono::seconds wait, const std::string& ns) override;
   Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) override;
 
  private:

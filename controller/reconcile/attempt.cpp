@@ -39,7 +39,7 @@ std::string reason_for(const Error& e) {
 std::string on(const std::string& node) { return " on node \"" + node + "\""; }
 
 // A job reaches only its own namespace's regions and those shared with it; the agent checks again.
-std::optional<std::string> not_shared(const RegionInfo& r, const std::string& what,
+std::optional<std::string> not_shared(const api::Region& r, const std::string& what,
                                       const std::string& job_ns) {
   if (r.admits(job_ns)) return std::nullopt;
   return what + " belongs to namespace " + r.ns + ", which does not share it with namespace " + job_ns +
@@ -49,7 +49,7 @@ std::optional<std::string> not_shared(const RegionInfo& r, const std::string& wh
 // A pod's region belongs to the pod: a podSelector job's region must be one its pod shared with the agent
 // (importedBy.podUID, which the agent reads from the process's cgroup), and a region a pod shared is reached
 // only through a podSelector that picks that pod. The agent checks both again (agent/src/tenancy.h).
-std::optional<Reconciler::AttemptError> pod_ownership(const RegionInfo& r, const std::string& what,
+std::optional<Reconciler::AttemptError> pod_ownership(const api::Region& r, const std::string& what,
                                                       const std::string& job_ns,
                                                       const std::optional<PodRef>& pod) {
   // importedBy as the agent wrote it: {pid, uid, podUID?, containerID?}; anything else reads as absent.
@@ -151,7 +151,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   if (auto e = prepare_targets(p); e || p.store_error) return e;
   if (auto e = take_grants(p); e || p.store_error) return e;
 
-  TransferRequest request;
+  api::TransferRequest request;
   if (p.run.source) {
     request.source_region = p.run.source->name;
   } else {
@@ -184,10 +184,10 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   for (std::size_t j = 0; j < sending.size(); ++j) {
     const std::size_t i = sending[j];
     // The grant key is what the source writes with; the URL lets the source compare CRC32C slices.
-    const GrantInfo& g = p.grants_taken.at(j);
+    const api::Grant& g = p.grants_taken.at(j);
     const bool restarts = !g.save_file().empty();
-    TransferTarget target{g.key, agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region,
-                          resume && !restarts ? p.run.resume[i] : 0};
+    api::TransferTarget target{g.key, agents_.url(spec.targets[i].node).value_or(""), spec.targets[i].region,
+                               resume && !restarts ? p.run.resume[i] : 0};
     // Landing reports wherever the grant takes them: verified and saved as the bytes land, a Chain's next hop
     // fed only what landed, and the final commit that gives the target region its new version (a process
     // waiting for new weights wakes then).
@@ -308,7 +308,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
   } else {
     const std::string name = temporary_region_name(p.job);
     const bool ours = p.run.source && p.run.source_temporary && p.run.source->name == name;
-    std::optional<RegionInfo> region;
+    std::optional<api::Region> region;
     if (ours) {
       // Loaded by an earlier attempt (or an earlier controller): reuse it.
       auto r = agents_.get_region(src.node, name);
@@ -343,7 +343,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
   const std::uint64_t length = p.run.length;
   const auto& targets = p.spec().targets;
   auto what = [&](const TargetSpec& t) { return "target region \"" + t.region + "\"" + on(t.node); };
-  auto check_size = [&](const TargetSpec& t, const RegionInfo& r) -> std::optional<AttemptError> {
+  auto check_size = [&](const TargetSpec& t, const api::Region& r) -> std::optional<AttemptError> {
     if (r.bytes >= length) return std::nullopt;
     return AttemptError{reason::kSizeMismatch, what(t) + " has " + std::to_string(r.bytes) +
                                                    " bytes, fewer than the source's " +
@@ -399,7 +399,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
 
   // Then every region at once: an agent answers as soon as the region exists (its pages fault in behind),
   // so N targets cost one round trip, not N.
-  auto created = in_parallel<Result<RegionInfo>>(to_create.size(), [&](std::size_t j) {
+  auto created = in_parallel<Result<api::Region>>(to_create.size(), [&](std::size_t j) {
     const auto& t = targets[to_create[j].target];
     return agents_.create_region(t.node, t.region, t.create->bytes, t.create->memory, p.key.ns);
   });
@@ -488,7 +488,7 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
   }
 
   struct Taken {
-    Result<GrantInfo> grant;
+    Result<api::Grant> grant;
     bool no_transport = false;  // the wanted transport is not there (and no fallback took its place)
   };
   auto take = [&](std::size_t j) {

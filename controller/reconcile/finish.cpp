@@ -12,7 +12,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::string target_state(const TransferInfo::Target& t, std::uint64_t length, bool verify) {
+std::string target_state(const api::TransferStatus::Target& t, std::uint64_t length, bool verify) {
   if (t.state == "Queued") return "Pending";
   if (t.state == "Running") return verify && length > 0 && t.bytes_done >= length ? "Verifying" : "Running";
   if (t.state == "Cancelled") return "Failed";
@@ -33,7 +33,7 @@ std::string seconds_text(std::chrono::milliseconds d) {
 
 }  // namespace
 
-void Reconciler::track(Pass& p, const TransferInfo& t) {
+void Reconciler::track(Pass& p, const api::TransferStatus& t) {
   const auto& spec = p.spec();
   const std::uint64_t total = t.bytes_total > 0 ? t.bytes_total : p.run.length * spec.targets.size();
   p.status["bytesTotal"] = total;
@@ -103,7 +103,7 @@ void Reconciler::track(Pass& p, const TransferInfo& t) {
   }
 }
 
-void Reconciler::complete(Pass& p, const TransferInfo& t) {
+void Reconciler::complete(Pass& p, const api::TransferStatus& t) {
   // Revoke first: nothing may write into a target while it is saved or used.
   release(p, /*drop_source=*/false);
   if (auto error = save_files(p)) {

@@ -100,12 +100,12 @@ bool is_transition(const json& from, const json& to) {
          states(from) != states(to);
 }
 
-void set_gpu_path(nlohmann::json& entry, const TransferInfo& t, std::size_t target) {
+void set_gpu_path(nlohmann::json& entry, const api::TransferStatus& t, std::size_t target) {
   if (!t.gpu_path.empty()) entry["gpuPath"] = t.gpu_path;
   if (target < t.targets.size()) entry["staged"] = t.targets[target].staged;
 }
 
-std::string staged_summary(const TransferInfo& t, const TransferJobSpec& spec) {
+std::string staged_summary(const api::TransferStatus& t, const TransferJobSpec& spec) {
   std::string ends;
   if (t.gpu_path == "staged") {
     ends = "source " + spec.source.node + "/" +
@@ -130,7 +130,7 @@ bool status_shows_staged(const nlohmann::json& status) {
   return false;
 }
 
-void set_stages(nlohmann::json& status, const TransferInfo& t) {
+void set_stages(nlohmann::json& status, const api::TransferStatus& t) {
   // The CRD refuses a negative value, and one refused field would leave the whole status unwritten: an
   // agent's clock slip is not worth a job that never finishes.
   auto st = t.stages;

@@ -61,16 +61,16 @@ bool is_transition(const nlohmann::json& from, const nlohmann::json& to);
 
 // status.stages {readSeconds, wireSeconds, landSeconds, commitSeconds} from the agent's transfer, and
 // status.slowestStage ("wire 0.31 s"), the one busy longest; left as they were when the agent says nothing.
-void set_stages(nlohmann::json& status, const TransferInfo& t);
+void set_stages(nlohmann::json& status, const api::TransferStatus& t);
 
 // status.targets[i]'s GPU path fields from the agent's transfer: gpuPath (how the source's memory was
 // reached for it: none, dmabuf, peermem or staged; absent when the agent does not say) and staged (this
 // target's CUDA region was reached through a host staging buffer). Sets or leaves `entry`'s keys.
-void set_gpu_path(nlohmann::json& entry, const TransferInfo& t, std::size_t target);
+void set_gpu_path(nlohmann::json& entry, const api::TransferStatus& t, std::size_t target);
 
 // One sentence naming the ends that ran staged ("CUDA memory went through host memory (staged), not
 // GPU-direct: source node-a/weights, target node-b/w"); "" when none did.
-std::string staged_summary(const TransferInfo& t, const TransferJobSpec& spec);
+std::string staged_summary(const api::TransferStatus& t, const TransferJobSpec& spec);
 
 // Whether a stored status already says a staged path ran (so the event saying so is not repeated, across
 // controller restarts too).

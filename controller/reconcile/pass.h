@@ -27,8 +27,8 @@ struct Reconciler::Pass {
   bool skip_flush = false;   // the object is going away
   bool forget = false;       // ... and so is what the reconciler remembers of it (after the pass)
   std::optional<std::chrono::milliseconds> wait;
-  std::vector<GrantInfo> grants_taken;  // run.grants as their agents answered, taken this pass
-  std::string source_memory = "host";   // the source region's memory ("host", "cuda:0"); files: host
+  std::vector<api::Grant> grants_taken;  // run.grants as their agents answered, taken this pass
+  std::string source_memory = "host";    // the source region's memory ("host", "cuda:0"); files: host
   std::string transport;  // what the pre-flight said to ask the targets' agents for ("": their choice)
   std::string fallback;   // why that is not the spec's transport (allowFallback); "" when it is
 

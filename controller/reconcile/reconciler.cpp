@@ -44,20 +44,20 @@ namespace {
 
 // The agent's transfer names only the targets this attempt sent to (run.sent, in its order); the job speaks
 // of every target, and one that landed in an earlier attempt has every byte.
-void widen(TransferInfo& t, const RunState& run, std::size_t targets) {
+void widen(api::TransferStatus& t, const RunState& run, std::size_t targets) {
   if (run.sent.empty() && run.landed.empty()) return;
-  std::vector<TransferInfo::Target> all(targets);
+  std::vector<api::TransferStatus::Target> all(targets);
   for (std::size_t j = 0; j < t.targets.size(); ++j) {
     const std::size_t i = run.sent.empty() ? j : j < run.sent.size() ? run.sent[j] : targets;
     if (i < targets) all[i] = std::move(t.targets[j]);
   }
   for (std::size_t i = 0; i < targets; ++i) {
     if (!run.target_landed(i)) continue;
-    all[i] = TransferInfo::Target{.state = "Succeeded",
-                                  .bytes_done = run.length,
-                                  .last_error = "",
-                                  .committed_bytes = run.length,
-                                  .staged = false};
+    all[i] = api::TransferStatus::Target{.state = "Succeeded",
+                                         .bytes_done = run.length,
+                                         .last_error = "",
+                                         .committed_bytes = run.length,
+                                         .staged = false};
     t.bytes_done += run.length;
     t.bytes_total += run.length;
   }

@@ -106,8 +106,8 @@ class Reconciler {
   // Targets the agent said Succeeded in the attempt that just ended count as landed (run.landed).
   void note_landed(Pass& p);
   std::optional<AttemptError> save_files(Pass& p);
-  void track(Pass& p, const TransferInfo& t);
-  void complete(Pass& p, const TransferInfo& t);
+  void track(Pass& p, const api::TransferStatus& t);
+  void complete(Pass& p, const api::TransferStatus& t);
   void fail(Pass& p, const std::string& reason, const std::string& message);
   void retry(Pass& p, const Step& step);
   void release(Pass& p, bool drop_source);  // cancel the transfer, revoke grants, maybe drop the temp source

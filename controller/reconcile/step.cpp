@@ -78,7 +78,7 @@ milliseconds until(TimePoint when, TimePoint now) {
 
 }  // namespace
 
-milliseconds next_look(const TransferInfo& t, milliseconds poll_interval) {
+milliseconds next_look(const api::TransferStatus& t, milliseconds poll_interval) {
   if (t.state != "Running" || t.bytes_total == 0) return poll_interval;
   // Every byte moved: the agent verifies, which takes about as long as reading the region once.
   if (t.bytes_done >= t.bytes_total) return std::min(poll_interval, 100ms);
@@ -89,7 +89,7 @@ milliseconds next_look(const TransferInfo& t, milliseconds poll_interval) {
   return std::clamp(left, std::min(poll_interval, 50ms), poll_interval);
 }
 
-bool ends_within(const TransferInfo& t, milliseconds window) {
+bool ends_within(const api::TransferStatus& t, milliseconds window) {
   if (t.state != "Running" || t.bytes_total == 0) return false;
   if (t.bytes_done >= t.bytes_total) return true;
   if (t.throughput <= 0) return false;
@@ -104,7 +104,7 @@ Step follow_transfer(const JobView& job, const TransferJobSpec& spec, const Obse
                      const DecideOptions& options) {
   switch (seen.kind) {
     case Observation::Kind::Answered: {
-      const TransferInfo& t = seen.transfer;
+      const api::TransferStatus& t = seen.transfer;
       if (t.state == "Succeeded") return {StepKind::Complete, "", "", std::nullopt};
       if (t.state == "Failed" || t.state == "Cancelled") {
         const std::string r = t.reason.empty() ? reason::kAgentError : t.reason;

@@ -86,7 +86,7 @@ struct JobView {
 struct Observation {
   enum class Kind : std::uint8_t { None, Answered, Unreachable, Lost };
   Kind kind = Kind::None;
-  TransferInfo transfer;                         // Answered
+  api::TransferStatus transfer;                  // Answered
   std::string error;                             // Unreachable, Lost
   std::chrono::milliseconds unreachable_for{0};  // how long the agent has not answered
 };
@@ -132,10 +132,10 @@ bool is_permanent(const std::string& reason);
 // When to look at a running transfer again: at poll_interval, or sooner when it should finish before then
 // (from its rate and what is left; not below 50 ms), so Succeeded reaches status soon after the agent is
 // done.
-std::chrono::milliseconds next_look(const TransferInfo& t, std::chrono::milliseconds poll_interval);
+std::chrono::milliseconds next_look(const api::TransferStatus& t, std::chrono::milliseconds poll_interval);
 // Whether a running transfer should end within `window` (every byte moved, or its rate says so): the next
 // look then waits at the agent for the end instead of arriving a poll late.
-bool ends_within(const TransferInfo& t, std::chrono::milliseconds window);
+bool ends_within(const api::TransferStatus& t, std::chrono::milliseconds window);
 
 // 1 s, 2 s, 4 s, ... capped at 60 s, for the retry that follows `retries` earlier ones.
 std::chrono::milliseconds backoff_delay(std::uint32_t retries);

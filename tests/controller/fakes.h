@@ -121,7 +121,7 @@ class MemoryStore : public ObjectStore {
 class FakeAgents : public AgentApi {
  public:
   struct Node {
-    std::map<std::string, RegionInfo> regions;
+    std::map<std::string, api::Region> regions;
     std::set<std::string> files;                // loadable files
     std::map<std::string, std::string> grants;  // id -> region
     bool down = false;
@@ -129,8 +129,8 @@ class FakeAgents : public AgentApi {
   };
 
   std::map<std::string, Node> nodes;
-  std::map<std::string, TransferInfo> transfers;  // id -> state, on whichever node started it
-  std::map<std::string, TransferRequest> requests;
+  std::map<std::string, api::TransferStatus> transfers;  // id -> state, on whichever node started it
+  std::map<std::string, api::TransferRequest> requests;
   std::vector<std::string> revoked;
   std::vector<std::string> cancelled;
   int starts = 0;
@@ -142,7 +142,7 @@ class FakeAgents : public AgentApi {
 
   void add_node(const std::string& name) { nodes[name]; }
   // The transfer started last.
-  TransferInfo& last() { return transfers.at("t-" + std::to_string(starts)); }
+  api::TransferStatus& last() { return transfers.at("t-" + std::to_string(starts)); }
   void progress(std::uint64_t done, double throughput = 1e9) {
     auto& t = last();
     t.state = "Running";
@@ -172,29 +172,29 @@ class FakeAgents : public AgentApi {
     info["node"] = node;
     return info;
   }
-  Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                   const std::string& memory, const std::string& ns) override {
+  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                    const std::string& memory, const std::string& ns) override {
     std::lock_guard lock(mu_);  // the reconciler creates a job's target regions at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
-    RegionInfo made{name, bytes, memory};
+    api::Region made{name, bytes, memory};
     made.ns = ns;
     return n.regions[name] = made;
   }
-  Result<RegionInfo> get_region(const std::string& node, const std::string& name) override {
+  Result<api::Region> get_region(const std::string& node, const std::string& name) override {
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.regions.count(name) == 0) return make_error(ErrorCode::NotFound, "NotFound: region " + name);
     return n.regions[name];
   }
-  Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file,
-                               const std::string& ns) override {
+  Result<api::Region> load_file(const std::string& node, const std::string& name, const std::string& file,
+                                const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.files.count(file) == 0) return make_error(ErrorCode::NotFound, "NotFound: file " + file);
     if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
-    RegionInfo made{name, file_bytes, "host"};
+    api::Region made{name, file_bytes, "host"};
     made.ns = ns;
     return n.regions[name] = made;
   }
@@ -222,7 +222,7 @@ class FakeAgents : public AgentApi {
     if (nodes[node].files.count(file) == 0) return make_error(ErrorCode::NotFound, "NotFound: file " + file);
     return file_bytes;
   }
-  Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override {
+  Result<api::Grant> grant(const std::string& node, const GrantAsk& ask) override {
     std::lock_guard lock(mu_);  // ... and takes their grants at once
     if (auto e = reach(node)) return *e;
     if (!ask.region.empty() && nodes[node].regions.count(ask.region) == 0)
@@ -234,7 +234,7 @@ class FakeAgents : public AgentApi {
     nodes[node].grants[id] = ask.region;
     writers[id] = ask.writer;
     grant_ns[id] = ask.ns;
-    GrantInfo g{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
+    api::Grant g{id, json{{"provider", "tcp;ofi_rxm"}, {"grant", id}}, "tcp;ofi_rxm"};
     g.length = ask.region.empty() ? (16u << 20) : ask.length;
     g.landing = json{
         {"ring", ask.region.empty()}, {"streamBytes", ask.length}, {"savedBytes", 0}, {"committed", false}};
@@ -251,12 +251,13 @@ class FakeAgents : public AgentApi {
     revoked.push_back(id);
     return {};
   }
-  Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override {
+  Result<api::TransferStatus> start_transfer(const std::string& node,
+                                             const api::TransferRequest& request) override {
     if (auto e = reach(node)) return *e;
     const bool found = request.source_file.empty() ? nodes[node].regions.count(request.source_region) > 0
                                                    : nodes[node].files.count(request.source_file) > 0;
     if (!found) return make_error(ErrorCode::NotFound, "NotFound");
-    TransferInfo t;
+    api::TransferStatus t;
     t.id = "t-" + std::to_string(++starts);
     t.state = "Running";
     t.bytes_total = request.length * request.targets.size();
@@ -265,16 +266,16 @@ class FakeAgents : public AgentApi {
     requests[t.id] = request;
     return t;
   }
-  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
-                                    const std::string& ns) override {
+  Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,
+                                           const std::string& ns) override {
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
     if (auto e = not_of(id, ns)) return *e;
     return transfers[id];
   }
   // Nothing moves while a fake waits: it answers at once, and counts the waits asked for.
-  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id, std::chrono::seconds,
-                                     const std::string& ns) override {
+  Result<api::TransferStatus> wait_transfer(const std::string& node, const std::string& id,
+                                            std::chrono::seconds, const std::string& ns) override {
     ++waits;
     if (on_wait) on_wait();
     return get_transfer(node, id, ns);

@@ -287,11 +287,11 @@ class PodReconcilerTest : public ::testing::Test {
  protected:
   PodReconcilerTest() : store(clock), reconciler(store, agents, clock.clock(), with(&directory)) {
     for (const char* node : {"node-a", "node-b", "node-c"}) agents.add_node(node);
-    agents.nodes["node-a"].regions["weights"] = RegionInfo{"weights", 1 << 20, "host"};
+    agents.nodes["node-a"].regions["weights"] = api::Region{"weights", 1 << 20, "host"};
   }
   // What a process of `pod` shares over the import socket: the agent records the pod's UID.
   void shares(const std::string& node, const std::string& pod_name) {
-    RegionInfo r{"kv", 1 << 20, "host"};
+    api::Region r{"kv", 1 << 20, "host"};
     r.source = "imported";
     r.imported_by = {{"pid", 4242}, {"uid", 0}, {"podUID", "uid-" + pod_name}};
     agents.nodes[node].regions["kv"] = r;
@@ -350,7 +350,7 @@ TEST_F(PodReconcilerTest, NoReadyPodHoldsTheJobPendingThenItRunsOverThePodsPicke
 
 TEST_F(PodReconcilerTest, ARegionThePodDidNotShareFailsTheJobNamingWhoMadeIt) {
   directory.pods.by_query["app=infer"] = {pod("infer-0", "node-b")};
-  agents.nodes["node-b"].regions["kv"] = RegionInfo{"kv", 1 << 20, "host"};  // POST /v1/regions, no pod
+  agents.nodes["node-b"].regions["kv"] = api::Region{"kv", 1 << 20, "host"};  // POST /v1/regions, no pod
   store.put(job("kv"));
   reconcile("kv");
   EXPECT_EQ(phase("kv"), "Failed");

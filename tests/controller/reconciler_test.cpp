@@ -348,8 +348,8 @@ TEST_F(ReconcilerTest, AGrantThatCouldNotBeRevokedIsRevokedOnceItsNodeAnswers) {
 TEST(ReconcilerMemoryCap, ARegionOverTheWholeCapFailsAtOnceOneOverWhatIsFreeIsRetried) {
   struct CappedAgents : FakeAgents {
     std::uint64_t used = 0;
-    Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                     const std::string& memory, const std::string& ns) override {
+    Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                      const std::string& memory, const std::string& ns) override {
       if (node == "node-b" && used + bytes > 128 * MiB)
         return make_error(ErrorCode::ResourceExhausted, "ResourceExhausted: would exceed the memory cap");
       return FakeAgents::create_region(node, name, bytes, memory, ns);
@@ -627,7 +627,7 @@ TEST_F(ReconcilerTest, DeletionCancelsRevokesAndDropsTheFinalizer) {
 
 TEST_F(ReconcilerTest, AFailedJobDeletesTheTargetRegionsItCreatedButNotTheUsers) {
   // node-b's region was created by the job; node-c's existed before it and is the user's.
-  agents.nodes["node-c"].regions["kept"] = RegionInfo{"kept", 64 * MiB, "host"};
+  agents.nodes["node-c"].regions["kept"] = api::Region{"kept", 64 * MiB, "host"};
   store.put(job("ckpt", {{"strategy", "Fanout"},
                          {"targets",
                           {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
@@ -738,8 +738,8 @@ TEST_F(ReconcilerTest, ErrorsRetryingCannotFixFailAtOnceWithTheirReason) {
     const char* reason;
     const char* words;
   };
-  agents.nodes["node-b"].regions["small"] = RegionInfo{"small", MiB, "host"};
-  agents.nodes["node-b"].regions["taken"] = RegionInfo{"taken", 64 * MiB, "host"};
+  agents.nodes["node-b"].regions["small"] = api::Region{"small", MiB, "host"};
+  agents.nodes["node-b"].regions["taken"] = api::Region{"taken", 64 * MiB, "host"};
   const std::vector<Case> cases = {
       {"missing-node", {{"targets", {{{"node", "node-z"}, {"region", "r"}}}}}, "NodeNotFound", "node-z"},
       {"missing-region",
@@ -857,7 +857,7 @@ TEST_F(ReconcilerTest, TheFinalizerComesWithTheFirstRecordOfSomethingHeld) {
   // Deleted while its grant is being taken (another finalizer keeps the object): the apiserver refuses the
   // finalizer with the record, so the grant is revoked and nothing starts.
   const json target{{"targets", {{{"node", "node-c"}, {"region", "kv"}}}}};
-  agents.nodes["node-c"].regions["kv"] = RegionInfo{"kv", 64 * MiB, "host"};
+  agents.nodes["node-c"].regions["kv"] = api::Region{"kv", 64 * MiB, "host"};
   json raced = job("raced", target);
   raced["metadata"]["finalizers"] = json::array({"example.com/keep"});
   store.put(raced);
@@ -880,8 +880,8 @@ TEST_F(ReconcilerTest, ARunRecordWrittenByHandReleasesNothingOfAnotherNamespace)
   ask.ns = "team-b";
   const auto g = agents.grant("node-b", ask);
   ASSERT_TRUE(g.ok());
-  agents.nodes["node-a"].regions["src"] = RegionInfo{"src", 64 * MiB, "host"};
-  TransferRequest theirs;
+  agents.nodes["node-a"].regions["src"] = api::Region{"src", 64 * MiB, "host"};
+  api::TransferRequest theirs;
   theirs.source_region = "src";
   theirs.length = 64 * MiB;
   theirs.ns = "team-b";
@@ -941,7 +941,7 @@ TEST(Decide, Table) {
 TEST(Decide, RunningTransfersAreLookedAtWhenTheyShouldFinish) {
   using std::chrono::milliseconds;
   const milliseconds poll{500};
-  TransferInfo t;
+  api::TransferStatus t;
   t.state = "Running";
   t.bytes_total = 1000;
   t.bytes_done = 500;
@@ -1027,7 +1027,7 @@ TEST(WorkQueue, AKeyHeldByOneWorkerIsNotHandedToAnother) {
 // The agent's transfer JSON says which GPU path ran; the controller keeps only the values the CRD allows and
 // keeps every target at its spec index.
 TEST(TransferInfoJson, CarriesTheGpuPathAndEachTargetsStagedFlag) {
-  const auto t = TransferInfo::from_json(json::parse(R"({
+  const auto t = api::TransferStatus::from_json(json::parse(R"({
     "id": "t-1", "state": "Running", "gpuPath": "staged",
     "targets": [{"state": "Running", "bytesDone": 5, "staged": true}, 7, {"state": "Running"}]})"));
   EXPECT_EQ(t.gpu_path, "staged");
@@ -1038,12 +1038,12 @@ TEST(TransferInfoJson, CarriesTheGpuPathAndEachTargetsStagedFlag) {
   EXPECT_FALSE(t.targets[2].staged) << "absent: not staged";
   EXPECT_TRUE(t.any_staged());
 
-  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"gpuPath": "dmabuf"})")).gpu_path, "dmabuf");
-  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"gpuPath": "warp-drive"})")).gpu_path, "")
+  EXPECT_EQ(api::TransferStatus::from_json(json::parse(R"({"gpuPath": "dmabuf"})")).gpu_path, "dmabuf");
+  EXPECT_EQ(api::TransferStatus::from_json(json::parse(R"({"gpuPath": "warp-drive"})")).gpu_path, "")
       << "a value the CRD would refuse is not copied";
-  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"gpuPath": 3})")).gpu_path, "");
-  EXPECT_EQ(TransferInfo::from_json(json::parse(R"({"id": "t-2"})")).gpu_path, "") << "an older agent";
-  EXPECT_FALSE(TransferInfo::from_json(json::parse(R"({"gpuPath": "none"})")).any_staged());
+  EXPECT_EQ(api::TransferStatus::from_json(json::parse(R"({"gpuPath": 3})")).gpu_path, "");
+  EXPECT_EQ(api::TransferStatus::from_json(json::parse(R"({"id": "t-2"})")).gpu_path, "") << "an older agent";
+  EXPECT_FALSE(api::TransferStatus::from_json(json::parse(R"({"gpuPath": "none"})")).any_staged());
 }
 
 TEST(JobStatusGpuPath, NamesTheEndsThatRanStaged) {
@@ -1055,7 +1055,7 @@ TEST(JobStatusGpuPath, NamesTheEndsThatRanStaged) {
   spec.targets[0].region = "w1";
   spec.targets[1].node = "node-c";
   spec.targets[1].region = "w2";
-  TransferInfo t;
+  api::TransferStatus t;
   t.gpu_path = "peermem";
   t.targets.resize(2);
   EXPECT_EQ(staged_summary(t, spec), "");
@@ -1071,7 +1071,7 @@ TEST(JobStatusGpuPath, NamesTheEndsThatRanStaged) {
   set_gpu_path(entry, t, 1);
   EXPECT_EQ(entry, (json{{"gpuPath", "staged"}, {"staged", true}}));
   json unknown = json::object();
-  set_gpu_path(unknown, TransferInfo{}, 0);
+  set_gpu_path(unknown, api::TransferStatus{}, 0);
   EXPECT_EQ(unknown, json::object()) << "nothing said, nothing claimed";
 
   EXPECT_FALSE(status_shows_staged(json::object()));

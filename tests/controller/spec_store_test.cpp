@@ -111,7 +111,7 @@ TEST(JobStatus, PrinterColumnStrings) {
 
 TEST(JobStatus, StagesAreNeverNegativeSoTheStatusStaysWritable) {
   // The CRD refuses a negative stage (a 1,000-job run once left two jobs Running for good on -2e-5 s).
-  TransferInfo t;
+  api::TransferStatus t;
   t.stages.wire = 0.25;
   t.stages.land = -2.0e-5;
   t.stages.read = std::nan("");

@@ -56,8 +56,8 @@ class WaitingAgents : public testing::FakeAgents {
     transfers[id].state = "Running";
   }
 
-  Result<TransferInfo> wait_transfer(const std::string& node, const std::string& id,
-                                     std::chrono::seconds wait, const std::string& ns) override {
+  Result<api::TransferStatus> wait_transfer(const std::string& node, const std::string& id,
+                                            std::chrono::seconds wait, const std::string& ns) override {
     std::unique_lock lock(calls_mu_);
     ++waits;
     if (answers_long_polls) {
@@ -65,13 +65,14 @@ class WaitingAgents : public testing::FakeAgents {
     }
     return FakeAgents::get_transfer(node, id, ns);
   }
-  Result<TransferInfo> get_transfer(const std::string& node, const std::string& id,
-                                    const std::string& ns) override {
+  Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,
+                                           const std::string& ns) override {
     std::lock_guard lock(calls_mu_);
     ++looks_;
     return FakeAgents::get_transfer(node, id, ns);
   }
-  Result<TransferInfo> start_transfer(const std::string& node, const TransferRequest& request) override {
+  Result<api::TransferStatus> start_transfer(const std::string& node,
+                                             const api::TransferRequest& request) override {
     std::lock_guard lock(calls_mu_);
     auto t = FakeAgents::start_transfer(node, request);
     if (!t) return t;
@@ -94,17 +95,17 @@ class WaitingAgents : public testing::FakeAgents {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::node_info(node);
   }
-  Result<RegionInfo> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                   const std::string& memory, const std::string& ns) override {
+  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                    const std::string& memory, const std::string& ns) override {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::create_region(node, name, bytes, memory, ns);
   }
-  Result<RegionInfo> get_region(const std::string& node, const std::string& name) override {
+  Result<api::Region> get_region(const std::string& node, const std::string& name) override {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::get_region(node, name);
   }
-  Result<RegionInfo> load_file(const std::string& node, const std::string& name, const std::string& file,
-                               const std::string& ns) override {
+  Result<api::Region> load_file(const std::string& node, const std::string& name, const std::string& file,
+                                const std::string& ns) override {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::load_file(node, name, file, ns);
   }
@@ -122,7 +123,7 @@ class WaitingAgents : public testing::FakeAgents {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::file_size(node, file, ns);
   }
-  Result<GrantInfo> grant(const std::string& node, const GrantAsk& ask) override {
+  Result<api::Grant> grant(const std::string& node, const GrantAsk& ask) override {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::grant(node, ask);
   }
@@ -143,7 +144,7 @@ class TransferEnd : public ::testing::Test {
   TransferEnd() {
     agents.add_node("node-a");
     agents.add_node("node-b");
-    agents.nodes["node-a"].regions["weights"] = RegionInfo{"weights", GiB, "host"};
+    agents.nodes["node-a"].regions["weights"] = api::Region{"weights", GiB, "host"};
   }
 
   void apply(const std::string& name, const json& spec_overrides = json::object()) {
