@@ -10,11 +10,11 @@
 #include "kube_client/kube_config.h"
 #include "kube_client/log.h"
 
-namespace kube = conduit::kube;
+namespace kube_client = conduit::kube_client;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
-  (void)base64_decode(text);
+  (void)conduit::base64_decode(text);
   (void)kube_client::parse_server_url(text);
   auto config = kube_client::parse_kubeconfig(text, "/nonexistent-kubeconfig-dir");
   if (config && (config->address.host.empty() || config->address.port <= 0 || config->address.port > 65535)) {

@@ -13,6 +13,7 @@
 #include "kube_client/log.h"
 
 namespace kube = conduit::kube;
+namespace kube_client = conduit::kube_client;
 
 namespace {
 
