@@ -404,12 +404,12 @@ int cmd_transfer(const Globals& g, const std::vector<std::string>& args) {
   request.source_region = local.region;
   request.offset = pull ? to_offset : from_offset;
   request.length = bytes;
-  request.op = pull ? "read" : "write";
+  request.op = pull ? conduit::OpKind::Read : conduit::OpKind::Write;
   request.targets.push_back(
-      {.key = grant.key, .url = remote.url, .region = remote.region, .region_offset = remote_offset});
+      {.grant = grant.key, .url = remote.url, .region = remote.region, .region_offset = remote_offset});
   request.chunk_bytes = chunk_bytes;
   request.window = window;
-  request.verify = verify == "crc32c";
+  request.verify = verify == "crc32c" ? conduit::api::Verify::Crc32c : conduit::api::Verify::None;
   request.deadline_seconds = deadline;
   if (g_interrupts.load() > 0) throw Exit{1, "interrupted before the transfer started"};
   auto status = check(runner.start_transfer(request));

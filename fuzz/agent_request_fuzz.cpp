@@ -8,9 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "conduit/api/names.h"
 #include "regions.h"
 #include "rest/requests.h"
-#include "transfer/manager.h"
+#include "transfer/request.h"
 
 namespace {
 
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   if (auto region = conduit::agent::rest::parse_create_region(body); !region) {
     answer(region.error());
-  } else if (!conduit::agent::validate_name(region->name).ok() ||
+  } else if (!conduit::api::validate_name(region->name).ok() ||
              (region->bytes == 0) == !region->file.has_value()) {
     std::abort();  // accepted: a valid name and exactly one of bytes and file
   }
@@ -50,11 +51,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else if (staging->length == 0) {
     std::abort();
   }
-  if (auto transfer = conduit::agent::TransferRequest::from_json(body); !transfer) {
+  if (auto transfer = conduit::agent::ResolvedRequest::from_json(body); !transfer) {
     answer(transfer.error());
-  } else if (transfer->targets.empty() || transfer->targets.size() > 16 || transfer->source_region.empty() ||
-             transfer->window == 0 || transfer->chunk_bytes < 4096) {
-    std::abort();
+  } else {
+    const conduit::api::TransferRequest& wire = transfer->wire;
+    if (wire.targets.empty() || wire.targets.size() > 16 || transfer->grants.size() != wire.targets.size() ||
+        (wire.source_region.empty() && wire.source_file.empty()) || wire.window == 0 ||
+        wire.chunk_bytes < 4096) {
+      std::abort();
+    }
+    // What the agent accepted, written out again (as a Chain hop forwards it), reads back the same.
+    auto again = conduit::api::TransferRequest::from_json(wire.to_json());
+    if (!again || again->to_json() != wire.to_json()) std::abort();
   }
   return 0;
 }

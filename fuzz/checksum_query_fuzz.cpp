@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "conduit/api/names.h"
 #include "regions.h"
 #include "rest/requests.h"
 
@@ -17,6 +18,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (auto query = conduit::agent::rest::parse_checksum_query(params); query && query->slice == 0)
     std::abort();
   (void)conduit::agent::rest::validate_id(text);
-  (void)conduit::agent::validate_name(text);
+  (void)conduit::api::validate_name(text);
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <utility>
 
+#include "conduit/api/names.h"
 #include "conduit/common/random.h"
 #include "conduit/common/time.h"
 #include "conduit/common/unique_fd.h"
@@ -102,17 +103,6 @@ Status write_device(SaveFile& out, const MemoryRegion& memory) {
 }
 
 }  // namespace
-
-Status validate_name(const std::string& name) {
-  const auto alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
-  const bool ok = !name.empty() && name.size() <= 63 && alnum(name.front()) && alnum(name.back()) &&
-                  std::all_of(name.begin(), name.end(), [&](char c) { return alnum(c) || c == '-'; });
-  if (ok) return {};
-  return make_error(ErrorCode::InvalidArgument,
-                    "region name " + quoted(name) +
-                        " is not a DNS-1123 label (1-63 characters of a-z, 0-9 and '-', starting and ending "
-                        "with a letter or digit)");
-}
 
 Region::Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy,
                std::optional<Importer> importer)
@@ -249,7 +239,7 @@ Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memo
 
 Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t bytes, const std::string& memory,
                                       Tenancy tenancy) {
-  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (auto valid = api::validate_name(name); !valid) return valid.error();
   if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "region size must be at least 1 byte");
   int device = -1;
   if (is_cuda_label(memory)) {
@@ -307,7 +297,7 @@ Status SourceFile::unchanged() const {
 
 Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& file, Tenancy tenancy,
                                     const std::string& ns) {
-  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (auto valid = api::validate_name(name); !valid) return valid.error();
   auto opened = open_file(file, ns);
   if (!opened) return opened.error();
   const UniqueFd& fd = opened->fd;
@@ -325,7 +315,7 @@ Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& 
 Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes,
                                          std::optional<Importer> importer) {
   UniqueFd fd(raw_fd);
-  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (auto valid = api::validate_name(name); !valid) return valid.error();
   if (fd.get() < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return io_error("stat of the imported fd", errno);
@@ -364,7 +354,7 @@ Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, st
 Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
                                                std::uint64_t bytes, int device,
                                                std::optional<Importer> importer) {
-  if (auto valid = validate_name(name); !valid) return valid.error();
+  if (auto valid = api::validate_name(name); !valid) return valid.error();
   if (bytes == 0)
     return make_error(ErrorCode::InvalidArgument, "\"bytes\" must be positive for a CUDA import");
   if (auto usable = cuda_device(device); !usable) return usable.error();

@@ -31,9 +31,6 @@
 
 namespace conduit::agent {
 
-// DNS-1123 label: 1-63 of [a-z0-9-], starting and ending alphanumeric. InvalidArgument otherwise.
-Status validate_name(const std::string& name);
-
 class Region {
  public:
   Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy = {},

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "conduit/api/names.h"
 #include "conduit/api/wire.h"
 #include "regions.h"
 
@@ -20,24 +21,6 @@ std::optional<std::string> Tenancy::refusal(const std::string& region, const std
 void Tenancy::add_to(nlohmann::json& region) const {
   if (!ns.empty()) region["namespace"] = ns;
   if (!shared_with.empty()) region["sharedWith"] = shared_with;
-}
-
-bool valid_namespace(const std::string& name) { return static_cast<bool>(validate_name(name)); }
-
-std::string parse_job_namespace(JsonFields& f) {
-  auto ns = f.string("namespace");
-  if (!ns) return {};
-  if (!valid_namespace(*ns)) f.fail("namespace", "must be a namespace name (a DNS-1123 label)");
-  return std::move(*ns);
-}
-
-std::string parse_pod(JsonFields& f) {
-  auto pod = f.string("pod");
-  if (!pod) return {};
-  const bool uid =
-      !pod->empty() && pod->size() <= 64 && pod->find_first_not_of("0123456789abcdef-") == std::string::npos;
-  if (!uid) f.fail("pod", "must be a pod UID (lowercase hex digits and '-')");
-  return std::move(*pod);
 }
 
 std::optional<std::string> refusal(const Region& region, const std::string& job_ns, const std::string& pod) {
@@ -68,11 +51,11 @@ std::optional<std::string> file_refusal(const std::string& file, const std::stri
 
 Tenancy parse_tenancy(JsonFields& f) {
   Tenancy out;
-  out.ns = parse_job_namespace(f);
+  out.ns = api::parse_namespace(f);
   if (const nlohmann::json* shared = f.array("sharedWith")) {
     if (shared->size() > 64) f.fail("sharedWith", "at most 64 namespaces");
     for (const auto& item : *shared) {
-      if (!item.is_string() || (item != "*" && !valid_namespace(item.get<std::string>()))) {
+      if (!item.is_string() || (item != "*" && !api::valid_namespace(item.get<std::string>()))) {
         f.fail("sharedWith", "each item must be a namespace name or \"*\"");
         break;
       }

@@ -29,17 +29,9 @@ struct Tenancy {
   void add_to(nlohmann::json& region) const;
 };
 
-// A Kubernetes namespace name: a DNS-1123 label.
-bool valid_namespace(const std::string& name);
-
 // "namespace" and "sharedWith" of a request body: Kubernetes namespace names (DNS-1123 labels), "*" too in
 // sharedWith. Problems go to `f`.
 Tenancy parse_tenancy(JsonFields& f);
-// "namespace" alone (grants, transfers): the job's.
-std::string parse_job_namespace(JsonFields& f);
-// "pod" (grants, a transfer's source): the UID of the pod a podSelector job addressed.
-std::string parse_pod(JsonFields& f);
-
 // Why a job's request (namespace `job_ns`, addressing pod UID `pod` or none) may not touch `region`, or
 // nullopt. Tenancy first; then a region a pod shared (importedBy.podUID) is reached only by a job that
 // addressed that pod, and a job that addressed a pod only reaches that pod's regions, so no job claims a

@@ -162,7 +162,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   if (spec.source.pod) request.source_pod = spec.source.pod->uid;  // ... and that it is that pod's
   request.chunk_bytes = spec.chunk_bytes;
   request.window = spec.window;
-  request.verify = spec.verify;
+  request.verify = spec.verify ? api::Verify::Crc32c : api::Verify::None;
   request.max_bytes_per_second = spec.max_bytes_per_second;
   request.chain = spec.strategy == Strategy::Chain;  // hops in the spec's order
   const auto start_time = parse_rfc3339(p.status.value("startTime", ""));

@@ -168,8 +168,8 @@ void wait_moving(const TransferManager& m, const std::string& id) {
   FAIL() << id << " moved nothing in 30 s";
 }
 
-TransferRequest request(const std::string& region, std::vector<TransferTarget> targets) {
-  TransferRequest r;
+api::TransferRequest request(const std::string& region, std::vector<api::TransferTarget> targets) {
+  api::TransferRequest r;
   r.source_region = region;
   r.targets = std::move(targets);
   return r;
@@ -323,34 +323,34 @@ json valid_body() {
 }
 
 TEST(TransferRequestJson, ParsesAFullRequestAndAppliesDefaults) {
-  auto full = TransferRequest::from_json(valid_body());
+  auto full = ResolvedRequest::from_json(valid_body());
   ASSERT_TRUE(full) << full.error().message;
-  EXPECT_EQ(full->source_region, "src");
-  EXPECT_EQ(full->length, 4096u);
-  EXPECT_EQ(full->verify, Verify::Crc32c);
-  EXPECT_EQ(full->targets.at(0).url, "http://127.0.0.1:7070");
-  EXPECT_EQ(full->targets.at(0).grant.rails.at(0).key, 7u);
-  EXPECT_FALSE(full->chain);
+  EXPECT_EQ(full->wire.source_region, "src");
+  EXPECT_EQ(full->wire.length, 4096u);
+  EXPECT_EQ(full->wire.verify, Verify::Crc32c);
+  EXPECT_EQ(full->wire.targets.at(0).url, "http://127.0.0.1:7070");
+  EXPECT_EQ(full->grants.at(0).rails.at(0).key, 7u);
+  EXPECT_FALSE(full->wire.chain);
 
   json chain = valid_body();
   chain["strategy"] = "chain";
   chain["source"]["followGrant"] = "g-fedcba9876543210";
   chain["targets"][0]["grantId"] = "g-0123456789abcdef";
-  auto hop = TransferRequest::from_json(chain);
+  auto hop = ResolvedRequest::from_json(chain);
   ASSERT_TRUE(hop) << hop.error().message;
-  EXPECT_TRUE(hop->chain);
-  EXPECT_EQ(hop->follow_grant, "g-fedcba9876543210");
+  EXPECT_TRUE(hop->wire.chain);
+  EXPECT_EQ(hop->wire.follow_grant, "g-fedcba9876543210");
 
   json minimal = {{"source", {{"region", "src"}}},
                   {"targets", json::array({{{"grant", valid_body()["targets"][0]["grant"]}}})}};
-  auto r = TransferRequest::from_json(minimal);
+  auto r = ResolvedRequest::from_json(minimal);
   ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->op, OpKind::Write);
-  EXPECT_EQ(r->length, 0u);
-  EXPECT_EQ(r->chunk_bytes, 1u << 20);
-  EXPECT_EQ(r->window, 16u);
-  EXPECT_EQ(r->verify, Verify::None);
-  EXPECT_EQ(r->deadline.count(), 0);
+  EXPECT_EQ(r->wire.op, OpKind::Write);
+  EXPECT_EQ(r->wire.length, 0u);
+  EXPECT_EQ(r->wire.chunk_bytes, 1u << 20);
+  EXPECT_EQ(r->wire.window, 16u);
+  EXPECT_EQ(r->wire.verify, Verify::None);
+  EXPECT_EQ(r->wire.deadline_seconds, 0u);
 }
 
 TEST(TransferRequestJson, RejectsEachBadFieldByName) {
@@ -436,7 +436,7 @@ TEST(TransferRequestJson, RejectsEachBadFieldByName) {
   for (const Case& c : cases) {
     json body = valid_body();
     c.change(body);
-    auto r = TransferRequest::from_json(body);
+    auto r = ResolvedRequest::from_json(body);
     ASSERT_FALSE(r) << c.name << " was accepted";
     EXPECT_EQ(r.error().code, ErrorCode::InvalidArgument) << c.name;
     EXPECT_NE(r.error().message.find(c.says), std::string::npos) << c.name << ": " << r.error().message;
@@ -447,7 +447,7 @@ TEST(TransferStatusJson, HasEveryDocumentedField) {
   TransferStatus s;
   s.id = "t-1";
   s.targets.resize(1);
-  const json j = s.to_json();
+  const json j = s.to_api().to_json();
   for (const char* field :
        {"id", "state", "bytesTotal", "bytesDone", "throughputBytesPerSecond", "retries", "slicesResent",
         "verified", "reason", "message", "targets", "createdAt", "startedAt", "finishedAt"}) {
@@ -514,18 +514,25 @@ class TransferFixture {
         std::make_unique<TransferManager>(*source_->fabric, source_->regions, client_, &metrics_, options);
   }
 
-  TransferTarget target(const RemoteKey& key, const std::string& region = "dst",
-                        std::uint64_t region_offset = 0) {
-    TransferTarget t;
-    t.grant = key;
+  api::TransferTarget target(const RemoteKey& key, const std::string& region = "dst",
+                             std::uint64_t region_offset = 0) {
+    api::TransferTarget t;
+    t.grant = key.to_json();
     t.url = server_->url();
     t.region = region;
     t.region_offset = region_offset;
     return t;
   }
 
-  std::string start(TransferRequest r) {
-    auto id = manager_->start(std::move(r));
+  // As the REST route starts it: the body read strictly, the grant keys resolved, then the manager's checks.
+  Result<std::string> try_start(const api::TransferRequest& r) {
+    auto read = ResolvedRequest::from_json(r.to_json());
+    if (!read) return read.error();
+    return manager_->start(std::move(*read));
+  }
+
+  std::string start(const api::TransferRequest& r) {
+    auto id = try_start(r);
     EXPECT_TRUE(id) << id.error().message;
     return id ? *id : std::string();
   }
@@ -538,7 +545,7 @@ class TransferFixture {
                      {target(target_->grant(dst_, Access::RemoteWrite, 0, 0, &grant_id_), "slow-dst")});
     r.chunk_bytes = 4 * KiB;
     r.window = 1;
-    r.deadline = deadline;
+    r.deadline_seconds = static_cast<std::uint64_t>(deadline.count());
     r.max_bytes_per_second = 64 * MiB;  // about 4 s for 256 MiB, whatever the machine does
     return start(std::move(r));
   }
@@ -688,7 +695,7 @@ TEST_F(TransferTcp, ResumeSendsOnlyTheRestAndVerifyStillCoversTheWholeRange) {
 
   auto past = request("src", {target(target_->grant(dst))});
   past.targets[0].resume_offset = 8 * MiB + 1;
-  auto refused = manager_->start(std::move(past));
+  auto refused = try_start(past);
   ASSERT_FALSE(refused);
   EXPECT_NE(refused.error().message.find("resumeOffset"), std::string::npos) << refused.error().message;
 }
@@ -697,8 +704,8 @@ TEST_F(TransferTcp, RefusesWhatDoesNotFitLocalState) {
   auto src = source_->region("src", 1 * MiB, 1);
   auto dst = target_->region("dst", 1 * MiB);
   const RemoteKey key = target_->grant(dst);
-  auto fails = [&](TransferRequest r, ErrorCode code, const std::string& says) {
-    auto id = manager_->start(std::move(r));
+  auto fails = [&](const api::TransferRequest& r, ErrorCode code, const std::string& says) {
+    auto id = try_start(r);
     ASSERT_FALSE(id) << says;
     EXPECT_EQ(id.error().code, code) << id.error().message;
     EXPECT_NE(id.error().message.find(says), std::string::npos) << id.error().message;
@@ -785,7 +792,7 @@ TEST_F(TransferTcp, ShutdownFailsRunningTransfersAndRefusesNewOnes) {
   EXPECT_EQ(s->state, TransferState::Failed);
   EXPECT_EQ(s->reason, reason::kAgentShuttingDown);
   EXPECT_EQ(src_->users(), 0);
-  auto refused = manager_->start(request("slow-src", {target(target_->grant(dst_))}));
+  auto refused = try_start(request("slow-src", {target(target_->grant(dst_))}));
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::Unavailable);
   EXPECT_NE(refused.error().message.find("agent is shutting down"), std::string::npos);

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "conduit/api/names.h"
 #include "conduit/crc32c.h"
 #include "conduit/cuda_device.h"
 #include "conduit/pattern.h"
@@ -73,14 +74,14 @@ class RegionStoreTest : public ::testing::Test {
 TEST(Name, AcceptsDns1123Labels) {
   for (const std::string& name :
        std::vector<std::string>{"a", "0", "model-1", "9lives", "a-b-c", std::string(63, 'x')}) {
-    EXPECT_TRUE(validate_name(name).ok()) << name;
+    EXPECT_TRUE(api::validate_name(name).ok()) << name;
   }
 }
 
 TEST(Name, RejectsEverythingElse) {
   for (const std::string& name :
        std::vector<std::string>{"", "Model", "a_b", "-a", "a-", "a.b", "a b", "é", std::string(64, 'x')}) {
-    const auto st = validate_name(name);
+    const auto st = api::validate_name(name);
     ASSERT_FALSE(st.ok()) << name;
     EXPECT_EQ(code(st.error()), "InvalidArgument") << name;
   }

@@ -175,8 +175,8 @@ TEST_F(AgentTls, OneCertificateForEveryAgentIsCheckedByItsNameNotTheAddress) {
   api::TransferRequest request;
   request.source_region = "src";
   request.length = 4 * MiB;
-  request.verify = true;
-  request.targets.push_back({.key = g->key, .url = b.url(), .region = "dst", .grant_id = g->id});
+  request.verify = api::Verify::Crc32c;
+  request.targets.push_back({.grant = g->key, .url = b.url(), .region = "dst", .grant_id = g->id});
   auto started = to_a.start_transfer(request);
   ASSERT_TRUE(started) << started.error().message;
   Result<api::TransferStatus> now = started;

@@ -118,7 +118,7 @@ TEST(AgentClient, PostsTheOneTransferBody) {
   request.source_region = "src";
   request.length = 4096;
   request.targets.push_back(
-      {.key = json{{"provider", "tcp;ofi_rxm"}}, .url = "http://b:7070", .region = "dst"});
+      {.grant = json{{"provider", "tcp;ofi_rxm"}}, .url = "http://b:7070", .region = "dst"});
   auto started = AgentClient(agent.url(), {}).start_transfer(request);
   ASSERT_TRUE(started) << started.error().message;
   EXPECT_EQ(started->id, "t-1");

@@ -192,7 +192,7 @@ TEST(WireSpec, RequestBodiesValidate) {
   request.length = 1 << 20;
   const json key = sample(schema("RemoteKey"));
   ASSERT_EQ(errors_of(key, "RemoteKey"), std::vector<std::string>{}) << key.dump();
-  request.targets.push_back({.key = key,
+  request.targets.push_back({.grant = key,
                              .url = "http://10.0.0.3:7070",
                              .region = "weights",
                              .resume_offset = 8192,
@@ -200,8 +200,9 @@ TEST(WireSpec, RequestBodiesValidate) {
                              .ring_bytes = 1 << 26,
                              .save = true,
                              .release_grant = true});
-  request.targets.push_back({.key = key, .url = "", .region = "", .offset = 4096, .region_offset = 1 << 20});
-  request.verify = true;
+  request.targets.push_back(
+      {.grant = key, .url = "", .region = "", .offset = 4096, .region_offset = 1 << 20});
+  request.verify = api::Verify::Crc32c;
   request.deadline_seconds = 60;
   request.max_bytes_per_second = 1 << 30;
   request.chain = true;  // a full body for the schema check; no agent would take a Chain with a ring target

@@ -172,7 +172,7 @@ TEST_F(ReconcilerTest, HappyPathStreamsTheFileAndTheTargetSavesAsBytesLand) {
   EXPECT_EQ(agents.live_grants(), 1U);
   const auto& request = agents.requests.at("t-1");
   EXPECT_EQ(request.length, 64 * MiB);
-  EXPECT_TRUE(request.verify);
+  EXPECT_EQ(request.verify, api::Verify::Crc32c);
   EXPECT_EQ(request.targets.at(0).url, "http://node-b:7070");
   // The file is read as it goes out (no region loaded first); the target verifies and saves as it lands.
   EXPECT_EQ(request.source_region, "");
@@ -238,7 +238,7 @@ TEST_F(ReconcilerTest, FailedAttemptRetriesWithBackoffAndAFreshGrant) {
   reconcile("ckpt");
   EXPECT_EQ(agents.starts, 2);
   EXPECT_EQ(agents.nodes["node-b"].grants.count("g-2"), 1U);
-  EXPECT_EQ(agents.requests.at("t-2").targets.at(0).key["grant"], "g-2");
+  EXPECT_EQ(agents.requests.at("t-2").targets.at(0).grant["grant"], "g-2");
   // The file is read again (nothing was loaded), the created target adopted: no RegionAlreadyExists.
   EXPECT_EQ(agents.nodes["node-a"].regions.size(), 0U);
   EXPECT_EQ(agents.requests.at("t-2").source_file, "weights.bin");
@@ -1128,6 +1128,34 @@ TEST_F(ReconcilerTest, AStagedRunSaysSoInStatusOneWarningEventAndTheCompleteCond
   EXPECT_NE(message.find("staged"), std::string::npos) << message;
   EXPECT_NE(message.find("target node-b/weights"), std::string::npos) << message;
   EXPECT_EQ(status("staged")["targets"][0]["staged"], true) << "kept after success";
+}
+
+TEST_F(ReconcilerTest, EachTransferSettingOfTheSpecReachesTheAgentsBody) {
+  // The agent's half (body -> run -> each Chain hop) is tests/agent/chain_hop_test.cpp.
+  agents.add_node("node-d");
+  store.put(job("settings", {{"strategy", "Chain"},
+                             {"verify", "crc32c"},
+                             {"chunkBytes", 256 * 1024},
+                             {"window", 7},
+                             {"maxBytesPerSecond", 3 * MiB},
+                             {"activeDeadlineSeconds", 900},
+                             {"targets",
+                              {{{"node", "node-b"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}},
+                               {{"node", "node-d"}, {"region", "w"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  start("settings");
+  const api::TransferRequest& sent = agents.requests.at("t-1");
+  EXPECT_TRUE(sent.chain);
+  EXPECT_EQ(sent.verify, api::Verify::Crc32c);
+  EXPECT_EQ(sent.chunk_bytes, 256U * 1024);
+  EXPECT_EQ(sent.window, 7U);
+  EXPECT_EQ(sent.max_bytes_per_second, 3 * MiB);
+  EXPECT_EQ(sent.deadline_seconds, 900U) << "no time has passed on this clock since the job started";
+  EXPECT_EQ(sent.ns, "default");
+  EXPECT_EQ(sent.source_file, "weights.bin");
+  // The agent reads the body the controller wrote as it was written.
+  auto read = api::TransferRequest::from_json(sent.to_json());
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(read->to_json(), sent.to_json());
 }
 
 }  // namespace

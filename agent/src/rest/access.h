@@ -30,7 +30,7 @@ bool may_read_region(const Caller& caller, const Region& region);
 std::optional<std::string> region_refusal(const Caller& caller, const Region& region, bool changes);
 
 // Whether the caller may look at or cancel a transfer: anyone but an agent or a tenant's controller, or the
-// one that asked for it (TransferRequest::requested_by).
+// one that asked for it (ResolvedRequest::requested_by).
 bool may_see_transfer(const Caller& caller, const TransferStatus& status);
 // The same for transfer `id`. An unknown transfer passes, so the handler answers NotFound as for anyone.
 bool may_see_transfer(const Caller& caller, const TransferManager& transfers, const std::string& id);

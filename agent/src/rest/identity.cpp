@@ -1,5 +1,6 @@
 #include "rest/identity.h"
 
+#include "conduit/api/names.h"
 #include "regions.h"
 
 namespace conduit::agent::rest {
@@ -39,7 +40,7 @@ std::optional<Caller> caller_from_certificate(std::string_view common_name) {
   if (common_name.starts_with(kTenantController)) {
     std::string ns(common_name.substr(kTenantController.size()));
     // A name that is not a namespace names nobody (refused with 403), never every namespace.
-    if (validate_name(ns)) return Caller{Role::Controller, {}, std::move(ns)};
+    if (api::validate_name(ns)) return Caller{Role::Controller, {}, std::move(ns)};
   }
   return std::nullopt;
 }

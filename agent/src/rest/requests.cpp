@@ -5,6 +5,7 @@
 #include <initializer_list>
 #include <string_view>
 
+#include "conduit/api/names.h"
 #include "conduit/common/json_fields.h"
 #include "regions.h"
 
@@ -63,7 +64,7 @@ Result<CreateRegionRequest> parse_create_region(const nlohmann::json& body) {
   CreateRegionRequest request;
   request.tenancy = parse_tenancy(f);
   if (auto name = f.string("name", Need::Required)) {
-    if (auto valid = validate_name(*name); !valid) f.fail("name", valid.error().message);
+    if (auto valid = api::validate_name(*name); !valid) f.fail("name", valid.error().message);
     request.name = std::move(*name);
   }
   const bool allocate = f.has("bytes");
@@ -100,7 +101,7 @@ Result<FileRequest> parse_save_region(const nlohmann::json& body) {
   Fields f(body, {"file", "namespace"});
   auto file = f.string("file", Need::Required);
   if (file && file->empty()) f.fail("file", "must not be empty");
-  FileRequest request{.file = file.value_or(""), .job_namespace = parse_job_namespace(f)};
+  FileRequest request{.file = file.value_or(""), .job_namespace = api::parse_namespace(f)};
   if (!f.ok()) return f.status().error();
   return request;
 }
@@ -111,9 +112,9 @@ Result<CreateGrantRequest> parse_create_grant(const nlohmann::json& body) {
   f.only(
       {"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer", "namespace", "pod"});
   CreateGrantRequest request;
-  request.pod = parse_pod(f);
+  request.pod = api::parse_pod(f);
   request.peer = parse_peer(f);
-  request.job_namespace = parse_job_namespace(f);
+  request.job_namespace = api::parse_namespace(f);
   if (auto writer = f.string("writer")) {
     if (writer->size() > 253) f.fail("writer", "must be at most 253 characters");
     request.writer = std::move(*writer);
@@ -165,7 +166,7 @@ Result<CreateGrantRequest> parse_create_ring_grant(const nlohmann::json& body) {
   f.only({"ttlSeconds", "provider", "save", "peer", "namespace"});
   CreateGrantRequest request;
   request.peer = parse_peer(f);
-  request.job_namespace = parse_job_namespace(f);
+  request.job_namespace = api::parse_namespace(f);
   if (auto ttl = f.u64("ttlSeconds")) {
     if (*ttl == 0 || *ttl > kMaxTtlSeconds) f.fail("ttlSeconds", "must be 1 to 86400");
     request.ttl = std::chrono::seconds(static_cast<std::int64_t>(std::min(*ttl, kMaxTtlSeconds)));
@@ -210,7 +211,7 @@ Result<LandedRequest> parse_landed(const nlohmann::json& body) {
 Result<FileRequest> parse_stat_file(const nlohmann::json& body) {
   Fields f(body, {"path", "namespace"});
   auto path = f.text("path", Need::Required, 1024);
-  FileRequest request{.file = path.value_or(""), .job_namespace = parse_job_namespace(f)};
+  FileRequest request{.file = path.value_or(""), .job_namespace = api::parse_namespace(f)};
   if (!f.ok()) return f.status().error();
   return request;
 }

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "conduit/api/errors.h"
+#include "conduit/api/names.h"
 #include "conduit/common/log.h"
 #include "rest/auth.h"
 #include "rest/reply.h"
@@ -84,7 +85,7 @@ bool hold_namespace(Call& call) {
     return false;
   }
   call.ns = call.req.get_param_value("namespace");
-  if (!valid_namespace(call.ns)) {
+  if (!api::valid_namespace(call.ns)) {
     call.fail(
         make_error(ErrorCode::InvalidArgument, "namespace: must be a namespace name (a DNS-1123 label)"));
     return false;
@@ -99,7 +100,7 @@ bool prepare(Call& call, std::string_view path_template, bool takes_namespace) {
     const bool is_name = path_template.find("{name}") != std::string_view::npos;
     std::string& field = is_name ? call.name : call.id;
     field = call.req.matches[1];
-    if (auto valid = is_name ? validate_name(field) : validate_id(field); !valid) {
+    if (auto valid = is_name ? api::validate_name(field) : validate_id(field); !valid) {
       call.fail(valid.error());
       return false;
     }

@@ -24,23 +24,23 @@ constexpr const char* kTransfer = "/v1/transfers/{id}";
 // reads it, op "read" writes into it. A region that is not there passes: the transfer fails to start with
 // NotFound as for anyone.
 std::optional<std::string> reach_refusal(const Caller& caller, const AgentState& state,
-                                         const TransferRequest& request) {
-  const Reach reach = request.op == OpKind::Read ? Reach::Write : Reach::Read;
-  const std::string& name = request.source_region;
+                                         const ResolvedRequest& request) {
+  const Reach reach = request.wire.op == OpKind::Read ? Reach::Write : Reach::Read;
+  const std::string& name = request.wire.source_region;
   const auto now = std::chrono::system_clock::now();
   // One look at the grants for all the ops (up to kMaxScatterOps), not a copy of the table per op.
   const auto grants = state.grants.list();
-  for (const ScatterOp& op : request.ops) {
+  for (const ScatterOp& op : request.wire.ops) {
     if (auto why = peer_refusal(grants, caller, name, reach, op.source_offset, op.length, now)) return why;
   }
-  if (!request.ops.empty()) return std::nullopt;
-  std::uint64_t length = request.length;
+  if (!request.wire.ops.empty()) return std::nullopt;
+  std::uint64_t length = request.wire.length;
   if (length == 0) {
     auto region = state.regions.get(name);
     if (!region) return std::nullopt;
-    length = (*region)->bytes() > request.offset ? (*region)->bytes() - request.offset : 0;
+    length = (*region)->bytes() > request.wire.offset ? (*region)->bytes() - request.wire.offset : 0;
   }
-  return peer_refusal(grants, caller, name, reach, request.offset, length, now);
+  return peer_refusal(grants, caller, name, reach, request.wire.offset, length, now);
 }
 
 // Why `caller` may not ask for `request`, or nullopt. The agent checks again what the controller checked: a
@@ -48,23 +48,24 @@ std::optional<std::string> reach_refusal(const Caller& caller, const AgentState&
 // hop to send on what it wrote there: only a region, and only the ranges its grants there allow, as they
 // allow; revoking grants at other agents in this agent's name is for the controller and operators.
 std::optional<std::string> transfer_refusal(const Caller& caller, const AgentState& state,
-                                            const TransferRequest& request) {
-  if (!request.source_region.empty()) {
-    if (auto source = state.regions.get(request.source_region)) {
-      if (auto why = refusal(**source, request.job_namespace, request.source_pod)) return why;
+                                            const ResolvedRequest& request) {
+  if (!request.wire.source_region.empty()) {
+    if (auto source = state.regions.get(request.wire.source_region)) {
+      if (auto why = refusal(**source, request.wire.ns, request.wire.source_pod)) return why;
     }
   }
-  if (!request.source_file.empty()) {
-    if (auto why = file_refusal(request.source_file, request.job_namespace, state.config.namespace_files)) {
+  if (!request.wire.source_file.empty()) {
+    if (auto why = file_refusal(request.wire.source_file, request.wire.ns, state.config.namespace_files)) {
       return why;
     }
   }
   if (caller.role != Role::Agent) return std::nullopt;
-  if (request.source_region.empty() || !may_touch_region(caller, state.grants, request.source_region)) {
+  if (request.wire.source_region.empty() ||
+      !may_touch_region(caller, state.grants, request.wire.source_region)) {
     return "an agent sends on only a region a grant on which is made for it";
   }
   if (auto why = reach_refusal(caller, state, request)) return why;
-  for (const TransferTarget& t : request.targets) {
+  for (const api::TransferTarget& t : request.wire.targets) {
     if (t.release_grant) return "an agent may not ask for releaseGrant";
   }
   return std::nullopt;
@@ -73,8 +74,8 @@ std::optional<std::string> transfer_refusal(const Caller& caller, const AgentSta
 // What a Chain hop forwards from: its own write grant on the source region, covering the range, whose
 // landing reports say how far the bytes have arrived. The transfer holds the grant's Landing, not the
 // grant, so revoking the grant still deregisters its key at once; the forwarder then sees it gone.
-Result<TransferRequest::Follow> follow_of(const GrantTable& grants, const TransferRequest& request) {
-  const std::string& id = request.follow_grant;
+Result<ResolvedRequest::Follow> follow_of(const GrantTable& grants, const ResolvedRequest& request) {
+  const std::string& id = request.wire.follow_grant;
   auto grant = grants.get(id);
   if (!grant) return make_error(ErrorCode::NotFound, "source.followGrant: " + grant.error().message);
   const Grant& g = **grant;
@@ -83,27 +84,27 @@ Result<TransferRequest::Follow> follow_of(const GrantTable& grants, const Transf
                                                       " is not a write grant of host memory that takes "
                                                       "landing reports into a region");
   }
-  if (g.region->name() != request.source_region || g.offset != 0 || request.offset != 0) {
+  if (g.region->name() != request.wire.source_region || g.offset != 0 || request.wire.offset != 0) {
     return make_error(ErrorCode::InvalidArgument, "source.followGrant: grant " + id + " writes region \"" +
                                                       g.region->name() + "\" from offset " +
                                                       std::to_string(g.offset) + ", not source region \"" +
-                                                      request.source_region + "\" from offset 0");
+                                                      request.wire.source_region + "\" from offset 0");
   }
-  if (request.length > g.length) {
+  if (request.wire.length > g.length) {
     return make_error(ErrorCode::InvalidArgument, "source.followGrant: grant " + id + " covers " +
                                                       std::to_string(g.length) + " bytes, fewer than the " +
-                                                      std::to_string(request.length) + " to forward");
+                                                      std::to_string(request.wire.length) + " to forward");
   }
-  return TransferRequest::Follow{g.landing, [&grants, id] { return grants.get(id).ok(); }};
+  return ResolvedRequest::Follow{g.landing, [&grants, id] { return grants.get(id).ok(); }};
 }
 
 struct Admitted {
-  TransferRequest request;
+  ResolvedRequest request;
   std::chrono::seconds wait{0};  // ?waitSeconds
 };
 
 // A transfer request checked once, here, before any work: the query and the body read as a request
-// (TransferRequest::from_json: shape and values), whether this caller may ask for it (the namespace it
+// (ResolvedRequest::from_json: shape and values), whether this caller may ask for it (the namespace it
 // names, then transfer_refusal), who asked, and the grant a Chain hop follows resolved. nullopt after
 // answering. TransferManager::start then checks it against what only the run knows: the source's size and
 // memory, the targets' transports and grants.
@@ -113,14 +114,14 @@ std::optional<Admitted> admit_transfer(const Call& c) {
     c.fail(wait.error());
     return std::nullopt;
   }
-  auto request = c.body(TransferRequest::from_json);
+  auto request = c.body(ResolvedRequest::from_json);
   if (!request) return std::nullopt;
-  if (c.out_of_scope(request->job_namespace)) return std::nullopt;
+  if (c.out_of_scope(request->wire.ns)) return std::nullopt;
   if (c.denied(transfer_refusal(c.caller, c.state, *request))) return std::nullopt;
   // An agent or a tenant's controller then sees and cancels only what it asked for (may_see_transfer).
   if (c.caller.role == Role::Agent || c.caller.tenant_controller())
     request->requested_by = c.caller.describe();
-  if (!request->follow_grant.empty()) {
+  if (!request->wire.follow_grant.empty()) {
     auto follow = follow_of(c.state.grants, *request);
     if (!follow) {
       c.fail(follow.error());
@@ -147,7 +148,7 @@ void start_transfer(Call& c) {
                        [&](std::chrono::seconds limit) { return c.state.transfers.wait(*id, limit); });
   }
   const auto status = waited ? *waited : c.state.transfers.get(*id);
-  json answer = status ? status->to_json() : json::object();
+  json answer = status ? status->to_api().to_json() : json::object();
   answer["id"] = *id;
   c.reply(asked_to_wait && status && ended(status->state) ? 200 : 202, answer);
 }
@@ -155,7 +156,7 @@ void start_transfer(Call& c) {
 void list_transfers(Call& c) {
   json list = json::array();
   for (const auto& status : c.state.transfers.list()) {
-    if (may_see_transfer(c.caller, status)) list.push_back(status.to_json());
+    if (may_see_transfer(c.caller, status)) list.push_back(status.to_api().to_json());
   }
   c.reply(200, items(std::move(list)));
 }
@@ -180,7 +181,7 @@ void get_transfer(Call& c) {
     status = c.state.transfers.get(c.id);
   }
   if (!*status) return c.fail(status->error());
-  c.reply(200, (*status)->to_json());
+  c.reply(200, (*status)->to_api().to_json());
 }
 
 void cancel_transfer(Call& c) {
@@ -188,7 +189,7 @@ void cancel_transfer(Call& c) {
   if (auto cancelled = c.state.transfers.cancel(c.id); !cancelled) return c.fail(cancelled.error());
   auto status = c.state.transfers.get(c.id);
   if (!status) return c.fail(status.error());
-  c.reply(202, status->to_json());
+  c.reply(202, status->to_api().to_json());
 }
 
 }  // namespace

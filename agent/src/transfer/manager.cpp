@@ -10,6 +10,7 @@
 #include "metrics/agent_metrics.h"
 #include "tenancy.h"
 #include "transfer/run.h"
+#include "transfer/scatter.h"
 #include "transfer/scatter_executor.h"
 
 namespace conduit::agent {
@@ -20,11 +21,11 @@ std::string run_id_prefix() { return "t-" + random_hex(8) + "-"; }
 
 // The targets' grants marked releaseGrant, revoked at their agents. Best effort: a target that does not
 // answer keeps the grant until its TTL, which the log says. Short timeouts, as this holds up the end.
-void release_grants(const TransferRequest& request, const std::string& id, api::ClientOptions peers) {
+void release_grants(const ResolvedRequest& request, const std::string& id, api::ClientOptions peers) {
   peers.connect_timeout = peers.read_timeout = peers.write_timeout = std::chrono::seconds(2);
-  for (const TransferTarget& t : request.targets) {
+  for (const api::TransferTarget& t : request.wire.targets) {
     if (!t.release_grant) continue;
-    const Status revoked = api::AgentClient(t.url, peers).revoke_grant(t.grant_id, request.job_namespace);
+    const Status revoked = api::AgentClient(t.url, peers).revoke_grant(t.grant_id, request.wire.ns);
     if (!revoked && revoked.error().code != ErrorCode::NotFound) {
       log::warn(
           "transfer grant not released; it lasts until its ttl",
@@ -53,37 +54,29 @@ TransferManager::TransferManager(const TransportSet& transports, RegionStore& re
 
 TransferManager::~TransferManager() { shutdown(); }
 
-Result<std::string> TransferManager::start(TransferRequest request) {
+Result<std::string> TransferManager::start(ResolvedRequest request) {
   reap_threads();
   if (shutting_down_.load()) return make_error(ErrorCode::Unavailable, "agent is shutting down");
-  if (request.targets.empty())
-    return make_error(ErrorCode::InvalidArgument, "targets: at least one is needed");
-  if (request.op == OpKind::Read && request.targets.size() != 1) {
-    return make_error(ErrorCode::InvalidArgument, "targets: a read takes exactly one target");
-  }
-  if (request.chunk_bytes == 0 || request.window == 0) {
-    return make_error(ErrorCode::InvalidArgument, "chunkBytes and window must be positive");
-  }
-  if (!request.ops.empty()) return start_scatter(std::move(request));
+  if (!request.wire.ops.empty()) return start_scatter(std::move(request));
   RegionPtr region;
   std::optional<SourceFile> file;
   std::uint64_t size = 0;
-  if (!request.source_file.empty()) {
-    auto opened = regions_.open_file(request.source_file,
-                                     file_namespace(request.job_namespace, options_.namespace_files));
+  if (!request.wire.source_file.empty()) {
+    auto opened = regions_.open_file(request.wire.source_file,
+                                     file_namespace(request.wire.ns, options_.namespace_files));
     if (!opened) return opened.error();
     size = opened->bytes();
     file = std::move(*opened);
   } else {
-    auto found = regions_.get(request.source_region);
+    auto found = regions_.get(request.wire.source_region);
     if (!found) return found.error();
     region = std::move(*found);
     size = region->bytes();
     if (region->memory().kind() != MemoryKind::Host) {
-      for (const TransferTarget& target : request.targets) {
+      for (const api::TransferTarget& target : request.wire.targets) {
         if (target.save || target.ring_bytes > 0) {
           return make_error(ErrorCode::Unsupported,
-                            "region " + request.source_region + " is " + region->memory_label() +
+                            "region " + request.wire.source_region + " is " + region->memory_label() +
                                 " memory: a target that saves as bytes land is fed from host memory or a "
                                 "file; save the target region after the transfer instead");
         }
@@ -91,33 +84,35 @@ Result<std::string> TransferManager::start(TransferRequest request) {
     }
   }
   const std::string source_name =
-      file ? "file \"" + request.source_file + "\"" : "region " + request.source_region;
-  const std::uint64_t length =
-      request.length != 0 ? request.length : (request.offset < size ? size - request.offset : 0);
-  if (request.offset > size || length == 0 || length > size - request.offset) {
-    return make_error(ErrorCode::InvalidArgument, "source range [" + std::to_string(request.offset) + ", +" +
-                                                      std::to_string(length) + ") is outside the " +
+      file ? "file \"" + request.wire.source_file + "\"" : "region " + request.wire.source_region;
+  const std::uint64_t length = request.wire.length != 0
+                                   ? request.wire.length
+                                   : (request.wire.offset < size ? size - request.wire.offset : 0);
+  if (request.wire.offset > size || length == 0 || length > size - request.wire.offset) {
+    return make_error(ErrorCode::InvalidArgument, "source range [" + std::to_string(request.wire.offset) +
+                                                      ", +" + std::to_string(length) + ") is outside the " +
                                                       std::to_string(size) + "-byte " + source_name);
   }
 
   auto t = std::make_shared<TransferRun>();
-  for (std::size_t i = 0; i < request.targets.size(); ++i) {
-    const TransferTarget& target = request.targets[i];
+  for (std::size_t i = 0; i < request.wire.targets.size(); ++i) {
+    const api::TransferTarget& target = request.wire.targets[i];
+    const RemoteKey& grant = request.grants[i];
     const std::string path = "targets[" + std::to_string(i) + "]: ";
-    Transport* transport = transports_.find(target.grant.provider);
+    Transport* transport = transports_.find(grant.provider);
     if (transport == nullptr) {
       return make_error(ErrorCode::InvalidArgument,
-                        path + "no transport for provider " + target.grant.provider + " on this agent");
+                        path + "no transport for provider " + grant.provider + " on this agent");
     }
     // A ring passes the stream through, a ring's worth at a time.
-    const bool fits = target.ring_bytes > 0 ||
-                      (target.offset <= target.grant.length && length <= target.grant.length - target.offset);
+    const bool fits =
+        target.ring_bytes > 0 || (target.offset <= grant.length && length <= grant.length - target.offset);
     if (!fits) {
       return make_error(ErrorCode::InvalidArgument, path + "range [" + std::to_string(target.offset) + ", +" +
                                                         std::to_string(length) + ") is outside the " +
-                                                        std::to_string(target.grant.length) + "-byte grant");
+                                                        std::to_string(grant.length) + "-byte grant");
     }
-    if (target.grant.staged && (target.url.empty() || target.region.empty())) {
+    if (grant.staged && (target.url.empty() || target.region.empty())) {
       return make_error(ErrorCode::InvalidArgument,
                         path +
                             "the grant is a staged CUDA range: url and region are needed so its agent can "
@@ -129,13 +124,13 @@ Result<std::string> TransferManager::start(TransferRequest request) {
                                                         std::to_string(2 * run::kMinRingSegment) +
                                                         ": a ring holds at least two segments");
     }
-    if (file && target.grant.staged) {
+    if (file && grant.staged) {
       return make_error(ErrorCode::Unsupported,
                         path +
                             "the grant is a staged CUDA range, which a file source cannot feed; load the "
                             "file into a region first");
     }
-    if (file && request.verify == Verify::Crc32c && target.grant_id.empty()) {
+    if (file && request.wire.verify == Verify::Crc32c && target.grant_id.empty()) {
       return make_error(ErrorCode::InvalidArgument,
                         path +
                             "grantId is required to verify a file source: its bytes are verified as they "
@@ -152,40 +147,40 @@ Result<std::string> TransferManager::start(TransferRequest request) {
   t->created = run::SteadyClock::now();
   t->source = RegionUse(std::move(region));
   t->file = std::move(file);
-  t->status.bytes_total = length * request.targets.size();
-  t->status.targets.resize(request.targets.size());
-  for (std::size_t i = 0; i < request.targets.size(); ++i) {
-    t->status.targets[i].staged = request.targets[i].grant.staged;
-    t->status.targets[i].bytes_done = request.targets[i].resume_offset;
-    t->status.targets[i].committed_bytes = request.targets[i].resume_offset;
-    t->status.bytes_done += request.targets[i].resume_offset;
-    t->resumed_bytes += request.targets[i].resume_offset;
+  t->status.bytes_total = length * request.wire.targets.size();
+  t->status.targets.resize(request.wire.targets.size());
+  for (std::size_t i = 0; i < request.wire.targets.size(); ++i) {
+    t->status.targets[i].staged = request.grants[i].staged;
+    t->status.targets[i].bytes_done = request.wire.targets[i].resume_offset;
+    t->status.targets[i].committed_bytes = request.wire.targets[i].resume_offset;
+    t->status.bytes_done += request.wire.targets[i].resume_offset;
+    t->resumed_bytes += request.wire.targets[i].resume_offset;
   }
   t->status.created_at = std::chrono::system_clock::now();
   t->request = std::move(request);
   return admit(t, source_name, /*threaded=*/true);
 }
 
-Result<std::string> TransferManager::start_scatter(TransferRequest request) {
-  auto found = regions_.get(request.source_region);
+Result<std::string> TransferManager::start_scatter(ResolvedRequest request) {
+  auto found = regions_.get(request.wire.source_region);
   if (!found) return found.error();
   RegionPtr region = std::move(*found);
   if (region->memory().kind() != MemoryKind::Host) {
-    return make_error(ErrorCode::Unsupported, "ops: region " + request.source_region + " is " +
+    return make_error(ErrorCode::Unsupported, "ops: region " + request.wire.source_region + " is " +
                                                   region->memory_label() +
                                                   " memory; scatter-gather transfers use host memory");
   }
-  const TransferTarget& target = request.targets[0];
-  Transport* transport = transports_.find(target.grant.provider);
+  const RemoteKey& grant = request.grants[0];
+  Transport* transport = transports_.find(grant.provider);
   if (transport == nullptr) {
     return make_error(ErrorCode::InvalidArgument,
-                      "targets[0]: no transport for provider " + target.grant.provider + " on this agent");
+                      "targets[0]: no transport for provider " + grant.provider + " on this agent");
   }
-  if (target.grant.staged) {
+  if (grant.staged) {
     return make_error(ErrorCode::Unsupported,
                       "targets[0]: the grant is a staged CUDA range; scatter-gather writes host memory");
   }
-  if (auto ok = check_scatter_ops(request.ops, request.op, region->bytes(), target.grant.length); !ok) {
+  if (auto ok = check_scatter_ops(request.wire.ops, request.wire.op, region->bytes(), grant.length); !ok) {
     return ok.error();
   }
   // Registered once per region and transport, then shared by every scatter transfer that uses it.
@@ -198,7 +193,7 @@ Result<std::string> TransferManager::start_scatter(TransferRequest request) {
 
   auto t = std::make_shared<TransferRun>();
   std::uint64_t total = 0;
-  for (const ScatterOp& op : request.ops) total += op.length;
+  for (const ScatterOp& op : request.wire.ops) total += op.length;
   t->transports.push_back(transport);
   t->length = total;
   t->created = run::SteadyClock::now();
@@ -208,7 +203,7 @@ Result<std::string> TransferManager::start_scatter(TransferRequest request) {
   t->status.targets.resize(1);
   t->status.created_at = std::chrono::system_clock::now();
   const std::string source_name =
-      "region " + request.source_region + " (" + std::to_string(request.ops.size()) + " ops)";
+      "region " + request.wire.source_region + " (" + std::to_string(request.wire.ops.size()) + " ops)";
   t->request = std::move(request);
   return admit(t, source_name, /*threaded=*/false);
 }
@@ -224,7 +219,7 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
     id = id_prefix_ + std::to_string(t->seq);
     t->status.id = id;
     t->status.requested_by = t->request.requested_by;
-    t->status.job_namespace = t->request.job_namespace;
+    t->status.job_namespace = t->request.wire.ns;
     if (threaded) {
       try {
         threads_.emplace_back([this, t] { run(t); });
@@ -243,7 +238,7 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
   const log::Fields fields{{"transfer", id},
                            {"source", source_name},
                            {"bytes", std::to_string(t->status.bytes_total)},
-                           {"targets", std::to_string(t->request.targets.size())}};
+                           {"targets", std::to_string(t->request.wire.targets.size())}};
   if (threaded) {
     log::info("transfer started", fields);
   } else {
@@ -366,7 +361,7 @@ Result<TransferStatus> TransferManager::get(const std::string& id) const {
 Result<TransferStatus> TransferManager::wait(const std::string& id, std::chrono::milliseconds wait) const {
   const auto until = std::chrono::steady_clock::now() + wait;
   std::unique_lock lock(mu_);
-  if (auto it = transfers_.find(id); it != transfers_.end() && !it->second->request.ops.empty()) {
+  if (auto it = transfers_.find(id); it != transfers_.end() && !it->second->request.wire.ops.empty()) {
     // A scatter-gather transfer: its batch's end wakes this thread, which settles it here. Settled by
     // another thread, it may not show its end yet: finish() wakes this thread once it does.
     const std::shared_ptr<TransferRun> t = it->second;

@@ -43,7 +43,7 @@ class TransferManager {
   ~TransferManager();  // shutdown()
 
   // Validates against local state (region exists, range fits, provider open) and starts; returns the id.
-  Result<std::string> start(TransferRequest request);
+  Result<std::string> start(ResolvedRequest request);
   Result<TransferStatus> get(const std::string& id) const;
   // get(), once the transfer ended or `wait` passed (the end wakes it at once): completion pushed to the
   // caller instead of polled.
@@ -61,7 +61,7 @@ class TransferManager {
   // The end of every transfer, threaded or not: state, history, metrics, log; wakes wait()ers.
   void finish(const std::shared_ptr<TransferRun>& transfer, std::optional<run::Failure> failure,
               bool threaded);
-  Result<std::string> start_scatter(TransferRequest request);
+  Result<std::string> start_scatter(ResolvedRequest request);
   Result<std::string> admit(const std::shared_ptr<TransferRun>& t, const std::string& source_name,
                             bool threaded);
   void reap_threads();

@@ -56,9 +56,10 @@ std::optional<Failure> TransferRun::stopped() const {
     default:
       break;
   }
-  if (request.deadline.count() > 0 && SteadyClock::now() >= created + request.deadline) {
+  const std::chrono::seconds deadline(request.wire.deadline_seconds);
+  if (deadline.count() > 0 && SteadyClock::now() >= created + deadline) {
     return Failure{TransferState::Failed, reason::kDeadlineExceeded,
-                   "deadline of " + std::to_string(request.deadline.count()) + " s exceeded"};
+                   "deadline of " + std::to_string(deadline.count()) + " s exceeded"};
   }
   return std::nullopt;
 }
@@ -121,7 +122,7 @@ std::optional<Failure> TransferRun::watch(const run::Context& c, Transport& tran
                                           BatchWakeup& wakeup,
                                           const std::function<void(std::uint64_t)>& progress,
                                           std::optional<Error>& error) {
-  const std::string direction = request.op == OpKind::Write ? "write" : "read";
+  const std::string direction = request.wire.op == OpKind::Write ? "write" : "read";
   std::uint64_t done = 0;
   auto last_move = SteadyClock::now();
   for (;;) {
@@ -161,7 +162,7 @@ std::optional<Failure> TransferRun::send_segment(const run::Context& c, Transpor
                                                  const std::vector<Op>& ops,
                                                  const std::function<void(std::uint64_t)>& progress) {
   const auto wakeup = std::make_shared<BatchWakeup>();
-  const BatchOptions options{request.chunk_bytes, request.window, BatchWakeup::notifier(wakeup)};
+  const BatchOptions options{request.wire.chunk_bytes, request.wire.window, BatchWakeup::notifier(wakeup)};
   for (std::uint32_t attempt = 0;; ++attempt) {
     std::optional<Error> error;
     const auto submitted = SteadyClock::now();
@@ -200,9 +201,10 @@ std::optional<Failure> TransferRun::send_range(
     const run::Context& c, std::size_t target, std::uint64_t begin, std::uint64_t end,
     std::uint64_t segment_bytes, const std::function<void(std::uint64_t)>& progress,
     const std::function<std::optional<Failure>(std::uint64_t)>& landed) {
-  const TransferTarget& t = request.targets[target];
+  const api::TransferTarget& t = request.wire.targets[target];
   Transport& transport = *transports[target];
-  TargetPath to(c.peers, {t.url, t.region, t.region_offset + t.offset, t.grant.staged}, request.op, begin);
+  TargetPath to(c.peers, {t.url, t.region, t.region_offset + t.offset, request.grants[target].staged},
+                request.wire.op, begin);
   std::optional<Failure> failure;
   // Every failure of ours stops the walk with this marker error; `failure` says what happened.
   auto stop_walk = [&](Failure f) {
@@ -211,10 +213,10 @@ std::optional<Failure> TransferRun::send_range(
   };
   const Status walked =
       source_path(&transport)
-          .walk(request.op, begin, end, segment_bytes, [&](const SourcePath::Segment& s) -> Status {
+          .walk(request.wire.op, begin, end, segment_bytes, [&](const SourcePath::Segment& s) -> Status {
             if (auto st = to.before(s.offset, s.length); !st) return stop_walk(staging_failure(st.error()));
-            const std::vector<Op> ops{
-                Op{request.op, s.local, s.local_offset, t.grant, t.offset + s.offset, s.length}};
+            const std::vector<Op> ops{Op{request.wire.op, s.local, s.local_offset, request.grants[target],
+                                         t.offset + s.offset, s.length}};
             if (auto f =
                     send_segment(c, transport, ops, [&](std::uint64_t done) { progress(s.offset + done); })) {
               return stop_walk(std::move(*f));
@@ -238,17 +240,19 @@ std::optional<Failure> TransferRun::send_range(
 }
 
 std::uint64_t TransferRun::segment_bytes(const run::Context& c, std::uint64_t most) const {
-  std::uint64_t segment = std::min(
-      {c.options.segment_bytes, request.chunk_bytes * request.window * run::kWindowsPerSegment, most});
+  std::uint64_t segment =
+      std::min({c.options.segment_bytes,
+                request.wire.chunk_bytes * request.wire.window * run::kWindowsPerSegment, most});
   // Under a bandwidth cap, about ten segments a second keep the pace even rather than bursty.
-  if (request.max_bytes_per_second > 0) segment = std::min(segment, request.max_bytes_per_second / 10);
-  return std::max(segment, request.chunk_bytes);
+  if (request.wire.max_bytes_per_second > 0)
+    segment = std::min(segment, request.wire.max_bytes_per_second / 10);
+  return std::max(segment, request.wire.chunk_bytes);
 }
 
 std::optional<Failure> TransferRun::send(const run::Context& c, std::size_t target) {
-  const TransferTarget& t = request.targets[target];
+  const api::TransferTarget& t = request.wire.targets[target];
   const std::uint64_t segment = segment_bytes(c, UINT64_MAX);
-  const std::uint64_t rate = request.max_bytes_per_second;
+  const std::uint64_t rate = request.wire.max_bytes_per_second;
   const auto began = SteadyClock::now();
   const std::uint64_t first = t.resume_offset;
   return send_range(
@@ -272,11 +276,11 @@ std::optional<Failure> TransferRun::send(const run::Context& c, std::size_t targ
 
 std::optional<Failure> TransferRun::verify(const run::Context& c, std::size_t target, std::uint64_t begin,
                                            std::uint64_t end) {
-  const TransferTarget& t = request.targets[target];
-  const std::uint64_t slice = request.chunk_bytes;
+  const api::TransferTarget& t = request.wire.targets[target];
+  const std::uint64_t slice = request.wire.chunk_bytes;
   const std::uint64_t length = end - begin;
   // Host memory directly; CUDA memory through a pinned buffer.
-  auto crcs = cuda::region_crc32c_slices(source->memory(), request.offset + begin, length, slice);
+  auto crcs = cuda::region_crc32c_slices(source->memory(), request.wire.offset + begin, length, slice);
   if (!crcs) {
     return Failure{TransferState::Failed, reason::kChecksumMismatch,
                    "verify: crc32c of the source range: " + crcs.error().message};
@@ -357,7 +361,7 @@ std::optional<Failure> TransferRun::open_source(const run::Context& c, Transport
         status.source_nics.push_back(nic);
     }
   }
-  auto path = SourcePath::open(memory, transport, request.offset, length, request.chunk_bytes,
+  auto path = SourcePath::open(memory, transport, request.wire.offset, length, request.wire.chunk_bytes,
                                c.options.segment_bytes, rails.rails);
   if (!path) return Failure{TransferState::Failed, reason::kRegistrationFailed, path.error().message};
   if (path->staged()) {
@@ -402,7 +406,7 @@ std::optional<Failure> TransferRun::execute(const run::Context& c) {
   // with the first failure as its reason; each target's own state says which ones have every byte. A
   // staged (CUDA) source has one set of bounce slots per transport, which one walk at a time may use, so
   // its targets go one after another.
-  const std::size_t n = request.targets.size();
+  const std::size_t n = request.wire.targets.size();
   std::vector<std::optional<Failure>> failures(n);
   const bool staged =
       std::any_of(paths_.begin(), paths_.end(), [](const SourcePath& p) { return p.staged(); });
@@ -438,12 +442,12 @@ std::optional<Failure> TransferRun::execute(const run::Context& c) {
     return first;
   }
   std::lock_guard lock(mu);
-  status.verified = request.verify == Verify::Crc32c;
+  status.verified = request.wire.verify == Verify::Crc32c;
   return std::nullopt;
 }
 
 TransferRun::Strategy TransferRun::strategy_of(std::size_t i) const {
-  if (request.chain && i > 0) return Strategy::ChainHop;
+  if (request.wire.chain && i > 0) return Strategy::ChainHop;
   return streams(i) ? Strategy::Stream : Strategy::SendThenVerify;
 }
 
@@ -451,7 +455,7 @@ std::optional<Failure> TransferRun::send_then_verify(const run::Context& c, std:
   const auto began = SteadyClock::now();
   auto failure = send(c, i);
   add_stage(&StageSeconds::wire, run::seconds(SteadyClock::now() - began));
-  if (!failure && request.verify == Verify::Crc32c) {
+  if (!failure && request.wire.verify == Verify::Crc32c) {
     const auto verifying = SteadyClock::now();
     failure = verify(c, i, 0, length);
     add_stage(&StageSeconds::land, run::seconds(SteadyClock::now() - verifying));
@@ -487,8 +491,8 @@ std::optional<Failure> TransferRun::run_target(const run::Context& c, std::size_
     const bool ours = why == reason::kCancelled || why == reason::kAgentShuttingDown ||
                       why == reason::kDeadlineExceeded || why == reason::kSourceFileChanged ||
                       why == reason::kRegistrationFailed;
-    if (!ours && !request.targets[i].url.empty()) {
-      failure->message = "target agent at " + request.targets[i].url + ": " + failure->message;
+    if (!ours && !request.wire.targets[i].url.empty()) {
+      failure->message = "target agent at " + request.wire.targets[i].url + ": " + failure->message;
     }
     status.targets[i].state = failure->state;
     status.targets[i].last_error = failure->message;

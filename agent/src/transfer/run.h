@@ -75,7 +75,7 @@ class TransferRun {
  public:
   // Fixed by TransferManager::start().
   std::uint64_t seq = 0;
-  TransferRequest request;
+  ResolvedRequest request;
   std::uint64_t length = 0;            // resolved: never 0
   std::uint64_t resumed_bytes = 0;     // the targets' resume offsets together: in bytes_done, not moved here
   std::vector<Transport*> transports;  // per target
@@ -143,7 +143,7 @@ class TransferRun {
   // end. For a file source, and for a target that takes landing reports.
   bool streams(std::size_t target) const;
   std::optional<run::Failure> stream(const run::Context& c, std::size_t target);
-  using Follow = TransferRequest::Follow;
+  using Follow = ResolvedRequest::Follow;
   std::function<Status(std::uint64_t, const std::function<bool()>&)> follow_gate(const run::Context& c) const;
   // Chain (run_chain.cpp): hop `target` (>= 1) fed by the nearest earlier hop that still answers,
   // through a forwarding transfer started on that hop's agent; by this agent itself when none does.

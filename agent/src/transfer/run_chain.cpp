@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "conduit/common/log.h"
+#include "transfer/chain_hop.h"
 #include "transfer/run.h"
 
 namespace conduit::agent {
@@ -24,38 +25,46 @@ bool unreachable(const Error& e) { return e.code == ErrorCode::PeerUnreachable; 
 
 }  // namespace
 
+api::TransferRequest hop_request(const api::TransferRequest& chain, std::size_t feeder, std::size_t hop,
+                                 std::uint64_t length, std::uint64_t committed, std::uint64_t deadline_left) {
+  api::TransferRequest ask = chain;
+  const api::TransferTarget& from = chain.targets.at(feeder);
+  ask.source_region = from.region;
+  ask.source_file.clear();
+  ask.offset = 0;
+  ask.length = length;
+  ask.follow_grant = from.grant_id;
+  ask.chain = false;
+  ask.targets = {chain.targets.at(hop)};
+  ask.targets[0].resume_offset = committed;
+  ask.targets[0].release_grant = false;
+  ask.deadline_seconds = deadline_left;
+  ask.ns.clear();
+  ask.source_pod.clear();
+  return ask;
+}
+
 std::optional<Failure> TransferRun::forward(const run::Context& c, std::size_t k) {
-  const TransferTarget& t = request.targets[k];
+  const api::TransferTarget& t = request.wire.targets[k];
   // What hop k holds: a new feeder starts there (a hop that saves a file starts its file at 0).
   std::uint64_t committed = t.save ? 0 : t.resume_offset;
   // A feeder that does not answer for this long is taken for dead: its forwarding stops with it.
   const auto patience = std::min<SteadyClock::duration>(c.options.stall_timeout, 2s);
   for (std::size_t feeder = k; feeder-- > 0;) {
     if (auto f = stopped()) return f;
-    const TransferTarget& from = request.targets[feeder];
+    const api::TransferTarget& from = request.wire.targets[feeder];
     // Every call to the feeder waits at most `patience`: behind a cut link a call hangs until it times out.
     api::ClientOptions quick = c.peers;
     quick.connect_timeout = quick.read_timeout = quick.write_timeout =
         std::chrono::duration_cast<std::chrono::milliseconds>(patience);
     api::AgentClient hop(from.url, quick, "hop " + std::to_string(feeder) + " (" + from.url + ")");
-    api::TransferRequest ask{.source_region = from.region,
-                             .length = length,
-                             .targets = {api::TransferTarget{.key = t.grant.to_json(),
-                                                             .url = t.url,
-                                                             .region = t.region,
-                                                             .resume_offset = committed,
-                                                             .grant_id = t.grant_id,
-                                                             .save = t.save}},
-                             .chunk_bytes = request.chunk_bytes,
-                             .window = request.window,
-                             .verify = request.verify == Verify::Crc32c,
-                             .max_bytes_per_second = request.max_bytes_per_second,
-                             .follow_grant = from.grant_id};
-    if (request.deadline.count() > 0) {
-      const auto left = created + request.deadline - SteadyClock::now();
-      ask.deadline_seconds = static_cast<std::uint64_t>(
+    std::uint64_t deadline_left = 0;
+    if (request.wire.deadline_seconds > 0) {
+      const auto left = created + std::chrono::seconds(request.wire.deadline_seconds) - SteadyClock::now();
+      deadline_left = static_cast<std::uint64_t>(
           std::max<std::int64_t>(1, std::chrono::ceil<std::chrono::seconds>(left).count()));
     }
+    const api::TransferRequest ask = hop_request(request.wire, feeder, k, length, committed, deadline_left);
     auto started = hop.start_transfer(ask);
     if (!started) {
       if (!unreachable(started.error())) {
@@ -125,7 +134,7 @@ std::optional<Failure> TransferRun::forward(const run::Context& c, std::size_t k
     }
   }
   // No hop before k answers: this agent feeds it, from what it already has.
-  request.targets[k].resume_offset = committed;
+  request.wire.targets[k].resume_offset = committed;
   log::info("chain hop fed by the source",
             {{"transfer", status.id}, {"hop", std::to_string(k)}, {"from", std::to_string(committed)}});
   return stream(c, k);

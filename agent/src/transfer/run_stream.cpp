@@ -65,8 +65,8 @@ Failure landing_failure(const Error& e, const char* what) {
 
 bool TransferRun::streams(std::size_t target) const {
   if (file || request.follow) return true;
-  const TransferTarget& t = request.targets[target];
-  if (request.op != OpKind::Write || t.grant_id.empty() || t.grant.staged) return false;
+  const api::TransferTarget& t = request.wire.targets[target];
+  if (request.wire.op != OpKind::Write || t.grant_id.empty() || request.grants[target].staged) return false;
   // A grant id asks for landing reports: they verify, save, feed a Chain's next hop, and end in a commit
   // that gives the target region a new version.
   return source->memory().kind() == MemoryKind::Host;
@@ -89,7 +89,7 @@ std::function<Status(std::uint64_t, const std::function<bool()>&)> TransferRun::
       if (stopping()) return make_error(ErrorCode::Cancelled, "the feed stopped");
       if (auto s = stopped()) return make_error(ErrorCode::Cancelled, s->message);
       if (!f.granted()) {
-        return make_error(ErrorCode::NotFound, "grant " + request.follow_grant +
+        return make_error(ErrorCode::NotFound, "grant " + request.wire.follow_grant +
                                                    ", which this hop forwards from, was revoked or expired "
                                                    "after " +
                                                    std::to_string(have) + " bytes landed");
@@ -101,7 +101,7 @@ std::function<Status(std::uint64_t, const std::function<bool()>&)> TransferRun::
       } else if (now - moved > patience) {
         return make_error(
             ErrorCode::TimedOut,
-            "nothing landed on grant " + request.follow_grant + " for " +
+            "nothing landed on grant " + request.wire.follow_grant + " for " +
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(patience).count()) +
                 " ms (" + std::to_string(have) + " bytes had)");
       }
@@ -115,12 +115,12 @@ void TransferRun::add_stage(double StageSeconds::*stage, double seconds) {
 }
 
 std::uint64_t TransferRun::stream_segment(const run::Context& c, std::size_t target) const {
-  const TransferTarget& t = request.targets[target];
+  const api::TransferTarget& t = request.wire.targets[target];
   // A file's read-ahead: kFeedSlots segments within --pipeline-bytes.
   std::uint64_t segment = segment_bytes(
       c, file ? std::min(kMaxStreamSegment, c.options.pipeline_bytes / kFeedSlots) : kMaxStreamSegment);
-  if (request.chain || request.follow) {
-    const std::uint64_t chunk = request.chunk_bytes;
+  if (request.wire.chain || request.follow) {
+    const std::uint64_t chunk = request.wire.chunk_bytes;
     const std::uint64_t share = (length / kChainSegmentsPerRange + chunk - 1) / chunk * chunk;
     segment = std::min(segment, std::max(share, chunk));
   }
@@ -137,9 +137,10 @@ std::uint64_t TransferRun::stream_segment(const run::Context& c, std::size_t tar
 }
 
 std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t target) {
-  const TransferTarget& t = request.targets[target];
+  const api::TransferTarget& t = request.wire.targets[target];
+  const RemoteKey& grant = request.grants[target];
   Transport& transport = *transports[target];
-  const bool verify = request.verify == Verify::Crc32c;
+  const bool verify = request.wire.verify == Verify::Crc32c;
   // Told what landed whenever the target's grant takes reports (grantId): verified or not, a Chain's next
   // hop forwards only that, and the final commit gives the target region its new version.
   const bool reports = !t.grant_id.empty();
@@ -151,7 +152,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   const SegmentFeed::Shape shape{.begin = check_prefix ? 0 : resume,
                                  .end = length,
                                  .segment = segment,
-                                 .slice = verify ? request.chunk_bytes : 0,
+                                 .slice = verify ? request.wire.chunk_bytes : 0,
                                  .slots = kFeedSlots,
                                  .gate = request.follow ? follow_gate(c) : nullptr};
   if (shape.begin >= shape.end) return std::nullopt;  // everything was in place already
@@ -168,11 +169,11 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   }
   // A file the page cache does not hold is read around it, but for a Fanout: each target reads the file, and
   // through the page cache the disk is read once for all of them.
-  const bool direct_reads = request.targets.size() == 1;
+  const bool direct_reads = request.wire.targets.size() == 1;
   const auto registering = SteadyClock::now();
-  auto opened = file ? SegmentFeed::over_file(file->fd.get(), request.offset, direct_reads, slots->memory(),
-                                              transport, {}, shape)
-                     : SegmentFeed::over_memory(source->memory().bytes().subspan(request.offset, length),
+  auto opened = file ? SegmentFeed::over_file(file->fd.get(), request.wire.offset, direct_reads,
+                                              slots->memory(), transport, {}, shape)
+                     : SegmentFeed::over_memory(source->memory().bytes().subspan(request.wire.offset, length),
                                                 source_path(&transport).registration(), shape);
   if (!opened) return Failure{TransferState::Failed, reason::kRegistrationFailed, opened.error().message};
   // A file's slots are registered here (a region source was registered when its path opened).
@@ -186,7 +187,7 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   };
   auto ops_for = [&](const SegmentFeed::Segment& s, std::uint64_t at, std::uint64_t n) {
     return std::vector<Op>{
-        Op{OpKind::Write, s.local, s.local_offset + at, t.grant, target_offset(s.offset + at), n}};
+        Op{OpKind::Write, s.local, s.local_offset + at, grant, target_offset(s.offset + at), n}};
   };
   auto progress_of = [&](const SegmentFeed::Segment& s, std::uint64_t at) {
     return [&, at](std::uint64_t done) { set_target_bytes(target, std::max(resume, s.offset + at + done)); };
@@ -211,7 +212,8 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
   std::deque<Flight> wire;
   // One wakeup for every segment on the wire: the watcher waits on the oldest, and any end may be it.
   const auto wakeup = std::make_shared<BatchWakeup>();
-  const BatchOptions batch_options{request.chunk_bytes, request.window, BatchWakeup::notifier(wakeup)};
+  const BatchOptions batch_options{request.wire.chunk_bytes, request.wire.window,
+                                   BatchWakeup::notifier(wakeup)};
   auto wire_since = SteadyClock::now();  // the wire stage's time: while something is on it
   auto launch = [&](const SegmentFeed::Segment& s) {
     const std::uint64_t skip = s.offset < resume ? std::min(s.length, resume - s.offset) : 0;
@@ -335,11 +337,11 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
       status.targets[target].committed_bytes = end;
     }
     feed.give_back();
-    if (request.max_bytes_per_second > 0) {
+    if (request.wire.max_bytes_per_second > 0) {
       const auto due =
-          began +
-          std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(
-              static_cast<double>(end - shape.begin) / static_cast<double>(request.max_bytes_per_second)));
+          began + std::chrono::duration_cast<SteadyClock::duration>(
+                      std::chrono::duration<double>(static_cast<double>(end - shape.begin) /
+                                                    static_cast<double>(request.wire.max_bytes_per_second)));
       return pause(due - SteadyClock::now());
     }
     return std::nullopt;

@@ -64,10 +64,10 @@ bool ScatterExecutor::launch(const std::shared_ptr<TransferRun>& transfer) const
     done_(transfer, std::move(why));
     return false;
   }
-  const TransferTarget& target = t.request.targets[0];
+  const RemoteKey& grant = t.request.grants[0];
   // Blocks that follow one another on both sides (a run of KV blocks) go as one write: each op is an RMA
   // operation of its own on the wire, and a small one costs about as much as a large one.
-  std::vector<ScatterOp> runs = t.request.ops;
+  std::vector<ScatterOp> runs = t.request.wire.ops;
   std::sort(runs.begin(), runs.end(),
             [](const ScatterOp& a, const ScatterOp& b) { return a.target_offset < b.target_offset; });
   std::vector<Op> ops;
@@ -80,20 +80,20 @@ bool ScatterExecutor::launch(const std::shared_ptr<TransferRun>& transfer) const
       continue;
     }
     ops.push_back(
-        Op{t.request.op, t.scatter_local.get(), op.source_offset, target.grant, op.target_offset, op.length});
+        Op{t.request.wire.op, t.scatter_local.get(), op.source_offset, grant, op.target_offset, op.length});
   }
   // The batch's end wakes whoever waits on the transfer, who settles it (one wake-up fewer than through this
   // thread), or else this thread. A waiter that leaves settles once more after it stopped counting itself,
   // so an end it was woken for but missed is settled then; an end after that wakes this thread.
   std::unique_lock lock(t.scatter.mu);  // from before the batch can end: settle() finds it
-  auto id = t.transports[0]->submit(
-      ops, BatchOptions{t.request.chunk_bytes, t.request.window, [end = t.batch_end, executor = wakeup_] {
-                          if (end->waiters.load() > 0) {
-                            end->waiter.wake();
-                          } else {
-                            executor->wake();
-                          }
-                        }});
+  auto id = t.transports[0]->submit(ops, BatchOptions{t.request.wire.chunk_bytes, t.request.wire.window,
+                                                      [end = t.batch_end, executor = wakeup_] {
+                                                        if (end->waiters.load() > 0) {
+                                                          end->waiter.wake();
+                                                        } else {
+                                                          executor->wake();
+                                                        }
+                                                      }});
   if (!id) {
     const char* why =
         id.error().code == ErrorCode::InvalidArgument ? reason::kRemoteAccessDenied : reason::kTransportError;

@@ -4,13 +4,13 @@
 
 #include <chrono>
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "conduit/api/reasons.h"
+#include "conduit/api/transfer.h"
 
 namespace conduit::agent {
 
@@ -62,16 +62,14 @@ struct TransferStatus {
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
   StageSeconds stages;
-  std::string requested_by;   // TransferRequest's; not shown
-  std::string job_namespace;  // TransferRequest's; not shown
+  std::string requested_by;   // ResolvedRequest's; not shown
+  std::string job_namespace;  // ResolvedRequest's; not shown
   std::chrono::system_clock::time_point created_at;
   std::optional<std::chrono::system_clock::time_point> started_at;
   std::optional<std::chrono::system_clock::time_point> finished_at;
 
-  // {id, state, bytesTotal, bytesDone, throughputBytesPerSecond, retries, slicesResent, verified, gpuPath,
-  //  sourceNics, reason, message, targets: [{state, bytesDone, committedBytes, lastError, staged}],
-  //  stages: {readSeconds, wireSeconds, landSeconds, commitSeconds}, createdAt, startedAt, finishedAt}
-  nlohmann::json to_json() const;
+  // The body GET /v1/transfers/{id} answers: the one api::TransferStatus the controller and the CLI read.
+  api::TransferStatus to_api() const;
 };
 
 }  // namespace conduit::agent

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "conduit/common/op_kind.h"
 #include "conduit/common/result.h"
 #include "conduit/memory_region.h"
 #include "conduit/remote_key.h"
@@ -55,8 +56,6 @@ class Registration {
   RemoteKey key_;
   std::unique_ptr<Handles> handles_;
 };
-
-enum class OpKind : std::uint8_t { Write, Read };
 
 // Move `length` bytes between [local_offset, +length) of a local registration and [remote_offset, +length)
 // of the range behind `remote`. Write: local -> remote. Read: remote -> local.

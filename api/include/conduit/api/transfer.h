@@ -1,6 +1,6 @@
 // The bodies of the agent's transfer routes (agent/openapi.yaml): the TransferRequest a caller POSTs to
-// /v1/transfers (one to_json for the controller and the CLI) and the TransferStatus every transfer route
-// answers.
+// /v1/transfers (to_json for the controller, the CLI and a Chain's hops; the strict from_json the agent
+// reads it with) and the TransferStatus every transfer route answers.
 #pragma once
 
 #include <cstdint>
@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "conduit/common/op_kind.h"
+#include "conduit/common/result.h"
+
 namespace conduit::api {
 
+// One target of a transfer: a grant on another agent (or this one) and where the bytes go in it.
 struct TransferTarget {
-  nlohmann::json key;               // the target's RemoteKey (Grant::key), as it came
-  std::string url;                  // the target agent: needed for verify crc32c and for a staged grant
-  std::string region;               // the target region, likewise
+  nlohmann::json grant;             // the target's RemoteKey (Grant::key), as it came: the agent reads it
+  std::string url{};                // the target agent: needed for verify crc32c and for a staged grant
+  std::string region{};             // the target region, likewise
   std::uint64_t resume_offset = 0;  // bytes [0, this) are in place from an earlier transfer
   std::uint64_t offset = 0;         // into the granted range
   std::uint64_t region_offset = 0;  // where the granted range starts in the target region
@@ -24,31 +28,57 @@ struct TransferTarget {
   bool release_grant = false;       // the source revokes grant_id at url when the transfer ends, any end
 };
 
+enum class Verify : std::uint8_t { None, Crc32c };
+
+// Scatter-gather (docs/kv-cache.md): one range of many between the source region and the one target's grant.
+struct ScatterOp {
+  std::uint64_t source_offset = 0;  // in the local region
+  std::uint64_t target_offset = 0;  // in the granted range
+  std::uint64_t length = 0;
+};
+inline constexpr std::size_t kMaxScatterOps = 65536;
+inline constexpr std::uint64_t kMaxScatterBytes = 16ULL << 30;
+
+// POST /v1/transfers. The one type of the body from the controller and the CLI to the agent's run: a Chain
+// hop's forwarding transfer is this body again, with its source and targets changed.
 struct TransferRequest {
   std::string source_region;
   std::string source_file{};  // instead of source_region: a file under the source agent's data directory
-  std::uint64_t offset = 0;   // into the source region
+  std::uint64_t offset = 0;   // into the source region (or file)
   std::uint64_t length = 0;   // 0: to the end of the source region
   std::vector<TransferTarget> targets;
-  std::string op = "write";  // write: source -> targets; read: the one target -> source
+  OpKind op = OpKind::Write;  // write: source -> targets; read: the one target -> source
   std::uint64_t chunk_bytes = 1u << 20;
   std::uint32_t window = 16;
-  bool verify = false;                     // crc32c
+  Verify verify = Verify::None;
   std::uint64_t deadline_seconds = 0;      // 0: none
   std::uint64_t max_bytes_per_second = 0;  // per target; 0: unlimited
-  bool chain = false;                      // strategy chain: the targets are hops in order
-  std::string follow_grant{};              // a hop forwarding what lands in source_region through this grant
+  // Strategy chain (docs/broadcast.md): the targets are hops in order; the source writes the first, and
+  // each later hop is fed by the nearest hop before it that still answers, which forwards what lands on it.
+  bool chain = false;
+  // A hop forwarding what lands in source_region through this grant of the source agent: each segment is
+  // read only once it has landed there (and been verified).
+  std::string follow_grant{};
   // Scatter-gather: ranges between source_region and the one target's grant (then no offset or length).
-  struct RangeOp {
-    std::uint64_t source_offset = 0;
-    std::uint64_t target_offset = 0;
-    std::uint64_t length = 0;
-  };
-  std::vector<RangeOp> ops{};
+  std::vector<ScatterOp> ops{};
   std::string ns{};          // the job's namespace: the source region must belong to it or be shared with it
   std::string source_pod{};  // the UID of the pod the job addressed: the source region must be its own
+
+  // Strict, as the agent reads a body: unknown fields, wrong types, zero/oversized values and
+  // combinations that cannot run are InvalidArgument naming the field ("targets[1].url: ..."). The grant
+  // keys are checked to be objects; what they hold is the data plane's to read.
+  static Result<TransferRequest> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
+
+// The `ops` array of a body: 1 to kMaxScatterOps objects, each length >= 1, kMaxScatterBytes in all.
+// InvalidArgument naming the op ("ops[12].length: ...").
+Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops);
+// The `opsPacked` string: the same ops as little-endian uint64 triples (sourceOffset, targetOffset,
+// length), 24 bytes an op, base64. A caller holding block tables in arrays (numpy) sends them as they are,
+// and the agent reads 1,000 ops in a fraction of the time JSON objects take. Numbered in the order of the
+// triples; the same limits and errors as `ops`.
+Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& packed);
 
 struct TransferStatus {
   struct Target {
