@@ -32,26 +32,24 @@
 #include "conduit/pattern.h"
 #include "conduit/transport.h"
 #include "eventually.h"
+#include "file_bytes.h"
+#include "local_mode_dir.h"
+#include "openapi_spec.h"
 #include "peer_process.h"
-#include "temp_dir.h"
 
 namespace conduit {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::AgentOptions;
 using testing::AgentProcess;
 using testing::eventually;
 using testing::PeerProcess;
+using testing::small_tcp_agent;
 using json = nlohmann::json;
 using Steady = std::chrono::steady_clock;
 
 constexpr std::uint64_t KiB = 1024;
 constexpr std::uint64_t MiB = 1024 * KiB;
-
-AgentOptions agent_options() {
-  return testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The remote writer: a tcp endpoint in this process and a seeded host buffer registered for local use.
@@ -118,11 +116,9 @@ std::uint32_t region_crc(AgentProcess& agent, const std::string& name, std::uint
 
 json grant(AgentProcess& agent, const std::string& region, std::uint64_t offset, std::uint64_t length,
            const std::string& access, int ttl_seconds = 600) {
-  auto r =
-      agent.post("/v1/regions/" + region + "/grants",
-                 {{"offset", offset}, {"length", length}, {"access", access}, {"ttlSeconds", ttl_seconds}});
-  EXPECT_EQ(r.status, 201) << r.body.dump();
-  return r.body;
+  return testing::region_grant(
+      agent, region,
+      {{"offset", offset}, {"length", length}, {"access", access}, {"ttlSeconds", ttl_seconds}});
 }
 
 RemoteKey key_of(const json& granted) {
@@ -157,7 +153,7 @@ class Grants : public ::testing::Test {
         << what << ": bytes changed in [" << offset << ", +" << length << ")";
   }
 
-  AgentProcess agent{agent_options()};
+  AgentProcess agent{small_tcp_agent()};
   RemoteWriter writer{MiB};
   std::vector<std::byte> original;
 };
@@ -343,31 +339,6 @@ Reply send(const std::string& url, const std::string& method, const std::string&
   return r;
 }
 
-struct SpecRoute {
-  std::string method;
-  std::string path;  // template
-  bool is_public;    // security: [] in the spec
-};
-
-// Every operation agent/openapi.yaml lists, read from the file so a route added there is covered here.
-std::vector<SpecRoute> spec_routes() {
-  const YAML::Node spec = YAML::LoadFile(conduit::testing::source_dir() + "/agent/openapi.yaml");
-  const bool secured_by_default = spec["security"] && spec["security"].size() > 0;
-  std::vector<SpecRoute> routes;
-  for (const auto& path : spec["paths"]) {
-    for (const auto& item : path.second) {
-      std::string method = item.first.as<std::string>();
-      if (method == "parameters" || method == "summary" || method == "description") continue;
-      std::transform(method.begin(), method.end(), method.begin(),
-                     [](unsigned char c) { return std::toupper(c); });
-      const YAML::Node security = item.second["security"];
-      const bool is_public = security ? security.size() == 0 : !secured_by_default;
-      routes.push_back({method, path.first.as<std::string>(), is_public});
-    }
-  }
-  return routes;
-}
-
 // A concrete path for a template: every placeholder gets a value that names an object that exists, so a
 // request the token let through would do something.
 std::string concrete(std::string path) {
@@ -383,7 +354,7 @@ std::string concrete(std::string path) {
 // record: the agent, holding each DELETE (and a transfer's GET) to the job's namespace, is what keeps a
 // forged record from reaching another namespace's region, grant or transfer.
 TEST(Release, ANamespacedRequestReachesOnlyThatNamespacesRegionsGrantsAndTransfers) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   for (const auto& [name, ns] :
        {std::pair{"theirs", "team-b"}, {"theirs-dst", "team-b"}, {"ours", "team-a"}}) {
@@ -393,10 +364,8 @@ TEST(Release, ANamespacedRequestReachesOnlyThatNamespacesRegionsGrantsAndTransfe
         201);
   }
   auto granted = [&](const std::string& region, const std::string& ns) {
-    auto r = agent.post("/v1/regions/" + region + "/grants",
-                        {{"length", MiB}, {"access", "write"}, {"ttlSeconds", 600}, {"namespace", ns}});
-    EXPECT_EQ(r.status, 201) << r.body.dump();
-    return r.body;
+    return testing::region_grant(
+        agent, region, {{"length", MiB}, {"access", "write"}, {"ttlSeconds", 600}, {"namespace", ns}});
   };
   const json theirs = granted("theirs-dst", "team-b"), ours = granted("ours", "team-a");
   auto t = agent.post("/v1/transfers", {{"source", {{"region", "theirs"}}},
@@ -436,10 +405,10 @@ TEST(Release, ANamespacedRequestReachesOnlyThatNamespacesRegionsGrantsAndTransfe
 }
 
 TEST(Tokens, EveryProtectedRouteInTheSpecAnswers401WithAJsonErrorWithoutOrWithAWrongToken) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   ASSERT_EQ(agent.post("/v1/regions", {{"name", "existing"}, {"bytes", 4096}}).status, 201);
-  const auto routes = spec_routes();
+  const auto routes = testing::spec_operations(testing::agent_openapi());
   std::size_t protected_routes = 0;
   for (const auto& route : routes) {
     const std::string path = concrete(route.path);
@@ -483,8 +452,8 @@ void write_token(const std::filesystem::path& path, const std::string& token, bo
 }
 
 TEST(Tokens, ARotatedTokenFileTakesEffectWithoutARestart) {
-  AgentProcess a(agent_options());
-  AgentProcess b(agent_options());
+  AgentProcess a(small_tcp_agent());
+  AgentProcess b(small_tcp_agent());
   ASSERT_TRUE(a.started() && b.started());
   const int pid = a.process().pid();
   // AgentProcess writes the token file next to the data directory.
@@ -528,10 +497,7 @@ TEST(Tokens, ARotatedTokenFileTakesEffectWithoutARestart) {
   // checksum requests to b to carry the rotated token.
   write_token(token_file(b), shared, false);
   ASSERT_EQ(send(b.url(), "GET", "/v1/regions", shared).status, 200);
-  std::vector<std::byte> data(4 * MiB);
-  fill_pattern(data, 5);
-  std::ofstream(a.data_dir() / "src.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  const auto data = testing::write_seeded(a.data_dir() / "src.bin", 4 * MiB, 5);
   const Reply source = send(a.url(), "POST", "/v1/regions", shared, R"({"name":"src","file":"src.bin"})");
   ASSERT_EQ(source.status, 201) << source.body;
   const Reply target = send(b.url(), "POST", "/v1/regions", shared, R"({"name":"dst","bytes":4194304})");
@@ -625,30 +591,23 @@ std::set<std::string> secrets_of(const json& key) {
 TEST(Logs, NeitherTheTokenNorAGrantKeyAppearsInDebugLogsOfAWholeJob) {
   const std::filesystem::path controller_bin = conduit::testing::built_binary("conduit-controller");
   ASSERT_TRUE(std::filesystem::exists(controller_bin)) << controller_bin;
-  testing::TempDir dir("conduit-log-secrets");
+  testing::LocalModeDir dir("conduit-log-secrets");
   const std::string token = "log-secret-token-5f3a9c1e7b2d4f60";
-  const auto token_path = dir.path() / "token";
-  std::ofstream(token_path) << token << "\n";
-  LoggedAgent a(dir.path(), "node-a", token_path);
-  LoggedAgent b(dir.path(), "node-b", token_path);
+  dir.write_token(token);
+  LoggedAgent a(dir.path(), "node-a", dir.token_file());
+  LoggedAgent b(dir.path(), "node-b", dir.token_file());
   ASSERT_FALSE(a.url().empty() || b.url().empty());
 
-  std::vector<std::byte> data(16 * MiB);
-  fill_pattern(data, 8);
-  std::ofstream(a.data_dir() / "weights.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  std::filesystem::create_directories(dir.path() / "jobs");
+  testing::write_seeded(a.data_dir() / "weights.bin", 16 * MiB, 8);
   // 8 MiB/s: two seconds, time to see the grant the controller takes on node-b.
-  std::ofstream(dir.path() / "jobs" / "weights.yaml")
+  std::ofstream(dir.jobs() / "weights.yaml")
       << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: weights\nspec:\n"
          "  source: {node: node-a, file: weights.bin}\n  targets:\n    - node: node-b\n      region: "
          "weights\n"
          "      create: {bytes: 16777216}\n  verify: crc32c\n  maxBytesPerSecond: 8388608\n";
   const auto controller_log = dir.path() / "controller.log";
-  PeerProcess controller(
-      logged(controller_log, {controller_bin.string(), "--local-dir", (dir.path() / "jobs").string(),
-                              "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
-                              token_path.string(), "--once-job", "weights", "--log-level", "debug"}));
+  PeerProcess controller(logged(
+      controller_log, dir.controller(a.url(), b.url(), {"--once-job", "weights"}, /*log_level=*/"debug")));
 
   // Collect the keys of the grants the job holds while it runs.
   std::set<std::string> secrets{token};

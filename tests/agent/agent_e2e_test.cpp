@@ -24,16 +24,13 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions agent_options(const std::string& provider) {
   AgentOptions o;
-  o.binary = conduit::testing::built_binary("conduit-agent");
   o.provider = provider;
   return o;
 }
 
 json grant(AgentProcess& target, const std::string& region, std::uint64_t length, int ttl = 600) {
-  auto r = target.post("/v1/regions/" + region + "/grants",
-                       {{"offset", 0}, {"length", length}, {"access", "write"}, {"ttlSeconds", ttl}});
-  EXPECT_EQ(r.status, 201) << r.body.dump();
-  return r.body;
+  return testing::region_grant(target, region,
+                               {{"offset", 0}, {"length", length}, {"access", "write"}, {"ttlSeconds", ttl}});
 }
 
 json transfer_body(const std::string& source, const json& g, const AgentProcess& target,
@@ -88,6 +85,10 @@ TEST_P(AgentToAgent, FileRoundTripsThroughTwoAgentsVerified) {
 INSTANTIATE_TEST_SUITE_P(Providers, AgentToAgent, ::testing::Values("tcp", "shm"),
                          [](const auto& info) { return info.param; });
 
+// Two tcp agents for each story below, a the source and b the target.
+using Agent = testing::TwoAgents;
+using Cli = testing::TwoAgents;
+
 // Slow on purpose: capped at 64 MiB/s. `extra` adds request fields (a deadline).
 json slow_transfer(AgentProcess& a, AgentProcess& b, std::uint64_t size, const json& extra = json::object()) {
   load_seeded(a, "big", size, 3);
@@ -101,9 +102,7 @@ json slow_transfer(AgentProcess& a, AgentProcess& b, std::uint64_t size, const j
   return started.body;
 }
 
-TEST(Agent, CancelStopsATransfer) {
-  AgentProcess a(agent_options("tcp"));
-  AgentProcess b(agent_options("tcp"));
+TEST_F(Agent, CancelStopsATransfer) {
   ASSERT_TRUE(a.started() && b.started());
   const json t = slow_transfer(a, b, 512 * MiB);
   std::this_thread::sleep_for(300ms);
@@ -116,9 +115,7 @@ TEST(Agent, CancelStopsATransfer) {
   EXPECT_EQ(a.del("/v1/regions/big").status, 204);
 }
 
-TEST(Agent, DeadlineFailsTheTransfer) {
-  AgentProcess a(agent_options("tcp"));
-  AgentProcess b(agent_options("tcp"));
+TEST_F(Agent, DeadlineFailsTheTransfer) {
   ASSERT_TRUE(a.started() && b.started());
   const json started = slow_transfer(a, b, 512 * MiB, {{"deadlineSeconds", 1}});
   ASSERT_TRUE(started.contains("id")) << started.dump();
@@ -127,9 +124,7 @@ TEST(Agent, DeadlineFailsTheTransfer) {
   EXPECT_EQ(done["reason"], "DeadlineExceeded") << done.dump();
 }
 
-TEST(Agent, SixteenConcurrentTransfersAllVerify) {
-  AgentProcess a(agent_options("tcp"));
-  AgentProcess b(agent_options("tcp"));
+TEST_F(Agent, SixteenConcurrentTransfersAllVerify) {
   ASSERT_TRUE(a.started() && b.started());
   constexpr int kTransfers = 16;
   const std::uint64_t size = 8 * MiB;
@@ -156,9 +151,7 @@ TEST(Agent, SixteenConcurrentTransfersAllVerify) {
   }
 }
 
-TEST(Agent, SigtermDuringTransferExitsCleanly) {
-  AgentProcess a(agent_options("tcp"));
-  AgentProcess b(agent_options("tcp"));
+TEST_F(Agent, SigtermDuringTransferExitsCleanly) {
   ASSERT_TRUE(a.started() && b.started());
   const json t = slow_transfer(a, b, 512 * MiB);
   std::this_thread::sleep_for(300ms);
@@ -172,9 +165,7 @@ TEST(Agent, SigtermDuringTransferExitsCleanly) {
   EXPECT_EQ(b.get("/v1/regions/sink").status, 200);
 }
 
-TEST(Cli, TransferBetweenAgentsSucceedsAndFailsWithReason) {
-  AgentProcess a(agent_options("tcp"));
-  AgentProcess b(agent_options("tcp"));
+TEST_F(Cli, TransferBetweenAgentsSucceedsAndFailsWithReason) {
   ASSERT_TRUE(a.started() && b.started());
   load_seeded(a, "src", 32 * MiB, 9);
   ASSERT_EQ(b.post("/v1/regions", {{"name", "dst"}, {"bytes", 32 * MiB}, {"memory", "host"}}).status, 201);

@@ -14,15 +14,17 @@
 #include <vector>
 
 #include "agent_process.h"
-#include "build_paths.h"
 #include "conduit/crc32c.h"
-#include "conduit/pattern.h"
+#include "file_bytes.h"
+#include "openapi_spec.h"
 
 namespace conduit {
 namespace {
 
-using testing::AgentOptions;
 using testing::AgentProcess;
+using testing::read_file;
+using testing::small_tcp_agent;
+using testing::spec_operations;
 using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
@@ -56,10 +58,6 @@ const std::set<std::string> kServedRoutes = {
     "GET /v1/transfers/{id}",
     "DELETE /v1/transfers/{id}",
 };
-
-AgentOptions agent_options() {
-  return testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-}
 
 struct Reply {
   int status = 0;  // 0: no answer
@@ -122,19 +120,6 @@ json snapshot(AgentProcess& agent) {
           {"files", files}};
 }
 
-void write_file(const std::filesystem::path& path, const std::vector<std::byte>& data) {
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-}
-
-std::vector<std::byte> read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<std::byte> out(text.size());
-  std::transform(text.begin(), text.end(), out.begin(), [](char c) { return static_cast<std::byte>(c); });
-  return out;
-}
-
 bool gpu_available(AgentProcess& agent) {
   for (const auto& check : agent.get("/v1/node").body.value("checks", json::array())) {
     if (check.value("name", "") == "gpu") return check.value("ok", false);
@@ -156,7 +141,7 @@ struct BadRequest {
 };
 
 TEST(AgentApi, BadRequestsAnswerTheirErrorAndChangeNothing) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   ASSERT_EQ(agent.post("/v1/regions", {{"name", "existing"}, {"bytes", 4096}}).status, 201);
 
@@ -288,7 +273,7 @@ TEST(AgentApi, BadRequestsAnswerTheirErrorAndChangeNothing) {
 }
 
 TEST(AgentApi, MethodNotAllowedListsTheAllowedMethods) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   const Reply r = send(agent.url(), "DELETE", "/v1/node", "", "", bearer(agent.token()));
   EXPECT_EQ(r.status, 405);
@@ -308,7 +293,7 @@ std::string concrete(std::string path) {
 }
 
 TEST(AgentApi, EveryRouteButHealthNeedsTheToken) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   ASSERT_EQ(agent.post("/v1/regions", {{"name", "existing"}, {"bytes", 4096}}).status, 201);
   const json before = snapshot(agent);
@@ -352,7 +337,7 @@ TEST(AgentApi, EveryRouteButHealthNeedsTheToken) {
 }
 
 TEST(AgentApi, HealthReadinessAndMetricsNeedNoToken) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   const Reply health = send(agent.url(), "GET", "/healthz");
   EXPECT_EQ(health.status, 200);
@@ -424,28 +409,8 @@ std::string schema_mismatch(const YAML::Node& spec, const YAML::Node& schema_ref
   return "";
 }
 
-struct Operation {
-  std::string method;  // GET, POST, DELETE
-  std::string path;    // template
-  YAML::Node responses;
-};
-
-std::vector<Operation> spec_operations(const YAML::Node& spec) {
-  std::vector<Operation> ops;
-  for (const auto& path : spec["paths"]) {
-    for (const auto& item : path.second) {
-      std::string method = item.first.as<std::string>();
-      if (method == "parameters" || method == "summary" || method == "description") continue;
-      std::transform(method.begin(), method.end(), method.begin(),
-                     [](unsigned char c) { return std::toupper(c); });
-      ops.push_back({method, path.first.as<std::string>(), item.second["responses"]});
-    }
-  }
-  return ops;
-}
-
 TEST(AgentApi, OpenApiSpecListsExactlyTheServedRoutes) {
-  const YAML::Node spec = YAML::LoadFile(conduit::testing::source_dir() + "/agent/openapi.yaml");
+  const YAML::Node spec = testing::agent_openapi();
   ASSERT_EQ(spec["openapi"].as<std::string>(), "3.0.3");
   std::set<std::string> in_spec;
   for (const auto& op : spec_operations(spec)) {
@@ -455,8 +420,8 @@ TEST(AgentApi, OpenApiSpecListsExactlyTheServedRoutes) {
 }
 
 TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
-  const YAML::Node spec = YAML::LoadFile(conduit::testing::source_dir() + "/agent/openapi.yaml");
-  AgentProcess agent(agent_options());
+  const YAML::Node spec = testing::agent_openapi();
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
 
   // Objects for the placeholders: a source and a target region, a grant to keep and one to revoke, a region
@@ -465,9 +430,7 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
     ASSERT_EQ(agent.post("/v1/regions", {{"name", name}, {"bytes", MiB}}).status, 201) << name;
   }
   const auto make_grant = [&] {
-    auto r = agent.post("/v1/regions/spec-target/grants", {{"access", "write"}, {"ttlSeconds", 600}});
-    EXPECT_EQ(r.status, 201) << r.body.dump();
-    return r.body;
+    return testing::region_grant(agent, "spec-target", {{"access", "write"}, {"ttlSeconds", 600}});
   };
   const json grant = make_grant();
   const json doomed_grant = make_grant();
@@ -562,12 +525,10 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
 // 4. Regions through the API: load a file, list, get, checksum, save, load the copy, delete.
 
 TEST(AgentApi, RegionLoadSaveRoundTripIsByteIdentical) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   const std::uint64_t size = 3 * MiB + 123;  // a short last slice
-  std::vector<std::byte> data(size);
-  fill_pattern(data, 42);
-  write_file(agent.data_dir() / "in.bin", data);
+  const auto data = testing::write_seeded(agent.data_dir() / "in.bin", size, 42);
 
   auto loaded = agent.post("/v1/regions", {{"name", "src"}, {"file", "in.bin"}, {"mode", "load"}});
   ASSERT_EQ(loaded.status, 201) << loaded.body.dump();
@@ -617,7 +578,7 @@ TEST(AgentApi, RegionLoadSaveRoundTripIsByteIdentical) {
 }
 
 TEST(AgentApi, RegionInUseByAGrantCannotBeDeletedUntilRevoked) {
-  AgentProcess agent(agent_options());
+  AgentProcess agent(small_tcp_agent());
   ASSERT_TRUE(agent.started());
   ASSERT_EQ(agent.post("/v1/regions", {{"name", "kv"}, {"bytes", MiB}, {"memory", "host"}}).status, 201);
   auto granted = agent.post("/v1/regions/kv/grants", {{"access", "write"}, {"ttlSeconds", 60}});

@@ -23,6 +23,8 @@
 #include "conduit/cuda_device.h"
 #include "conduit/pattern.h"
 #include "eventually.h"
+#include "file_bytes.h"
+#include "local_mode_dir.h"
 #include "peer_process.h"
 #include "temp_dir.h"
 
@@ -31,14 +33,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using json = nlohmann::json;
-using testing::AgentOptions;
 using testing::AgentProcess;
+using testing::quiet_tcp_agent;
 
 constexpr std::uint64_t MiB = 1 << 20;
-
-AgentOptions agent_options() {
-  return testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-}
 
 // What an agent started from this test process says about cuda:0 (it sees the same machine and build).
 std::string expected_cuda_error() {
@@ -55,7 +53,7 @@ class CudaUnavailable : public ::testing::Test {
 };
 
 TEST_F(CudaUnavailable, RegionCreateIs422WithTheReasonAndNodeSaysWhy) {
-  AgentProcess a(agent_options());
+  AgentProcess a(quiet_tcp_agent());
   ASSERT_TRUE(a.started());
   auto r = a.post("/v1/regions", {{"name", "gpu"}, {"bytes", 4096}, {"memory", "cuda:0"}});
   EXPECT_EQ(r.status, 422) << r.body.dump();
@@ -88,7 +86,7 @@ TEST_F(CudaUnavailable, RegionCreateIs422WithTheReasonAndNodeSaysWhy) {
 }
 
 TEST_F(CudaUnavailable, ACudaIpcImportIsRefusedWithTheReason) {
-  AgentProcess a(agent_options());
+  AgentProcess a(quiet_tcp_agent());
   ASSERT_TRUE(a.started());
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   ASSERT_GE(fd, 0);
@@ -115,28 +113,20 @@ TEST_F(CudaUnavailable, ACudaIpcImportIsRefusedWithTheReason) {
 // Local mode for real: a TransferJob from a file on node-a into a new `cuda:0` region on node-b, run by the
 // conduit-controller binary until the job ends; its status as the job file says then (null on timeout).
 YAML::Node run_gpu_job(AgentProcess& a, AgentProcess& b, std::uint64_t bytes) {
-  testing::TempDir dir("conduit-cuda-job");
-  std::ofstream(dir.path() / "token") << a.token() << "\n";
-  std::filesystem::create_directories(dir.path() / "jobs");
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, 3);
-  std::ofstream(a.data_dir() / "weights.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  std::ofstream(dir.path() / "jobs" / "tmp")
-      << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: to-gpu\nspec:\n"
-         "  source: {node: node-a, file: weights.bin}\n  targets:\n    - node: node-b\n      region: w\n"
-         "      create: {bytes: "
-      << bytes << ", memory: \"cuda:0\"}\n  verify: crc32c\n";
-  std::filesystem::rename(dir.path() / "jobs" / "tmp", dir.path() / "jobs" / "to-gpu.yaml");
-  testing::PeerProcess controller({conduit::testing::built_binary("conduit-controller"), "--local-dir",
-                                   (dir.path() / "jobs").string(), "--agents",
-                                   "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
-                                   (dir.path() / "token").string(), "--log-level", "warn"});
+  testing::LocalModeDir dir("conduit-cuda-job");
+  dir.write_token(a.token());
+  testing::write_seeded(a.data_dir() / "weights.bin", bytes, 3);
+  dir.apply("to-gpu",
+            "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: to-gpu\nspec:\n"
+            "  source: {node: node-a, file: weights.bin}\n  targets:\n    - node: node-b\n      region: w\n"
+            "      create: {bytes: " +
+                std::to_string(bytes) + ", memory: \"cuda:0\"}\n  verify: crc32c\n");
+  testing::PeerProcess controller(dir.controller(a.url(), b.url()));
   YAML::Node status;
   testing::eventually(
       [&] {
         try {
-          const YAML::Node job = YAML::LoadFile((dir.path() / "jobs" / "to-gpu.yaml").string());
+          const YAML::Node job = YAML::LoadFile((dir.jobs() / "to-gpu.yaml").string());
           const std::string phase = job["status"] ? job["status"]["phase"].as<std::string>("") : "";
           if (phase != "Failed" && phase != "Succeeded") return false;
           status = YAML::Clone(job["status"]);
@@ -157,8 +147,8 @@ std::string condition(const YAML::Node& status, const std::string& type, const s
 }
 
 TEST_F(CudaUnavailable, ATransferJobIntoCudaMemoryFailsUnsupportedWithTheAgentsReason) {
-  AgentProcess a(agent_options());
-  AgentProcess b(agent_options());
+  AgentProcess a(quiet_tcp_agent());
+  AgentProcess b(quiet_tcp_agent());
   ASSERT_TRUE(a.started() && b.started());
   const YAML::Node status = run_gpu_job(a, b, MiB);
   ASSERT_TRUE(status) << "the job did not end";
@@ -170,15 +160,16 @@ TEST_F(CudaUnavailable, ATransferJobIntoCudaMemoryFailsUnsupportedWithTheAgentsR
 
 // ---- The staged path with the CUDA host double (conduit-agent-cuda-double) ----
 
-class StagedAgents : public ::testing::Test {
+class StagedAgents : public testing::TwoAgents {
  protected:
+  StagedAgents()
+      : TwoAgents(quiet_tcp_agent(conduit::testing::built_binary("conduit-agent-cuda-double")),
+                  quiet_tcp_agent(conduit::testing::built_binary("conduit-agent-cuda-double"))) {}
   void SetUp() override { ASSERT_TRUE(a.started() && b.started()); }
 
   json grant(AgentProcess& target, const std::string& region, std::uint64_t length) {
-    auto r = target.post("/v1/regions/" + region + "/grants",
-                         {{"length", length}, {"access", "write"}, {"ttlSeconds", 600}});
-    EXPECT_EQ(r.status, 201) << r.body.dump();
-    return r.body;
+    return testing::region_grant(target, region,
+                                 {{"length", length}, {"access", "write"}, {"ttlSeconds", 600}});
   }
 
   json transfer(AgentProcess& source, const std::string& region, AgentProcess& target, const std::string& to,
@@ -193,13 +184,8 @@ class StagedAgents : public ::testing::Test {
   }
 
   std::uint32_t crc(AgentProcess& agent, const std::string& region, std::uint64_t bytes) {
-    auto r = agent.get("/v1/regions/" + region + "/checksum?slice=" + std::to_string(bytes));
-    EXPECT_EQ(r.status, 200) << r.body.dump();
-    return r.status == 200 ? r.body["crc32c"][0].get<std::uint32_t>() : 0;
+    return testing::region_crc(agent, region, bytes);
   }
-
-  AgentProcess a{testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent-cuda-double"))};
-  AgentProcess b{testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent-cuda-double"))};
 };
 
 TEST_F(StagedAgents, NodeSaysTcpReachesCudaMemoryStaged) {

@@ -16,8 +16,7 @@
 #include <vector>
 
 #include "agent_process.h"
-#include "build_paths.h"
-#include "conduit/pattern.h"
+#include "file_bytes.h"
 
 namespace conduit {
 namespace {
@@ -28,28 +27,15 @@ using testing::AgentProcess;
 using json = nlohmann::json;
 
 AgentOptions options(bool namespace_files) {
-  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+  AgentOptions o = testing::small_tcp_agent();
   if (namespace_files) o.extra_args.push_back("--namespace-files");
   return o;
 }
 
-std::vector<std::byte> write_pattern(const fs::path& path, std::size_t bytes, std::uint64_t seed) {
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, seed);
-  fs::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  return data;
-}
+using testing::write_seeded;
 
 // Every file under `dir` whose name has ".tmp" in it.
-std::vector<std::string> temporaries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().string());
-  }
-  return out;
-}
+std::vector<std::string> temporaries(const fs::path& dir) { return testing::files_named_with(dir, ".tmp"); }
 
 std::string forbidden_message(const AgentProcess::Reply& r) {
   return r.body.is_object() && r.body.contains("error") ? r.body["error"].value("message", "") : "";
@@ -61,8 +47,8 @@ TEST(DataDirHttp, ALinkOutOfTheNamespacesDirectoryIsForbidden) {
   AgentProcess a(options(/*namespace_files=*/true));
   ASSERT_TRUE(a.started());
   const fs::path data = a.data_dir();
-  write_pattern(data / "team-b" / "b-secret.bin", 8192, 5);
-  const auto own = write_pattern(data / "team-a" / "own.bin", 4096, 6);
+  write_seeded(data / "team-b" / "b-secret.bin", 8192, 5);
+  const auto own = write_seeded(data / "team-a" / "own.bin", 4096, 6);
   fs::create_directory_symlink("../team-b", data / "team-a" / "bdir");
   fs::create_symlink("../team-b/b-secret.bin", data / "team-a" / "link.bin");
   fs::create_symlink("own.bin", data / "team-a" / "inner.bin");

@@ -23,7 +23,7 @@ constexpr std::uint64_t MiB = 1 << 20;
 // libfabric 1.17's shm wedges a rail for good when a peer is killed holding the lock in its region
 // (docs/reliability.md): the target takes that lock itself and is killed, and the agent writes to it.
 TEST(AgentHealth, AWedgedShmRailMakesHealthzUnhealthySayingWhy) {
-  auto options = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+  auto options = testing::small_tcp_agent();
   options.provider = "shm";
   options.extra_args = {"--stall-timeout-ms", "1000"};
   AgentProcess agent(options);

@@ -30,12 +30,10 @@ using testing::TestCa;
 constexpr std::uint64_t MiB = 1 << 20;
 constexpr const char* kToken = "test-token-0123456789";
 
+// An HTTPS agent that takes client certificates signed by `ca` as callers' identities.
 AgentOptions identity_agent(const CertFiles& serving, const TestCa& ca, std::vector<std::string> extra = {}) {
-  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-  o.serve_tls(serving.cert, serving.key, ca.cert());
-  o.extra_args = {"--client-ca-file", ca.cert().string()};
-  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
-  return o;
+  extra.insert(extra.begin(), {"--client-ca-file", ca.cert().string()});
+  return testing::tls_agent(serving, ca.cert(), extra);
 }
 
 // One caller: a client certificate or none, the token or none.
@@ -317,9 +315,7 @@ TEST_F(AgentIdentity, AnAgentReachesOnlyItsGrantsRangeAndAccess) {
   ASSERT_FALSE(victim_before.is_null());
 
   auto grant = [&](const std::string& region, const json& body) {
-    auto g = a.post("/v1/regions/" + region + "/grants", body);
-    EXPECT_EQ(g.status, 201) << g.body.dump();
-    return g.body;
+    return testing::region_grant(a, region, body);
   };
   // A pull's read grant naming no peer (as `conduit transfer --pull` made them), and a read grant on a
   // region the attacker fills.

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "agent_process.h"
-#include "build_paths.h"
 #include "temp_dir.h"
 #include "tls_files.h"
 
@@ -25,7 +24,6 @@ namespace conduit {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::AgentOptions;
 using testing::AgentProcess;
 
 int connect_to(const std::string& url) {
@@ -151,7 +149,7 @@ void next_requests_are_served(const std::string& url, SSL_CTX* tls) {
 }
 
 TEST(AgentKeepAlive, TheNextRequestIsServedWhetherItComesAtOnceOrSlowly) {
-  AgentProcess agent(testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent")));
+  AgentProcess agent(testing::small_tcp_agent());
   ASSERT_TRUE(agent.started());
   next_requests_are_served(agent.url(), nullptr);
 }
@@ -161,9 +159,7 @@ TEST(AgentKeepAlive, TheNextRequestIsServedWhetherItComesAtOnceOrSlowlyOverTls) 
   testing::TestCa ca{dir.path() / "ca", "conduit-test-ca"};
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
   const testing::CertFiles cert = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
-  AgentOptions options = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-  options.serve_tls(cert.cert, cert.key, ca.cert());
-  AgentProcess agent(options);
+  AgentProcess agent(testing::tls_agent(cert, ca.cert()));
   ASSERT_TRUE(agent.started());
   // No verification here: what is under test is the connection's life, not whom it reaches.
   std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> tls(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);

@@ -4,43 +4,28 @@
 #include <gtest/gtest.h>
 
 #include "agent_process.h"
-#include "build_paths.h"
 
 namespace conduit {
 namespace {
 
-using testing::AgentOptions;
 using testing::AgentProcess;
 using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions tcp_agent() {
-  AgentOptions o;
-  o.binary = conduit::testing::built_binary("conduit-agent");
-  return o;
-}
-
-class ReleaseGrant : public ::testing::Test {
+class ReleaseGrant : public testing::TwoAgents {
  protected:
-  ReleaseGrant() : a(tcp_agent()), b(tcp_agent()) {}
-
   // Starts a transfer of a's "src" into b's "dst" with the grant released at the end; its final status.
   json transfer(const json& extra = json::object()) {
-    auto g = b.post("/v1/regions/dst/grants", {{"access", "write"}, {"ttlSeconds", 600}});
-    EXPECT_EQ(g.status, 201) << g.body.dump();
+    const json g = testing::region_grant(b, "dst", {{"access", "write"}, {"ttlSeconds", 600}});
     json body{
         {"source", {{"region", "src"}}},
-        {"targets",
-         {{{"grant", g.body["key"]}, {"url", b.url()}, {"grantId", g.body["id"]}, {"releaseGrant", true}}}}};
+        {"targets", {{{"grant", g["key"]}, {"url", b.url()}, {"grantId", g["id"]}, {"releaseGrant", true}}}}};
     body.update(extra);
     auto started = a.post("/v1/transfers", body);
     EXPECT_EQ(started.status, 202) << started.body.dump();
     return a.wait_transfer(started.body.value("id", ""));
   }
-
-  AgentProcess a;
-  AgentProcess b;
 };
 
 TEST_F(ReleaseGrant, TheGrantIsGoneWhenTheTransferEnds) {

@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "agent_process.h"
-#include "build_paths.h"
 #include "conduit/common/base64.h"
 #include "conduit/pattern.h"
 #include "file_bytes.h"
@@ -32,7 +31,7 @@ constexpr std::uint64_t KiB = 1 << 10;
 constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions options() {
-  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
+  AgentOptions o = testing::small_tcp_agent();
   o.extra_args = {"--log-level", "warn"};
   return o;
 }
@@ -91,21 +90,17 @@ std::size_t entries(const std::string& dir) {
   return n;
 }
 
-class Scatter : public ::testing::Test {
+class Scatter : public testing::TwoAgents {
  protected:
-  Scatter() : a(options()), b(options()) {}
+  Scatter() : TwoAgents(options(), options()) {}
   void SetUp() override {
     ASSERT_TRUE(a.started() && b.started());
-    source = std::vector<std::byte>(kBytes);
-    fill_pattern(source, 11);
-    testing::write_file(a.data_dir() / "src.bin", source);
+    source = testing::write_seeded(a.data_dir() / "src.bin", kBytes, 11);
     ASSERT_EQ(a.post("/v1/regions", {{"name", "src"}, {"file", "src.bin"}, {"mode", "load"}}).status, 201);
     ASSERT_EQ(b.post("/v1/regions", {{"name", "dst"}, {"bytes", kBytes}}).status, 201);
   }
   json grant(const std::string& access, std::uint64_t ttl = 86400) {
-    auto g = b.post("/v1/regions/dst/grants", {{"access", access}, {"ttlSeconds", ttl}});
-    EXPECT_EQ(g.status, 201) << g.body.dump();
-    return g.body;
+    return testing::region_grant(b, "dst", {{"access", access}, {"ttlSeconds", ttl}});
   }
   // POST /v1/transfers?waitSeconds=30 with these ops (in `field`: ops or opsPacked): the answer once the
   // transfer ended.
@@ -148,8 +143,6 @@ class Scatter : public ::testing::Test {
     EXPECT_TRUE(region_bytes(a, "src") == mine) << "a scattered read put bytes elsewhere than its ops said";
   }
   static constexpr std::uint64_t kBytes = 8 * MiB;
-  AgentProcess a;
-  AgentProcess b;
   std::vector<std::byte> source;
 };
 

@@ -12,9 +12,7 @@
 #include <thread>
 
 #include "agent_process.h"
-#include "build_paths.h"
 #include "conduit/crc32c.h"
-#include "conduit/pattern.h"
 #include "file_bytes.h"
 #include "page_cache.h"
 
@@ -31,8 +29,6 @@ constexpr std::uint64_t MiB = 1 << 20;
 
 AgentOptions options(std::vector<std::string> extra = {}) {
   AgentOptions o;
-  o.binary = conduit::testing::built_binary("conduit-agent");
-  o.provider = "tcp";
   o.extra_args = std::move(extra);
   return o;
 }
@@ -41,22 +37,10 @@ using testing::cached_share;
 using testing::make_cold;
 using testing::read_file;
 
-// `bytes` of the seeded pattern written to `path`; returns them.
-std::vector<std::byte> write_file(const fs::path& path, std::uint64_t bytes, std::uint64_t seed) {
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, seed);
-  testing::write_file(path, data);
-  return data;
-}
+using testing::write_seeded;
 
 // Files in DIR whose name has ".tmp-": a save that did not clean up.
-std::vector<std::string> temporaries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (e.path().filename().string().find(".tmp-") != std::string::npos) out.push_back(e.path().string());
-  }
-  return out;
-}
+std::vector<std::string> temporaries(const fs::path& dir) { return testing::files_named_with(dir, ".tmp-"); }
 
 json target_of(const json& grant, const AgentProcess& b, bool save) {
   json t{{"grant", grant["key"]}, {"url", b.url()}, {"grantId", grant["id"]}};
@@ -65,11 +49,9 @@ json target_of(const json& grant, const AgentProcess& b, bool save) {
   return t;
 }
 
-class Stream : public ::testing::Test {
+class Stream : public testing::TwoAgents {
  protected:
-  Stream() : a(options()), b(options({"--pipeline-bytes", "4MiB"})) {}
-  AgentProcess a;
-  AgentProcess b;
+  Stream() : TwoAgents(options(), options({"--pipeline-bytes", "4MiB"})) {}
 };
 
 // 40 MiB + 1 byte (not a multiple of the chunk) from a file on node-a to a file on node-b that has no
@@ -78,7 +60,7 @@ class Stream : public ::testing::Test {
 TEST_F(Stream, FileToFileThroughARingArrivesIntactAndVerified) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 40 * MiB + 1;
-  const auto source = write_file(a.data_dir() / "ckpt/model.bin", size, 21);
+  const auto source = write_seeded(a.data_dir() / "ckpt/model.bin", size, 21);
   auto g = b.post("/v1/grants", {{"ttlSeconds", 60}, {"save", {{"file", "in/model.bin"}, {"bytes", size}}}});
   ASSERT_EQ(g.status, 201) << g.body.dump();
   EXPECT_EQ(g.body["length"], 4 * MiB) << "the ring is --pipeline-bytes, not the file's size";
@@ -118,7 +100,7 @@ TEST_F(Stream, FileToFileThroughARingArrivesIntactAndVerified) {
 TEST_F(Stream, FileToRegionSavedAsItLands) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 24 * MiB + 4097;
-  const auto source = write_file(a.data_dir() / "w.bin", size, 5);
+  const auto source = write_seeded(a.data_dir() / "w.bin", size, 5);
   ASSERT_EQ(b.post("/v1/regions", {{"name", "w"}, {"bytes", size}}).status, 201);
   auto g = b.post("/v1/regions/w/grants", {{"access", "write"}, {"save", {{"file", "w-copy.bin"}}}});
   ASSERT_EQ(g.status, 201) << g.body.dump();
@@ -145,7 +127,7 @@ TEST_F(Stream, ASourceFileThePageCacheDoesNotHoldIsReadAroundIt) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 40 * MiB + 4097;  // more than two segments, the last not a whole block
   const fs::path path = a.data_dir() / "cold.bin";
-  const auto source = write_file(path, size, 33);
+  const auto source = write_seeded(path, size, 33);
   if (const auto why = make_cold(path); !why.empty()) GTEST_SKIP() << why;
   ASSERT_EQ(b.post("/v1/regions", {{"name", "cold"}, {"bytes", size}}).status, 201);
   auto copy = [&] {
@@ -192,7 +174,7 @@ TEST_F(Stream, AFileSourcesReadAheadCountsAgainstTheMemoryCap) {
   tight.memory_cap = "32MiB";
   AgentProcess small(tight);
   ASSERT_TRUE(small.started());
-  write_file(small.data_dir() / "s.bin", size, 3);
+  write_seeded(small.data_dir() / "s.bin", size, 3);
   auto refused = small.post("/v1/transfers", {{"source", {{"file", "s.bin"}}}, {"targets", {target}}});
   ASSERT_EQ(refused.status, 202) << refused.body.dump();
   const json failed = small.wait_transfer(refused.body["id"]);
@@ -202,7 +184,7 @@ TEST_F(Stream, AFileSourcesReadAheadCountsAgainstTheMemoryCap) {
   EXPECT_NE(why.find("memory cap"), std::string::npos) << why;
 
   // Within the cap the same transfer lands, and leaves nothing counted once it ended.
-  const auto source = write_file(a.data_dir() / "s.bin", size, 3);
+  const auto source = write_seeded(a.data_dir() / "s.bin", size, 3);
   auto started = a.post("/v1/transfers", {{"source", {{"file", "s.bin"}}}, {"targets", {target}}});
   ASSERT_EQ(started.status, 202) << started.body.dump();
   ASSERT_EQ(a.wait_transfer(started.body["id"])["state"], "Succeeded");
@@ -217,7 +199,7 @@ TEST_F(Stream, AFileSourcesReadAheadCountsAgainstTheMemoryCap) {
 TEST_F(Stream, ASourceFileThatShrinksFailsWithSourceFileChanged) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 64 * MiB;
-  write_file(a.data_dir() / "grow.bin", size, 9);
+  write_seeded(a.data_dir() / "grow.bin", size, 9);
   auto g = b.post("/v1/grants", {{"save", {{"file", "grow-copy.bin"}, {"bytes", size}}}});
   ASSERT_EQ(g.status, 201) << g.body.dump();
   auto started = a.post("/v1/transfers", {{"source", {{"file", "grow.bin"}}},
@@ -240,7 +222,7 @@ TEST_F(Stream, ASourceFileThatShrinksFailsWithSourceFileChanged) {
 TEST_F(Stream, ARegionsVersionMovesOncePerCompleteWriteAndWakesItsWaiters) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 8 * MiB + 5;
-  write_file(a.data_dir() / "w.bin", size, 7);
+  write_seeded(a.data_dir() / "w.bin", size, 7);
   ASSERT_EQ(a.post("/v1/regions", {{"name", "src"}, {"file", "w.bin"}, {"mode", "load"}}).status, 201);
   ASSERT_EQ(b.post("/v1/regions", {{"name", "w"}, {"bytes", size}}).status, 201);
   auto version = [&] { return b.get("/v1/regions/w").body.value("version", std::uint64_t{99}); };
@@ -312,7 +294,7 @@ TEST_F(Stream, ARegionsVersionMovesOncePerCompleteWriteAndWakesItsWaiters) {
 TEST_F(Stream, ASaveWaitsForTheReportBeforeItWhenToldItIsOut) {
   ASSERT_TRUE(a.started() && b.started());
   const std::uint64_t size = 8 * MiB;
-  const auto data = write_file(b.data_dir() / "two.bin", size, 21);
+  const auto data = write_seeded(b.data_dir() / "two.bin", size, 21);
   ASSERT_EQ(b.post("/v1/regions", {{"name", "two"}, {"file", "two.bin"}, {"mode", "load"}}).status, 201);
   auto grant = [&](const std::string& file) {
     auto g = b.post("/v1/regions/two/grants", {{"access", "write"}, {"save", {{"file", file}}}});
@@ -403,7 +385,7 @@ TEST_F(Stream, ATargetAgentFromBeforeWaitForPreviousGetsOneReportAtATime) {
   std::thread serving([&] { older.listen_after_bind(); });
 
   const std::uint64_t size = 12 * MiB + 3;
-  const auto source = write_file(a.data_dir() / "old.bin", size, 23);
+  const auto source = write_seeded(a.data_dir() / "old.bin", size, 23);
   auto g = b.post("/v1/grants", {{"save", {{"file", "old-copy.bin"}, {"bytes", size}}}});
   ASSERT_EQ(g.status, 201) << g.body.dump();
   json target = target_of(g.body, b, true);

@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "agent_process.h"
-#include "build_paths.h"
 #include "conduit/api/agent_client.h"
 #include "eventually.h"
 #include "temp_dir.h"
@@ -30,16 +29,9 @@ using testing::AgentOptions;
 using testing::AgentProcess;
 using testing::CertFiles;
 using testing::TestCa;
+using testing::tls_agent;
 
 constexpr std::uint64_t MiB = 1 << 20;
-
-AgentOptions tls_agent(const CertFiles& cert, const std::filesystem::path& ca,
-                       std::vector<std::string> extra = {}) {
-  AgentOptions o = testing::small_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-  o.serve_tls(cert.cert, cert.key, ca);
-  o.extra_args = std::move(extra);
-  return o;
-}
 
 int port_of(const std::string& url) { return std::stoi(url.substr(url.rfind(':') + 1)); }
 

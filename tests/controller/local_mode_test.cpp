@@ -10,13 +10,12 @@
 #include <thread>
 
 #include "agent_process.h"
-#include "build_paths.h"
 #include "conduit/crc32c.h"
-#include "conduit/pattern.h"
 #include "eventually.h"
+#include "file_bytes.h"
+#include "local_mode_dir.h"
 #include "peer_process.h"
 #include "store/yaml_json.h"
-#include "temp_dir.h"
 #include "tls_files.h"
 
 namespace conduit::controller {
@@ -26,65 +25,45 @@ using namespace std::chrono_literals;
 using conduit::testing::AgentOptions;
 using conduit::testing::AgentProcess;
 using conduit::testing::eventually;
+using conduit::testing::LocalModeDir;
 using conduit::testing::PeerProcess;
+using conduit::testing::quiet_tcp_agent;
+using conduit::testing::region_crc;
+using conduit::testing::write_seeded;
 using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-AgentOptions agent_options() {
-  return conduit::testing::quiet_tcp_agent(conduit::testing::built_binary("conduit-agent"));
-}
-
 // An agent serving HTTPS with `cert`, trusting `ca` for its calls to other agents, and taking `extra` flags.
 AgentOptions tls_agent(const conduit::testing::TestCa& ca, const conduit::testing::CertFiles& cert,
                        const std::vector<std::string>& extra = {}) {
-  AgentOptions o = agent_options();
-  o.serve_tls(cert.cert, cert.key, ca.cert());
-  o.extra_args.insert(o.extra_args.end(), {"--peer-ca-file", ca.cert().string()});
-  o.extra_args.insert(o.extra_args.end(), extra.begin(), extra.end());
-  return o;
+  std::vector<std::string> flags{"--peer-ca-file", ca.cert().string()};
+  flags.insert(flags.end(), extra.begin(), extra.end());
+  return conduit::testing::tls_agent(cert, ca.cert(), flags, quiet_tcp_agent());
 }
 
-class LocalMode : public ::testing::Test {
+class LocalMode : public conduit::testing::TwoAgents {
  protected:
+  LocalMode() : TwoAgents(quiet_tcp_agent(), quiet_tcp_agent()) {}
+
   void SetUp() override {
     ASSERT_TRUE(a.started() && b.started());
-    std::ofstream(jobs.path() / "token") << a.token() << "\n";
-    std::filesystem::create_directories(jobs.path() / "jobs");
+    jobs.write_token(a.token());
   }
 
   std::unique_ptr<PeerProcess> start_controller(const std::vector<std::string>& extra = {}) {
-    std::vector<std::string> argv{conduit::testing::built_binary("conduit-controller"),
-                                  "--local-dir",
-                                  (jobs.path() / "jobs").string(),
-                                  "--agents",
-                                  "node-a=" + a.url() + ",node-b=" + b.url(),
-                                  "--agent-token-file",
-                                  (jobs.path() / "token").string(),
-                                  "--log-level",
-                                  "warn"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return std::make_unique<PeerProcess>(argv);
+    return std::make_unique<PeerProcess>(jobs.controller(a.url(), b.url(), extra));
   }
 
   // Seeded bytes as a file in node-a's data directory.
   std::vector<std::byte> source_file(const std::string& name, std::uint64_t bytes, std::uint64_t seed) {
-    std::vector<std::byte> data(bytes);
-    fill_pattern(data, seed);
-    std::ofstream(a.data_dir() / name, std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-    return data;
+    return write_seeded(a.data_dir() / name, bytes, seed);
   }
 
-  void apply(const std::string& name, const std::string& yaml) {
-    // Written aside and renamed in, as an editor saves: the controller never reads half a file.
-    const auto tmp = jobs.path() / (name + ".tmp");
-    std::ofstream(tmp) << yaml;
-    std::filesystem::rename(tmp, jobs.path() / "jobs" / (name + ".yaml"));
-  }
+  void apply(const std::string& name, const std::string& yaml) { jobs.apply(name, yaml); }
 
   json read_job(const std::string& name) {
-    std::ifstream in(jobs.path() / "jobs" / (name + ".yaml"));
+    std::ifstream in(jobs.jobs() / (name + ".yaml"));
     if (!in) return json();
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto parsed = parse_yaml(text);
@@ -106,12 +85,6 @@ class LocalMode : public ::testing::Test {
     return json();
   }
 
-  std::uint32_t region_crc(AgentProcess& agent, const std::string& region, std::uint64_t bytes) {
-    auto sums = agent.get("/v1/regions/" + region + "/checksum?slice=" + std::to_string(bytes));
-    EXPECT_EQ(sums.status, 200) << sums.body.dump();
-    return sums.status == 200 ? sums.body["crc32c"][0].get<std::uint32_t>() : 0;
-  }
-
   static std::string job_yaml(const std::string& name, const std::string& target_node, std::uint64_t bytes,
                               const std::string& extra_spec = "") {
     return "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " + name +
@@ -120,9 +93,7 @@ class LocalMode : public ::testing::Test {
            "\n      create: {bytes: " + std::to_string(bytes) + "}\n  verify: crc32c\n" + extra_spec;
   }
 
-  AgentProcess a{agent_options()};
-  AgentProcess b{agent_options()};
-  conduit::testing::TempDir jobs{"conduit-local-mode"};
+  LocalModeDir jobs{"conduit-local-mode"};
 };
 
 TEST_F(LocalMode, JobMovesSixtyFourMiBVerifiedAndAMissingNodeFailsReadably) {
@@ -294,44 +265,36 @@ TEST_F(LocalMode, AJobReachesOnlyItsNamespacesRegionsUntilTheOwnerSharesThem) {
   EXPECT_EQ(b.get("/v1/regions/private").body["namespace"], "team-a");
 }
 
+// Two nodes' serving certificates from one test CA, in a controller's working directory: what every TLS
+// story starts from. A test issues what else it needs (a tenant's, another node's) and checks ca.ok().
+class LocalModeTls : public ::testing::Test {
+ protected:
+  LocalModeDir work{"conduit-local-tls"};
+  conduit::testing::TestCa ca{work.path() / "ca", "conduit-test-ca"};
+  const conduit::testing::CertFiles cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
+  const conduit::testing::CertFiles cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+};
+
 // Every REST hop over TLS: the controller to both agents (--agent-ca-file), and the source agent's landing
 // reports to the target agent (--peer-ca-file), with a file saved as it lands; then a controller that does
 // not trust the agents' CA fails the job at once with the reason.
-TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheReason) {
-  conduit::testing::TempDir work{"conduit-local-tls"};
-  conduit::testing::TestCa ca(work.path() / "ca", "conduit-test-ca");
-  const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
-  const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+TEST_F(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheReason) {
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
   AgentProcess a(tls_agent(ca, cert_a));
   AgentProcess b(tls_agent(ca, cert_b));
   ASSERT_TRUE(a.started() && b.started());
   ASSERT_EQ(a.url().rfind("https://", 0), 0U);
-  std::vector<std::byte> data(8 * MiB + 4321);
-  fill_pattern(data, 21);
-  std::ofstream(a.data_dir() / "w.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  std::ofstream(work.path() / "token") << a.token() << "\n";
-  std::filesystem::create_directories(work.path() / "jobs");
+  const auto data = write_seeded(a.data_dir() / "w.bin", 8 * MiB + 4321, 21);
+  work.write_token(a.token());
   auto run = [&](const std::string& name, const std::vector<std::string>& extra) {
-    std::ofstream(work.path() / "jobs" / (name + ".yaml"))
+    std::ofstream(work.jobs() / (name + ".yaml"))
         << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " << name
         << "\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: node-b, region: " << name
         << ", create: {bytes: " << data.size() << "}, file: " << name
         << ".bin}\n  verify: crc32c\n  backoffLimit: 0\n";
-    std::vector<std::string> argv{conduit::testing::built_binary("conduit-controller"),
-                                  "--local-dir",
-                                  (work.path() / "jobs").string(),
-                                  "--agents",
-                                  "node-a=" + a.url() + ",node-b=" + b.url(),
-                                  "--agent-token-file",
-                                  (work.path() / "token").string(),
-                                  "--log-level",
-                                  "warn",
-                                  "--once-job",
-                                  name};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    PeerProcess controller(argv);
+    std::vector<std::string> flags{"--once-job", name};
+    flags.insert(flags.end(), extra.begin(), extra.end());
+    PeerProcess controller(work.controller(a.url(), b.url(), flags));
     const auto line = controller.read_line(60s);
     return std::pair{line.value_or(""), controller.wait()};
   };
@@ -350,11 +313,7 @@ TEST(LocalModeTls, AJobRunsOverHttpsEveryHopAndAnUntrustedAgentFailsItWithTheRea
 // A refusal no retry changes fails the job at once: the source agent presents another node's certificate, so
 // the target agent answers its landing reports 403 (the grant is made for the source's node). Before, the
 // job burned its whole backoffLimit (4 attempts, BackoffLimitExceeded) on the same 403.
-TEST(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
-  conduit::testing::TempDir work{"conduit-local-refused"};
-  conduit::testing::TestCa ca(work.path() / "ca", "conduit-test-ca");
-  const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
-  const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+TEST_F(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
   const auto not_node_a = ca.issue("conduit:agent:node-c", "DNS:node-c");
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
   const std::string clients = ca.cert().string();
@@ -363,21 +322,14 @@ TEST(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
                             "--peer-client-key", not_node_a.key.string()}));
   AgentProcess b(tls_agent(ca, cert_b, {"--client-ca-file", clients}));
   ASSERT_TRUE(a.started() && b.started());
-  std::vector<std::byte> data(2 * MiB + 5);
-  fill_pattern(data, 29);
-  std::ofstream(a.data_dir() / "w.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  std::ofstream(work.path() / "token") << a.token() << "\n";
-  std::filesystem::create_directories(work.path() / "jobs");
-  std::ofstream(work.path() / "jobs" / "refused.yaml")
+  const auto data = write_seeded(a.data_dir() / "w.bin", 2 * MiB + 5, 29);
+  work.write_token(a.token());
+  std::ofstream(work.jobs() / "refused.yaml")
       << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: refused\nspec:\n"
       << "  source: {node: node-a, file: w.bin}\n  targets:\n    - {node: node-b, region: refused, create: "
       << "{bytes: " << data.size() << "}}\n  verify: crc32c\n  backoffLimit: 3\n";
-  PeerProcess controller({conduit::testing::built_binary("conduit-controller"), "--local-dir",
-                          (work.path() / "jobs").string(), "--agents",
-                          "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
-                          (work.path() / "token").string(), "--agent-ca-file", ca.cert().string(),
-                          "--log-level", "warn", "--once-job", "refused"});
+  PeerProcess controller(
+      work.controller(a.url(), b.url(), {"--agent-ca-file", ca.cert().string(), "--once-job", "refused"}));
   const std::string line = controller.read_line(60s).value_or("");
   EXPECT_EQ(controller.wait(), 1) << line;
   EXPECT_NE(line.find("Failed: RemoteAccessDenied: "), std::string::npos) << line;
@@ -388,32 +340,24 @@ TEST(LocalModeTls, ARefusalBetweenAgentsFailsTheJobAtOnce) {
 // A tenant's controller (a client certificate naming conduit:controller:team-a, and no token) runs team-a's
 // jobs; a job of another namespace it is handed fails at once with the agents' refusal, whatever the job
 // says: the namespace is bound to the controller's certificate, not to what it claims.
-TEST(LocalModeTls, ATenantsControllerRunsItsNamespacesJobsAndNoOneElses) {
-  conduit::testing::TempDir work{"conduit-local-tenant"};
-  conduit::testing::TestCa ca(work.path() / "ca", "conduit-test-ca");
-  const auto cert_a = ca.issue("node-a", "DNS:node-a,IP:127.0.0.1");
-  const auto cert_b = ca.issue("node-b", "DNS:node-b,IP:127.0.0.1");
+TEST_F(LocalModeTls, ATenantsControllerRunsItsNamespacesJobsAndNoOneElses) {
   const auto tenant = ca.issue("conduit:controller:team-a", "DNS:x");
   ASSERT_TRUE(ca.ok()) << "openssl could not make test certificates";
   AgentProcess a(tls_agent(ca, cert_a, {"--client-ca-file", ca.cert().string()}));
   AgentProcess b(tls_agent(ca, cert_b, {"--client-ca-file", ca.cert().string()}));
   ASSERT_TRUE(a.started() && b.started());
-  std::vector<std::byte> data(4 * MiB + 77);
-  fill_pattern(data, 23);
-  std::ofstream(a.data_dir() / "w.bin", std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  std::filesystem::create_directories(work.path() / "jobs");
+  const auto data = write_seeded(a.data_dir() / "w.bin", 4 * MiB + 77, 23);
   auto run = [&](const std::string& name, const std::string& ns) {
-    std::ofstream(work.path() / "jobs" / (name + ".yaml"))
+    std::ofstream(work.jobs() / (name + ".yaml"))
         << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata:\n  name: " << name
         << "\n  namespace: " << ns << "\nspec:\n  source: {node: node-a, file: w.bin}\n  targets:\n"
         << "    - {node: node-b, region: " << name << ", create: {bytes: " << data.size()
         << "}}\n  verify: crc32c\n  backoffLimit: 2\n";
-    PeerProcess controller({conduit::testing::built_binary("conduit-controller"), "--local-dir",
-                            (work.path() / "jobs").string(), "--agents",
-                            "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-ca-file", ca.cert().string(),
-                            "--agent-client-cert", tenant.cert.string(), "--agent-client-key",
-                            tenant.key.string(), "--log-level", "warn", "--once-job", ns + "/" + name});
+    // No token: the tenant's client certificate is its identity.
+    PeerProcess controller(
+        work.controller(a.url(), b.url(),
+                        {"--agent-ca-file", ca.cert().string(), "--agent-client-cert", tenant.cert.string(),
+                         "--agent-client-key", tenant.key.string(), "--once-job", ns + "/" + name}));
     const auto line = controller.read_line(60s);
     return std::pair{line.value_or(""), controller.wait()};
   };
@@ -438,36 +382,27 @@ TEST(LocalModeTls, ATenantsControllerRunsItsNamespacesJobsAndNoOneElses) {
 // with no region or a save after the transfer; a file of another namespace fails the job at once, naming the
 // rule. An operator's own request (no namespace) still reaches every file.
 TEST(LocalModeFiles, WithNamespaceFilesAJobReachesOnlyItsNamespacesFiles) {
-  conduit::testing::TempDir work{"conduit-local-files"};
-  AgentOptions options = agent_options();
+  LocalModeDir work{"conduit-local-files"};
+  AgentOptions options = quiet_tcp_agent();
   options.extra_args.push_back("--namespace-files");
   AgentProcess a(options);
   AgentProcess b(options);
   ASSERT_TRUE(a.started() && b.started());
-  std::vector<std::byte> data(4 * MiB + 123);
-  fill_pattern(data, 31);
-  for (const char* ns : {"team-a", "team-b"}) {
-    std::filesystem::create_directories(a.data_dir() / ns);
-    std::ofstream(a.data_dir() / ns / "w.bin", std::ios::binary)
-        .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-  }
-  std::ofstream(work.path() / "token") << a.token() << "\n";
-  std::filesystem::create_directories(work.path() / "jobs");
+  const auto data = write_seeded(a.data_dir() / "team-a" / "w.bin", 4 * MiB + 123, 31);
+  conduit::testing::write_file(a.data_dir() / "team-b" / "w.bin", data);
+  work.write_token(a.token());
   auto run = [&](const std::string& name, const std::string& source, const std::string& target) {
-    std::ofstream(work.path() / "jobs" / (name + ".yaml"))
+    std::ofstream(work.jobs() / (name + ".yaml"))
         << "apiVersion: conduit.dev/v1alpha1\nkind: TransferJob\nmetadata: {name: " << name
         << ", namespace: team-a}\nspec:\n  source: {node: node-a, file: " << source << "}\n  targets:\n    - "
         << target << "\n  verify: crc32c\n  backoffLimit: 3\n";
-    PeerProcess controller(
-        {conduit::testing::built_binary("conduit-controller"), "--local-dir", (work.path() / "jobs").string(),
-         "--agents", "node-a=" + a.url() + ",node-b=" + b.url(), "--agent-token-file",
-         (work.path() / "token").string(), "--log-level", "warn", "--once-job", "team-a/" + name});
+    PeerProcess controller(work.controller(a.url(), b.url(), {"--once-job", "team-a/" + name}));
     const auto line = controller.read_line(60s);
     controller.wait();
     return line.value_or("");
   };
   auto retries = [&](const std::string& name) {
-    std::ifstream in(work.path() / "jobs" / (name + ".yaml"));
+    std::ifstream in(work.jobs() / (name + ".yaml"));
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     auto job = parse_yaml(text);
     return job.ok() ? job->value("status", json::object()).value("retries", 0) : -1;

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fakes.h"
+#include "fixtures.h"
 #include "reconcile/job_status.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/run_state.h"
@@ -14,9 +14,6 @@ namespace conduit::controller {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeAgents;
-using testing::ManualClock;
-using testing::MemoryStore;
 using json = nlohmann::json;
 
 std::optional<LabelSelector> selector(const json& j, std::string* problems = nullptr) {
@@ -69,11 +66,7 @@ json in_container(const std::string& name) {
        {{{"podSelector", {{"matchLabels", {{"app", "infer"}}}}}, {"region", "kv"}, {"container", name}}}}};
 }
 
-TransferJobSpec spec(const json& overrides = json::object()) {
-  auto parsed = TransferJobSpec::parse(spec_json(overrides));
-  EXPECT_TRUE(parsed) << parsed.error().message;
-  return *parsed;
-}
+TransferJobSpec spec(const json& overrides = json::object()) { return testing::parsed(spec_json(overrides)); }
 
 TEST(PodSpec, ATargetIsANodeOrAPodSelectorWithARegionOnly) {
   EXPECT_TRUE(spec().selects_pods());
@@ -270,11 +263,8 @@ class FakePods : public PodDirectory {
   Pods pods;
 };
 
-json job(const std::string& name, json spec_overrides = json::object()) {
-  return {{"apiVersion", "conduit.dev/v1alpha1"},
-          {"kind", "TransferJob"},
-          {"metadata", {{"name", name}, {"uid", "uid-" + name}, {"generation", 1}}},
-          {"spec", spec_json(std::move(spec_overrides))}};
+json job(const std::string& name, const json& spec_overrides = json::object()) {
+  return testing::transfer_job(name, spec_json(spec_overrides));
 }
 
 ReconcilerOptions with(PodDirectory* pods) {
@@ -283,10 +273,10 @@ ReconcilerOptions with(PodDirectory* pods) {
   return o;
 }
 
-class PodReconcilerTest : public ::testing::Test {
+// node-a's region "weights" is the source of spec_json()'s jobs.
+class PodReconcilerTest : public testing::ReconcilerFixture {
  protected:
-  PodReconcilerTest() : store(clock), reconciler(store, agents, clock.clock(), with(&directory)) {
-    for (const char* node : {"node-a", "node-b", "node-c"}) agents.add_node(node);
+  PodReconcilerTest() : ReconcilerFixture(with(&directory)) {
     agents.nodes["node-a"].regions["weights"] = api::Region{"weights", 1 << 20, "host"};
   }
   // What a process of `pod` shares over the import socket: the agent records the pod's UID.
@@ -296,20 +286,8 @@ class PodReconcilerTest : public ::testing::Test {
     r.imported_by = {{"pid", 4242}, {"uid", 0}, {"podUID", "uid-" + pod_name}};
     agents.nodes[node].regions["kv"] = r;
   }
-  void reconcile(const std::string& name) { reconciler.reconcile({"default", name}); }
-  json status(const std::string& name) { return store.job(name).value("status", json::object()); }
-  std::string phase(const std::string& name) { return status(name).value("phase", ""); }
-  json condition(const std::string& name, const std::string& type) {
-    const json s = status(name);
-    const json* c = find_condition(s, type);
-    return c != nullptr ? *c : json();
-  }
 
-  ManualClock clock;
-  MemoryStore store;
-  FakeAgents agents;
   FakePods directory;
-  Reconciler reconciler;
 };
 
 TEST_F(PodReconcilerTest, NoReadyPodHoldsTheJobPendingThenItRunsOverThePodsPickedAtItsStart) {
@@ -408,11 +386,10 @@ TEST_F(PodReconcilerTest, HeldPastTheDeadlineTheJobFailsWithNoReadyPods) {
       << condition("kv", "Failed");
 }
 
-TEST(PodReconciler, LocalModeHasNoPodsAndSaysSo) {
-  ManualClock clock;
-  MemoryStore store(clock);
-  FakeAgents agents;
-  Reconciler reconciler(store, agents, clock.clock());
+// No pod directory in the reconciler's options: local mode's.
+using PodReconciler = testing::ReconcilerFixture;
+
+TEST_F(PodReconciler, LocalModeHasNoPodsAndSaysSo) {
   store.put(job("kv"));
   reconciler.reconcile({"default", "kv"});
   const json s = store.job("kv")["status"];

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "fakes.h"
+#include "fixtures.h"
 #include "reconcile/job_status.h"
 #include "reconcile/reconciler.h"
 #include "reconcile/run_state.h"
@@ -14,9 +14,7 @@ namespace conduit::controller {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeAgents;
-using testing::ManualClock;
-using testing::MemoryStore;
+using testing::job;
 using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
@@ -41,9 +39,7 @@ TransferJobSpec spec(const json& overrides = json::object()) {
   json s{{"source", {{"node", "node-a"}, {"region", "weights"}}},
          {"targets", {{{"node", "node-b"}, {"region", "weights"}}}}};
   s.merge_patch(overrides);
-  auto parsed = TransferJobSpec::parse(s);
-  EXPECT_TRUE(parsed) << parsed.error().message;
-  return *parsed;
+  return testing::parsed(s);
 }
 
 TEST(Preflight, ANodeWhoseAgentDoesNotAnswerIsWaitedForByName) {
@@ -127,60 +123,32 @@ TEST(Preflight, AnAgentWhoseCertificateIsNotTrustedIsNotWaitedFor) {
   EXPECT_EQ(p.verdict, Preflight::Verdict::Go);
 }
 
-json job(const std::string& name, json spec_overrides = json::object()) {
-  json spec{{"source", {{"node", "node-a"}, {"file", "weights.bin"}}},
-            {"targets", {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}};
-  spec.merge_patch(spec_overrides);
-  return {{"apiVersion", "conduit.dev/v1alpha1"},
-          {"kind", "TransferJob"},
-          {"metadata", {{"name", name}, {"uid", "uid-" + name}, {"generation", 1}}},
-          {"spec", spec}};
-}
-
 ReconcilerOptions with(FabricFacts& facts) {
   ReconcilerOptions o;
   o.facts = &facts;
   return o;
 }
 
-class PreflightReconcilerTest : public ::testing::Test {
+// Every node answers, serving tcp only (no RDMA device), as the FabricNodes say before the first look.
+class PreflightReconcilerTest : public testing::ReconcilerFixture {
  protected:
-  PreflightReconcilerTest() : store(clock), reconciler(store, agents, clock.clock(), with(facts)) {
+  PreflightReconcilerTest() : ReconcilerFixture(with(facts)) {
     for (const char* node : {"node-a", "node-b", "node-c"}) {
-      agents.add_node(node);
       agents.nodes[node].info = {
           {"fabric", {{{"provider", "tcp;ofi_rxm"}}}},
           {"checks", {{{"name", "rdma"}, {"ok", false}, {"message", "no RDMA device"}}}}};
       facts.set(node, NodeFacts::answered(agents.nodes[node].info, clock.now()));
     }
-    agents.nodes["node-a"].files.insert("weights.bin");
   }
 
-  std::optional<std::chrono::milliseconds> reconcile(const std::string& name) {
-    return reconciler.reconcile({"default", name});
-  }
-  json status(const std::string& name) { return store.job(name).value("status", json::object()); }
-  std::string phase(const std::string& name) { return status(name).value("phase", ""); }
-  json condition(const std::string& name, const std::string& type) {
-    const json s = status(name);
-    const json* c = find_condition(s, type);
-    return c != nullptr ? *c : json();
-  }
   void node_down(const std::string& node) {
     agents.nodes[node].down = true;
     facts.set(node,
               facts.get(node)->unanswered(
                   Error{ErrorCode::PeerUnreachable, "agent on " + node + " did not answer"}, clock.now()));
   }
-  int events(const std::string& what) {
-    return static_cast<int>(std::count(store.events.begin(), store.events.end(), what));
-  }
 
-  ManualClock clock;
-  MemoryStore store;
-  FakeAgents agents;
   FabricFacts facts;
-  Reconciler reconciler;
 };
 
 TEST_F(PreflightReconcilerTest, ANodeThatDoesNotAnswerHoldsTheJobPendingUntilItDoesSpendingNoAttempt) {
@@ -277,10 +245,7 @@ TEST_F(PreflightReconcilerTest, ATargetThatDiesIsRetriedOnceThenWaitedForAndResu
 // The retry leaves node-c out, but asks it whether its region still holds the bytes before the job may say
 // so.
 TEST_F(PreflightReconcilerTest, ALandedTargetsNodeIsWaitedForTooThenOnlyTheOtherIsSent) {
-  store.put(job("fan", {{"strategy", "Fanout"},
-                        {"targets",
-                         {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
-                          {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  store.put(job("fan", testing::fanout_to_b_and_c()));
   for (int i = 0; i < 3 && agents.starts == 0; ++i) reconcile("fan");
   agents.last().targets[0] = {"Failed", 8 * MiB, "stalled", 8 * MiB};
   agents.last().targets[1] = {"Succeeded", 64 * MiB, "", 64 * MiB};

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "fakes.h"
+#include "fixtures.h"
 #include "reconcile/control_loop.h"
 #include "reconcile/job_status.h"
 #include "reconcile/run_state.h"
@@ -18,52 +19,14 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::FakeAgents;
+using testing::job;
 using testing::ManualClock;
 using testing::MemoryStore;
 using json = nlohmann::json;
 
 constexpr std::uint64_t MiB = 1 << 20;
 
-json job(const std::string& name, json spec_overrides = json::object()) {
-  json spec{{"source", {{"node", "node-a"}, {"file", "weights.bin"}}},
-            {"targets", {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}};
-  spec.merge_patch(spec_overrides);
-  return {{"apiVersion", "conduit.dev/v1alpha1"},
-          {"kind", "TransferJob"},
-          {"metadata", {{"name", name}, {"uid", "uid-" + name}, {"generation", 1}}},
-          {"spec", spec}};
-}
-
-class ReconcilerTest : public ::testing::Test {
- protected:
-  ReconcilerTest() : store(clock), reconciler(store, agents, clock.clock()) {
-    agents.add_node("node-a");
-    agents.add_node("node-b");
-    agents.add_node("node-c");
-    agents.nodes["node-a"].files.insert("weights.bin");
-  }
-
-  std::optional<std::chrono::milliseconds> reconcile(const std::string& name, Reconciler* r = nullptr) {
-    return (r != nullptr ? r : &reconciler)->reconcile({"default", name});
-  }
-  json status(const std::string& name) { return store.job(name).value("status", json::object()); }
-  std::string phase(const std::string& name) { return status(name).value("phase", ""); }
-  json condition(const std::string& name, const std::string& type) {
-    const json s = status(name);
-    const json* c = find_condition(s, type);
-    return c != nullptr ? *c : json();
-  }
-  // Reconciles until the job's transfer runs (finalizer, regions, grants, start).
-  void start(const std::string& name) {
-    for (int i = 0; i < 3 && agents.starts == 0; ++i) reconcile(name);
-    ASSERT_EQ(phase(name), "Running") << store.job(name).dump(2);
-  }
-
-  ManualClock clock;
-  MemoryStore store;
-  FakeAgents agents;
-  Reconciler reconciler;
-};
+using ReconcilerTest = testing::ReconcilerFixture;
 
 TEST_F(ReconcilerTest, ByteCountsStayExactPastFourGiB) {
   // A 1.5 GiB checkpoint to three nodes: 4.5 GiB in all, more than 32 bits hold. The --once-job line once
@@ -387,11 +350,7 @@ TEST(ReconcilerMemoryCap, ARegionOverTheWholeCapFailsAtOnceOneOverWhatIsFreeIsRe
 }
 
 TEST_F(ReconcilerTest, ARetryResumesWhereTheFailedAttemptLeftOff) {
-  store.put(
-      job("ckpt", {{"strategy", "Fanout"},
-                   {"targets",
-                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
-                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  store.put(job("ckpt", testing::fanout_to_b_and_c()));
   start("ckpt");
   // node-b got everything (verified), node-c the first 24 MiB when the attempt failed.
   agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
@@ -470,12 +429,9 @@ TEST_F(ReconcilerTest, AChainIsOneTransferWhoseTargetsAreTheHopsInOrderEachRepor
 }
 
 TEST_F(ReconcilerTest, AFanoutThatGivesUpSaysWhichTargetsHaveEveryByteAndKeepsTheirRegions) {
-  store.put(
-      job("ckpt", {{"strategy", "Fanout"},
-                   {"backoffLimit", 0},
-                   {"targets",
-                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
-                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  json spec = testing::fanout_to_b_and_c();
+  spec["backoffLimit"] = 0;
+  store.put(job("ckpt", spec));
   start("ckpt");
   agents.last().targets[0] = {"Failed", 8 * MiB, "peer gone", 8 * MiB};
   agents.last().targets[1] = {"Succeeded", 64 * MiB, "", 64 * MiB};
@@ -496,11 +452,7 @@ TEST_F(ReconcilerTest, AFanoutThatGivesUpSaysWhichTargetsHaveEveryByteAndKeepsTh
 }
 
 TEST_F(ReconcilerTest, ALandedTargetWhoseRegionIsGoneIsSentAgain) {
-  store.put(
-      job("ckpt", {{"strategy", "Fanout"},
-                   {"targets",
-                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
-                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  store.put(job("ckpt", testing::fanout_to_b_and_c()));
   start("ckpt");
   agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
   agents.finish("Failed", "PeerUnreachable", "node-c went away");
@@ -515,11 +467,7 @@ TEST_F(ReconcilerTest, ALandedTargetWhoseRegionIsGoneIsSentAgain) {
 }
 
 TEST_F(ReconcilerTest, ANewSourceLengthForgetsWhatEarlierAttemptsLanded) {
-  store.put(
-      job("ckpt", {{"strategy", "Fanout"},
-                   {"targets",
-                    {{{"node", "node-b"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}},
-                     {{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  store.put(job("ckpt", testing::fanout_to_b_and_c()));
   start("ckpt");
   agents.last().targets[0] = {"Succeeded", 64 * MiB, "", 64 * MiB};
   agents.finish("Failed", "PeerUnreachable", "node-c went away");

@@ -9,7 +9,7 @@
 #include <sstream>
 #include <thread>
 
-#include "conduit/pattern.h"
+#include "file_bytes.h"
 
 namespace conduit::testing {
 
@@ -118,13 +118,22 @@ nlohmann::json AgentProcess::wait_transfer(const std::string& id, std::chrono::s
 
 std::vector<std::byte> load_seeded(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
                                    std::uint64_t seed) {
-  std::vector<std::byte> data(bytes);
-  fill_pattern(data, seed);
-  std::ofstream(agent.data_dir() / (name + ".bin"), std::ios::binary)
-      .write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  auto data = write_seeded(agent.data_dir() / (name + ".bin"), bytes, seed);
   auto r = agent.post("/v1/regions", {{"name", name}, {"file", name + ".bin"}, {"mode", "load"}});
   EXPECT_EQ(r.status, 201) << r.body.dump();
   return data;
+}
+
+nlohmann::json region_grant(AgentProcess& agent, const std::string& region, const nlohmann::json& body) {
+  auto r = agent.post("/v1/regions/" + region + "/grants", body);
+  EXPECT_EQ(r.status, 201) << r.body.dump();
+  return r.body;
+}
+
+std::uint32_t region_crc(AgentProcess& agent, const std::string& region, std::uint64_t bytes) {
+  auto r = agent.get("/v1/regions/" + region + "/checksum?slice=" + std::to_string(bytes));
+  EXPECT_EQ(r.status, 200) << r.body.dump();
+  return r.status == 200 ? r.body["crc32c"][0].get<std::uint32_t>() : 0;
 }
 
 }  // namespace conduit::testing

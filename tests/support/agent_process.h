@@ -1,7 +1,10 @@
 // A real conduit-agent for tests: its own data directory and token file in a temp dir, started on an
 // ephemeral loopback port, reached through an authenticated httplib client, killed and cleaned up at the end.
+// With it, what the suites that drive agents over HTTP all start from: the options of the agents they run,
+// a pair of agents as a fixture, and the region set-up calls every story makes.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <httplib.h>
 
 #include <cstddef>
@@ -12,12 +15,15 @@
 #include <string>
 #include <vector>
 
+#include "build_paths.h"
 #include "peer_process.h"
+#include "tls_files.h"
 
 namespace conduit::testing {
 
 struct AgentOptions {
-  std::string binary;
+  // This build's agent unless a suite starts a test build of it (conduit-agent-cuda-double).
+  std::string binary = built_binary("conduit-agent");
   std::string provider = "tcp";
   std::string memory_cap = "2GiB";
   std::string token = "test-token-0123456789";
@@ -35,7 +41,7 @@ struct AgentOptions {
 };
 
 // A tcp agent with a 1 GiB memory cap: what the agent's HTTP suites start.
-inline AgentOptions small_tcp_agent(std::string binary) {
+inline AgentOptions small_tcp_agent(std::string binary = built_binary("conduit-agent")) {
   AgentOptions o;
   o.binary = std::move(binary);
   o.memory_cap = "1GiB";
@@ -43,11 +49,20 @@ inline AgentOptions small_tcp_agent(std::string binary) {
 }
 
 // A tcp agent that logs warnings only: what the controller suites run as nodes.
-inline AgentOptions quiet_tcp_agent(std::string binary) {
+inline AgentOptions quiet_tcp_agent(std::string binary = built_binary("conduit-agent")) {
   AgentOptions o;
   o.binary = std::move(binary);
   o.extra_args = {"--log-level", "warn"};
   return o;
+}
+
+// `base` serving HTTPS with `cert`, its test client trusting `ca`, and taking `extra` flags after its own.
+inline AgentOptions tls_agent(const CertFiles& cert, const std::filesystem::path& ca,
+                              const std::vector<std::string>& extra = {},
+                              AgentOptions base = small_tcp_agent()) {
+  base.serve_tls(cert.cert, cert.key, ca);
+  base.extra_args.insert(base.extra_args.end(), extra.begin(), extra.end());
+  return base;
 }
 
 class AgentProcess {
@@ -88,10 +103,29 @@ class AgentProcess {
   std::unique_ptr<httplib::Client> client_;
 };
 
+// Two agents on loopback, a source and a target, as most stories between agents start: `a` and `b`, started
+// with the options given (by default this build's tcp agent) before the test body runs. The test asserts
+// they started, as it would for any agent it starts itself.
+class TwoAgents : public ::testing::Test {
+ protected:
+  TwoAgents() : TwoAgents(AgentOptions{}, AgentOptions{}) {}
+  TwoAgents(const AgentOptions& a_options, const AgentOptions& b_options) : a(a_options), b(b_options) {}
+
+  AgentProcess a;
+  AgentProcess b;
+};
+
 // Writes `bytes` of the seeded pattern (conduit/pattern.h) to NAME.bin in the agent's data directory, loads
 // it as region NAME (expecting 201 Created) and returns the bytes, so the test knows every byte of the
 // region.
 std::vector<std::byte> load_seeded(AgentProcess& agent, const std::string& name, std::uint64_t bytes,
                                    std::uint64_t seed);
+
+// POST /v1/regions/REGION/grants with `body`, expecting 201 Created: the grant (id, key, length, ...).
+nlohmann::json region_grant(AgentProcess& agent, const std::string& region, const nlohmann::json& body);
+
+// The CRC32C of the first `bytes` of `region` as the agent reckons it (GET .../checksum, expecting 200, one
+// slice of that size); 0 when it does not answer so.
+std::uint32_t region_crc(AgentProcess& agent, const std::string& region, std::uint64_t bytes);
 
 }  // namespace conduit::testing
