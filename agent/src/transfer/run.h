@@ -143,6 +143,8 @@ class TransferRun {
   // end. For a file source, and for a target that takes landing reports.
   bool streams(std::size_t target) const;
   std::optional<run::Failure> stream(const run::Context& c, std::size_t target);
+  // This run as the stream's stages see it (stream/wire_stage.h, stream/land_stage.h).
+  class StreamRun;
   using Follow = ResolvedRequest::Follow;
   std::function<Status(std::uint64_t, const std::function<bool()>&)> follow_gate(const run::Context& c) const;
   // Chain (run_chain.cpp): hop `target` (>= 1) fed by the nearest earlier hop that still answers,
