@@ -70,7 +70,10 @@ function(conduit_test_targets_finish)
     file(CONFIGURE OUTPUT ${stub} CONTENT "// The translation unit that builds the tests' precompiled header.\n")
     add_library(conduit_test_pch OBJECT ${stub})
     target_link_libraries(conduit_test_pch PRIVATE GTest::gtest nlohmann_json::nlohmann_json)
-    target_compile_options(conduit_test_pch PRIVATE ${CONDUIT_TEST_COMPILE_OPTIONS})
+    # Without a timestamp in it, the PCH is the same bytes from every clone, so ccache can keep it and the
+    # files that use it (ccache's manual, "Precompiled headers"); with one, every tree compiled them anew.
+    target_compile_options(conduit_test_pch PRIVATE ${CONDUIT_TEST_COMPILE_OPTIONS}
+                           "SHELL:-Xclang -fno-pch-timestamp")
     target_precompile_headers(conduit_test_pch PRIVATE <gtest/gtest.h> <nlohmann/json.hpp>)
   endif()
   foreach(t IN LISTS targets)
