@@ -33,7 +33,7 @@ ninja -C "$build" conduit-fuzz-all
 
 dict_for() {
   case "$1" in
-    remote_key | agent_request | watch_event | transfer_job) echo fuzz/dict/json.dict ;;
+    remote_key | agent_request | watch_event | transfer_job | safetensors_header) echo fuzz/dict/json.dict ;;
     yaml_json | kubeconfig) echo fuzz/dict/yaml.dict ;;
     checksum_query) echo fuzz/dict/query.dict ;;
   esac
