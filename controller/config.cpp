@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "conduit/common/log.h"
+#include "conduit/common/text.h"
 #include "conduit/common/token_file.h"
 #include "reconcile/transfer_job.h"
 
@@ -94,18 +95,13 @@ po::options_description describe(Flags& f) {
 Result<std::map<std::string, std::string>> parse_agents(const std::vector<std::string>& values) {
   std::map<std::string, std::string> out;
   for (const auto& value : values) {
-    std::size_t start = 0;
-    while (start <= value.size()) {
-      const auto comma = value.find(',', start);
-      const std::string item =
-          value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      start = comma == std::string::npos ? value.size() + 1 : comma + 1;
+    for (const std::string_view item : split(value, ',')) {
       if (item.empty()) continue;
       const auto eq = item.find('=');
-      if (eq == std::string::npos || eq == 0 || item.find("://", eq) == std::string::npos) {
-        return invalid("--agents: want NODE=http://HOST:PORT, got \"" + item + "\"");
+      if (eq == std::string_view::npos || eq == 0 || item.find("://", eq) == std::string_view::npos) {
+        return invalid("--agents: want NODE=http://HOST:PORT, got \"" + std::string(item) + "\"");
       }
-      const std::string node = item.substr(0, eq);
+      const std::string node(item.substr(0, eq));
       if (!is_dns1123_subdomain(node)) return invalid("--agents: \"" + node + "\" is not a valid node name");
       out[node] = item.substr(eq + 1);
     }

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "conduit/common/text.h"
 #include "log.h"
 
 namespace conduit::kube_client {
@@ -21,13 +22,6 @@ Result<std::string> read_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-std::string trim(std::string s) {
-  const char* ws = " \t\r\n";
-  s.erase(s.find_last_not_of(ws) + 1);
-  s.erase(0, s.find_first_not_of(ws) == std::string::npos ? s.size() : s.find_first_not_of(ws));
-  return s;
 }
 
 // ---- TokenSource ------------------------------------------------------------------------------------------
@@ -67,7 +61,7 @@ Result<std::string> TokenSource::token() {
     return text.error();
   }
   ++reads_;
-  std::string fresh = trim(*text);
+  std::string fresh(trim(*text));
   if (fresh.empty()) {
     // A file caught half-written: keep the last token and look again next time.
     if (have_token_) return token_;

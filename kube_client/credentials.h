@@ -69,6 +69,5 @@ class PrivateFiles {
 
 // Reads a whole small file (tokens, namespaces, certificates).
 Result<std::string> read_file(const std::string& path);
-std::string trim(std::string s);
 
 }  // namespace conduit::kube_client

@@ -3,13 +3,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <memory>
 
 #include "conduit/common/base64.h"
+#include "conduit/common/text.h"
 
 namespace conduit::kube_client {
 namespace {
@@ -86,10 +86,9 @@ Result<ServerAddress> parse_server_url(const std::string& url) {
   if (a.host.empty()) return config_error("server '" + url + "' has no host");
   a.port = a.scheme == "https" ? 443 : 80;
   if (!port.empty()) {
-    auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), a.port);
-    if (ec != std::errc() || end != port.data() + port.size() || a.port <= 0 || a.port > 65535) {
-      return config_error("server '" + url + "': bad port '" + port + "'");
-    }
+    const auto number = parse_integer<int>(port, 1, 65535);
+    if (!number) return config_error("server '" + url + "': bad port '" + port + "'");
+    a.port = *number;
   }
   return a;
 }

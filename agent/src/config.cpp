@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <array>
 #include <boost/program_options.hpp>
-#include <cctype>
-#include <charconv>
 #include <functional>
 #include <map>
 #include <sstream>
 
+#include "conduit/common/log.h"
 #include "conduit/common/size.h"
+#include "conduit/common/text.h"
 
 namespace conduit::agent {
 
@@ -22,29 +22,8 @@ namespace {
 
 Error invalid(std::string message) { return make_error(ErrorCode::InvalidArgument, std::move(message)); }
 
-std::string trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return {};
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return std::string(text.substr(first, last - first + 1));
-}
-
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
-Result<std::uint64_t> parse_uint(const std::string& text) {
-  std::uint64_t n = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
-  if (ec != std::errc{} || ptr != text.data() + text.size() || text.empty()) {
-    return invalid("\"" + text + "\" is not a non-negative integer");
-  }
-  return n;
-}
-
 Result<bool> parse_bool(const std::string& text) {
-  const std::string t = lower(trim(text));
+  const std::string t = to_lower(std::string(trim(text)));
   if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
   if (t == "false" || t == "0" || t == "no" || t == "off") return false;
   return invalid("\"" + text + "\" is not a boolean (true or false)");
@@ -58,21 +37,39 @@ Status check_listen(const std::string& text) {
   if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']')) {
     return invalid("\"" + text + "\" is not HOST:PORT (write IPv6 hosts as [::1]:7070)");
   }
-  const auto port = parse_uint(text.substr(colon + 1));
-  if (!port || *port > 65535) return invalid("\"" + text + "\" is not HOST:PORT (port 0..65535)");
+  if (!parse_integer<std::uint64_t>(std::string_view(text).substr(colon + 1), 0, 65535)) {
+    return invalid("\"" + text + "\" is not HOST:PORT (port 0..65535)");
+  }
   return {};
 }
 
 Result<std::vector<std::string>> parse_list(const std::string& text) {
+  std::vector<std::string_view> pieces = split(text, ',');
+  // One final comma ends the list ("tcp,shm," is tcp and shm), as it did when std::getline read it.
+  if (pieces.back().empty()) pieces.pop_back();
   std::vector<std::string> items;
-  std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) {
-    item = trim(item);
+  for (const std::string_view piece : pieces) {
+    const std::string_view item = trim(piece);
     if (item.empty()) return invalid("\"" + text + "\" has an empty entry");
-    items.push_back(item);
+    items.emplace_back(item);
   }
   if (items.empty()) return invalid("the list is empty");
   return items;
+}
+
+// The two kinds of setting most options are: text taken as it is (a path, a name), and a boolean.
+template <auto Member>
+Status set_text(AgentConfig& c, const std::string& v) {
+  c.*Member = v;
+  return {};
+}
+
+template <auto Member>
+Status set_bool(AgentConfig& c, const std::string& v) {
+  auto b = parse_bool(v);
+  if (!b) return b.error();
+  c.*Member = *b;
+  return {};
 }
 
 using Apply = std::function<Status(AgentConfig&, const std::string&)>;
@@ -108,37 +105,20 @@ const std::array<Setting, 30> kSettings{{
      }},
     {"rails", "N", "endpoints per provider to stripe over (1..64)", "1",
      [](AgentConfig& c, const std::string& v) -> Status {
-       const auto n = parse_uint(trim(v));
-       if (!n || *n < 1 || *n > 64) return invalid("must be 1..64, got \"" + v + "\"");
+       const auto n = parse_integer<std::uint64_t>(trim(v), 1, 64);
+       if (!n) return invalid("must be 1..64, got \"" + v + "\"");
        c.rails = static_cast<int>(*n);
        return {};
      }},
     {"stripe-all-rails", "",
      "register every region on every rail, not only the rails whose NIC is nearest its memory", "false",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       auto b = parse_bool(v);
-       if (!b) return b.error();
-       c.stripe_all_rails = *b;
-       return {};
-     }},
+     set_bool<&AgentConfig::stripe_all_rails>},
     {"bind-address", "IP", "local address the fabric endpoints bind to", "the provider's default interface",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.bind_address = v;
-       return {};
-     }},
+     set_text<&AgentConfig::bind_address>},
     {"token-file", "FILE", "file holding the bearer token every /v1 request must carry",
-     "none: required unless --insecure-no-auth",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.token_file = v;
-       return {};
-     }},
+     "none: required unless --insecure-no-auth", set_text<&AgentConfig::token_file>},
     {"insecure-no-auth", "", "serve /v1 without a token (local testing only)", "false",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       auto b = parse_bool(v);
-       if (!b) return b.error();
-       c.insecure_no_auth = *b;
-       return {};
-     }},
+     set_bool<&AgentConfig::insecure_no_auth>},
     {"data-dir", "DIR", "directory regions may be loaded from and saved to", "/var/lib/conduit",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -177,16 +157,11 @@ const std::array<Setting, 30> kSettings{{
     {"save-page-cache", "",
      "write saved files through the page cache, where a reader right after finds them, instead of around it "
      "with O_DIRECT (no copy, no page cache filled with a checkpoint)",
-     "false",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       auto b = parse_bool(v);
-       if (!b) return b.error();
-       c.save_page_cache = *b;
-       return {};
-     }},
+     "false", set_bool<&AgentConfig::save_page_cache>},
     {"log-level", "LEVEL", "debug | info | warn | error", "info",
      [](AgentConfig& c, const std::string& v) -> Status {
-       if (v != "debug" && v != "info" && v != "warn" && v != "error") {
+       // The names the logger knows, which the controller's --log-level is checked against too.
+       if (log::Level level{}; !log::parse_level(v, level)) {
          return invalid("\"" + v + "\" is not one of debug, info, warn, error");
        }
        c.log_level = v;
@@ -199,99 +174,51 @@ const std::array<Setting, 30> kSettings{{
        return {};
      }},
     {"tls-cert", "FILE", "PEM certificate: serve HTTPS (needs --tls-key)", "none: plain HTTP",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.tls_cert = v;
-       return {};
-     }},
-    {"tls-key", "FILE", "PEM private key of --tls-cert", "none",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.tls_key = v;
-       return {};
-     }},
+     set_text<&AgentConfig::tls_cert>},
+    {"tls-key", "FILE", "PEM private key of --tls-cert", "none", set_text<&AgentConfig::tls_key>},
     {"peer-ca-file", "FILE", "other agents serve HTTPS: trust this CA (PEM) for their certificates",
-     "the system's CAs",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.peer_ca_file = v;
-       return {};
-     }},
+     "the system's CAs", set_text<&AgentConfig::peer_ca_file>},
     {"peer-tls-server-name", "NAME",
      "the name other agents' certificates carry, checked instead of their address (one certificate for all)",
-     "the address called",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.peer_server_name = v;
-       return {};
-     }},
+     "the address called", set_text<&AgentConfig::peer_server_name>},
     {"client-ca-file", "FILE",
      "callers' certificates signed by this CA (PEM) name them: conduit:controller, conduit:operator, "
      "conduit:agent[:<node>] (needs --tls-cert)",
-     "none: the token alone",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.client_ca_file = v;
-       return {};
-     }},
+     "none: the token alone", set_text<&AgentConfig::client_ca_file>},
     {"peer-client-cert", "FILE",
      "the certificate (PEM) this agent presents to other agents instead of sending its token (needs "
      "--peer-client-key)",
-     "none: the token",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.peer_client_cert = v;
-       return {};
-     }},
+     "none: the token", set_text<&AgentConfig::peer_client_cert>},
     {"peer-client-key", "FILE", "PEM private key of --peer-client-cert", "none",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.peer_client_key = v;
-       return {};
-     }},
+     set_text<&AgentConfig::peer_client_key>},
     {"agent-client-ca-file", "FILE",
      "callers' certificates signed by this CA (PEM) may name agents alone (conduit:agent:<node>): the CA of "
      "the "
      "controller's node-certificate signer (needs --tls-cert)",
-     "none",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.agent_client_ca_file = v;
-       return {};
-     }},
+     "none", set_text<&AgentConfig::agent_client_ca_file>},
     {"node-certificate", "FILE",
      "ask the Kubernetes API (a CertificateSigningRequest to conduit.dev/agent) for a certificate naming "
      "conduit:agent:<node>, keep it with its key in FILE, renew it, and present it to other agents",
-     "none",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.node_certificate = v;
-       return {};
-     }},
+     "none", set_text<&AgentConfig::node_certificate>},
     {"kubeconfig", "FILE", "how --node-certificate reaches the Kubernetes API",
-     "$KUBECONFIG, else in-cluster (the pod's service account)",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.kubeconfig = v;
-       return {};
-     }},
+     "$KUBECONFIG, else in-cluster (the pod's service account)", set_text<&AgentConfig::kubeconfig>},
     {"namespace-files", "",
      "a TransferJob reads and writes only files under <data-dir>/<its namespace>/ (an operator: any)",
-     "false",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       auto b = parse_bool(v);
-       if (!b) return b.error();
-       c.namespace_files = *b;
-       return {};
-     }},
+     "false", set_bool<&AgentConfig::namespace_files>},
     {"import-socket", "PATH", "unix socket local processes share memory over", "<data-dir>/conduit.sock",
-     [](AgentConfig& c, const std::string& v) -> Status {
-       c.import_socket = v;
-       return {};
-     }},
+     set_text<&AgentConfig::import_socket>},
     {"stall-timeout-ms", "MS", "fail a transfer that makes no progress for this long", "30000",
      [](AgentConfig& c, const std::string& v) -> Status {
-       const auto n = parse_uint(trim(v));
-       if (!n || *n == 0 || *n > 24ULL * 3600 * 1000)
-         return invalid("must be 1..86400000, got \"" + v + "\"");
+       const auto n = parse_integer<std::uint64_t>(trim(v), 1, 24ULL * 3600 * 1000);
+       if (!n) return invalid("must be 1..86400000, got \"" + v + "\"");
        c.stall_timeout = std::chrono::milliseconds(*n);
        return {};
      }},
     {"long-poll-max-seconds", "S", "longest a long-poll (timeoutSeconds, waitSeconds) waits before answering",
      "60",
      [](AgentConfig& c, const std::string& v) -> Status {
-       const auto n = parse_uint(trim(v));
-       if (!n || *n > 60) return invalid("must be 0..60, got \"" + v + "\"");
+       const auto n = parse_integer<std::uint64_t>(trim(v), 0, 60);
+       if (!n) return invalid("must be 0..60, got \"" + v + "\"");
        c.long_poll_max = std::chrono::seconds(*n);
        return {};
      }},

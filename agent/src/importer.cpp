@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "conduit/common/text.h"
+
 namespace conduit::agent {
 
 nlohmann::json Importer::to_json() const {
@@ -68,9 +70,7 @@ std::string container_id_from_cgroup(std::string_view cgroup) {
                    std::all_of(segment.begin(), segment.end(),
                                [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; });
   if (!hex) return {};
-  std::string id(segment);
-  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
-  return id;
+  return to_lower(std::string(segment));
 }
 
 std::optional<Importer> importer_of(int unix_socket) {

@@ -3,9 +3,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <cctype>
-
+#include "conduit/common/text.h"
 #include "conduit/cuda_device.h"
 #include "conduit/remote_key.h"
 
@@ -75,10 +73,8 @@ MemoryPlace place_of(const MemoryRegion& memory) {
   if (memory.kind() == MemoryKind::Cuda) {
     const auto& devices = cuda::availability().devices;
     if (memory.device() >= 0 && static_cast<std::size_t>(memory.device()) < devices.size()) {
-      place.gpu_pci = devices[static_cast<std::size_t>(memory.device())].pci_bus_id;
       // sysfs writes PCI addresses in lower case; the driver's may not be.
-      std::transform(place.gpu_pci.begin(), place.gpu_pci.end(), place.gpu_pci.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      place.gpu_pci = to_lower(devices[static_cast<std::size_t>(memory.device())].pci_bus_id);
     }
     return place;
   }

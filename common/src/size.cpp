@@ -3,6 +3,8 @@
 #include <array>
 #include <charconv>
 
+#include "conduit/common/text.h"
+
 namespace conduit {
 
 namespace {
@@ -32,12 +34,6 @@ constexpr std::array<Unit, 18> kUnits{{
     {"TB", 1000ULL * 1000 * 1000 * 1000},
     {"T", 1000ULL * 1000 * 1000 * 1000},
 }};
-
-std::string_view trim(std::string_view s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return {};
-  return s.substr(first, s.find_last_not_of(" \t\r\n") - first + 1);
-}
 
 }  // namespace
 

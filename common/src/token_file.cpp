@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "conduit/common/log.h"
+#include "conduit/common/text.h"
 #include "conduit/common/unique_fd.h"
 
 namespace conduit {
@@ -19,13 +20,6 @@ constexpr std::size_t kMaxTokenFileBytes = 64 * 1024;
 
 bool same_time(const timespec& a, const timespec& b) {
   return a.tv_sec == b.tv_sec && a.tv_nsec == b.tv_nsec;
-}
-
-std::string trim(const std::string& text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return text.substr(first, last - first + 1);
 }
 
 }  // namespace
@@ -84,7 +78,7 @@ Status TokenFile::reload() const {
     // Written while we read it: what we have may be half of it. The next call reads it again.
     return make_error(ErrorCode::Unavailable, "token file " + path_ + " changed while it was read");
   }
-  std::string token = trim(text);
+  std::string token(trim(text));
   if (token.empty()) return make_error(ErrorCode::InvalidArgument, "token file " + path_ + " is empty");
   token_ = std::move(token);
   seen_ = identity_of<Identity>(after);

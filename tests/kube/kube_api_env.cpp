@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "build_paths.h"
+#include "conduit/common/text.h"
 #include "controller/store/yaml_json_reader.h"
 
 namespace conduit::kube::testing {
@@ -124,7 +125,7 @@ kube_client::KubeConfig KubeApi::config() const {
 
 std::string KubeApi::token() const {
   auto t = kube_client::read_file(dir_ + "/token");
-  return t ? kube_client::trim(*t) : std::string();
+  return t ? std::string(trim(*t)) : std::string();
 }
 
 Status KubeApi::apply_crds() {
@@ -202,7 +203,7 @@ std::string expected_message(const std::string& file) {
   auto at = text->find(marker);
   if (at == std::string::npos) return {};
   auto end = text->find('\n', at);
-  return kube_client::trim(text->substr(at + marker.size(), end - at - marker.size()));
+  return std::string(trim(std::string_view(*text).substr(at + marker.size(), end - at - marker.size())));
 }
 
 }  // namespace conduit::kube::testing

@@ -2,10 +2,10 @@
 
 #include <dlfcn.h>
 
-#include <cctype>
 #include <map>
 #include <mutex>
 
+#include "conduit/common/text.h"
 #include "conduit/cuda_device.h"
 #include "driver_library.h"
 
@@ -92,8 +92,7 @@ Availability probe() {
     if (d.device_get_name(name, sizeof name - 1, dev) == CUDA_SUCCESS) info.name = name;
     char bus[32] = {};
     if (d.device_get_pci_bus_id(bus, sizeof bus - 1, dev) == CUDA_SUCCESS) {
-      info.pci_bus_id = bus;
-      for (char& c : info.pci_bus_id) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      info.pci_bus_id = to_lower(bus);
     }
     size_t total = 0;
     if (d.device_total_mem(&total, dev) == CUDA_SUCCESS) info.memory_bytes = total;

@@ -2,9 +2,9 @@
 
 #include <array>
 #include <cctype>
-#include <charconv>
 
 #include "../verbs/device_choice.h"
+#include "conduit/common/text.h"
 
 namespace conduit {
 
@@ -12,36 +12,15 @@ namespace {
 
 Error invalid(std::string message) { return make_error(ErrorCode::InvalidArgument, std::move(message)); }
 
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  return text;
-}
-
-// "mlx5_0, mlx5_3," -> {mlx5_0, mlx5_3}: blanks around names and empty entries are dropped.
-std::vector<std::string> split_list(std::string_view text) {
-  std::vector<std::string> out;
-  while (!text.empty()) {
-    const auto comma = text.find(',');
-    const std::string_view item = trim(text.substr(0, comma));
-    if (!item.empty()) out.emplace_back(item);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  return out;
-}
-
+// The whole of `text` (blanks around it aside) as a number in [min, max], stored in `out`.
 template <typename T>
 Status read_number(const std::string& text, T& out, long min, long max) {
-  const std::string_view digits = trim(text);
-  long value = 0;
-  const auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (digits.empty() || ec != std::errc{} || ptr != digits.data() + digits.size() || value < min ||
-      value > max) {
+  const auto value = parse_integer<long>(trim(text), min, max);
+  if (!value) {
     return invalid("want an integer in " + std::to_string(min) + ".." + std::to_string(max) + ", got \"" +
                    text + "\"");
   }
-  out = static_cast<T>(value);
+  out = static_cast<T>(*value);
   return {};
 }
 

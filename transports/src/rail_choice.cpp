@@ -3,15 +3,11 @@
 #include <algorithm>
 #include <optional>
 
+#include "conduit/common/text.h"
+
 namespace conduit {
 
 namespace {
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : ", ") + i;
-  return out;
-}
 
 void add_unique(std::vector<std::string>& names, const std::string& name) {
   if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
@@ -58,7 +54,7 @@ RailChoice choose_rails(std::span<const std::string> rail_nics, const Result<Nic
   if (!best) {
     std::vector<std::string> names;
     for (const auto& nic : rail_nics) add_unique(names, nic);
-    return every_rail(rail_nics, "the topology knows none of their NICs (" + join(names) + ")");
+    return every_rail(rail_nics, "the topology knows none of their NICs (" + join(names, ", ") + ")");
   }
   RailChoice c;
   for (std::uint32_t r = 0; r < rail_nics.size(); ++r) {
@@ -70,7 +66,7 @@ RailChoice choose_rails(std::span<const std::string> rail_nics, const Result<Nic
   }
   c.all = c.rails.size() == rail_nics.size();
   c.why = std::to_string(c.rails.size()) + " of " + std::to_string(rail_nics.size()) + " rails, on " +
-          join(c.nics) + " (" + std::string(to_string(*best)) + "): the nearest of the rails' NICs";
+          join(c.nics, ", ") + " (" + std::string(to_string(*best)) + "): the nearest of the rails' NICs";
   return c;
 }
 

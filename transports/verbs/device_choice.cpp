@@ -1,15 +1,17 @@
 #include "device_choice.h"
 
 #include <algorithm>
-#include <charconv>
+#include <limits>
+
+#include "conduit/common/text.h"
 
 namespace conduit::verbs {
 
 namespace {
 
-std::string join(std::span<const std::string> names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+// Device names for a message: "mlx5_0, mlx5_1", or "none".
+std::string names_or_none(std::span<const std::string> names) {
+  std::string out = join(names, ", ");
   return out.empty() ? "none" : out;
 }
 
@@ -29,14 +31,12 @@ Result<MemoryPlace> parse_near(const std::string& near) {
   MemoryPlace place;
   if (near.empty()) return place;
   if (near.starts_with("numa:")) {
-    int node = -1;
-    const char* begin = near.data() + 5;
-    const char* end = near.data() + near.size();
-    const auto [ptr, ec] = std::from_chars(begin, end, node);
-    if (ec != std::errc{} || ptr != end || begin == end || node < 0) {
+    const auto node =
+        parse_integer<int>(std::string_view(near).substr(5), 0, std::numeric_limits<int>::max());
+    if (!node) {
       return make_error(ErrorCode::InvalidArgument, "near \"" + near + "\": want numa:N with N >= 0");
     }
-    place.numa_node = node;
+    place.numa_node = *node;
     return place;
   }
   if (near.find(':') == std::string::npos || near.find('.') == std::string::npos) {
@@ -58,10 +58,11 @@ Result<DeviceChoice> choose_devices(std::span<const std::string> present, const 
       if (!contains(present, name)) {
         return make_error(
             ErrorCode::NotFound,
-            "RDMA device " + name + " not found (RC-capable devices here: " + join(present) + ")");
+            "RDMA device " + name + " not found (RC-capable devices here: " + names_or_none(present) + ")");
       }
     }
-    return DeviceChoice{repeat(options.devices, rails), "devices asked for: " + join(options.devices)};
+    return DeviceChoice{repeat(options.devices, rails),
+                        "devices asked for: " + names_or_none(options.devices)};
   }
 
   auto place = parse_near(options.near);
@@ -83,8 +84,8 @@ Result<DeviceChoice> choose_devices(std::span<const std::string> present, const 
     }
   }
   if (!options.near.empty()) {
-    return make_error(ErrorCode::NotFound, "the topology places none of the RDMA devices (" + join(present) +
-                                               ") relative to " + options.near);
+    return make_error(ErrorCode::NotFound, "the topology places none of the RDMA devices (" +
+                                               names_or_none(present) + ") relative to " + options.near);
   }
   std::vector<std::string> sorted(present.begin(), present.end());
   std::sort(sorted.begin(), sorted.end());
