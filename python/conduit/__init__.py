@@ -1,4 +1,5 @@
-"""Conduit's Python SDK: the node agent's REST API, zero-copy shared buffers, region versions and TransferJobs.
+"""Conduit's Python SDK: the node agent's REST API, zero-copy shared buffers, region versions, TransferJobs and
+named tensors (conduit.tensors: a state_dict laid out in one buffer, viewed and applied in place).
 
     from conduit import Agent, Target
 
@@ -15,6 +16,7 @@ from .buffers import SharedBuffer
 from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidArgument, NotFound, TooManyRequests,
                      TransferFailed, Unauthorized, Unavailable, Unprocessable)
 from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
+from .manifest import Manifest, TensorSpec
 from .transfers import Transfer, TransferStatus
 from .versions import DoubleBuffer, Slot, Update
 
@@ -22,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
-    "JobTarget", "KubeJobs", "LocalJobs", "NotFound", "Region", "SharedBuffer", "Slot", "Target", "TooManyRequests",
-    "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized", "Unavailable", "Unprocessable",
-    "Update", "__version__",
+    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Region", "SharedBuffer", "Slot", "Target",
+    "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
+    "Unavailable", "Unprocessable", "Update", "__version__",
 ]

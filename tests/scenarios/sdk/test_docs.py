@@ -114,6 +114,21 @@ def gpu(d: Docs) -> None:
     d.names.update(a=a, tensor=torch.ones(MiB // 4, device="cuda"))
 
 
+def named_tensors(d: Docs) -> None:
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("no torch: the named tensors example moves a torch model")
+    a, b = d.nodes("node-a", "node-b")
+
+    def model(seed: int) -> Any:
+        torch.manual_seed(seed)
+        return torch.nn.ModuleDict({"layers": torch.nn.ModuleList(
+            torch.nn.Linear(64, 64).to(dtype) for dtype in (torch.float32, torch.bfloat16, torch.float16))})
+
+    d.names.update(a=a, b=b, model=model(1), replica=model(2))
+
+
 def versions(d: Docs) -> None:
     a, b = d.nodes("node-a", "node-b")
     a.create_region("weights", MiB)
@@ -165,6 +180,7 @@ SETUP: dict[str, Callable[[Docs], None]] = {
     "KV-cache blocks (scatter-gather)": scatter,
     "Shared buffers (zero copy)": shared_buffers,
     "GPU memory": gpu,
+    "Named tensors": named_tensors,
     "Region versions": versions,
     "DoubleBuffer": double_buffer,
     "TransferJobs": jobs,
@@ -196,6 +212,11 @@ def test_docs_example_runs(block: Block, request: pytest.FixtureRequest,
         sent = d.agents.work / "new_weights.bin"
         sent.write_bytes(names["new_weights"].tobytes())
         agents["node-b"].save_and_compare("weights", sent)
+    if block.heading == "Named tensors":
+        import torch
+        replica = names["replica"].state_dict()
+        for name, t in names["model"].state_dict().items():
+            assert torch.equal(replica[name], t), f"{name} was not applied"
 
 def test_every_section_with_an_example_is_tested() -> None:
     assert {b.heading for b in blocks()} <= set(SETUP), "docs/python.md has an example this file does not run"
