@@ -1,16 +1,18 @@
 // Request bodies of the agent's REST API, read the way the server reads them (rest/body.h read_json_body:
-// JSON without exceptions, then "is an object") and handed to every body parser: POST /v1/regions,
-// /v1/regions/{name}/save, /v1/regions/{name}/grants, /v1/regions/{name}/staging and /v1/transfers. None may
-// throw or crash, and the error answer the agent would send must serialize.
+// JSON without exceptions, then "is an object") and handed to every body reader of api/ the routes use, and
+// to the agent's reading of POST /v1/transfers. None may throw or crash, the error answer the agent would
+// send must serialize, and what a reader accepted, written out again as a client sends it, reads back the
+// same.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <variant>
 
+#include "conduit/api/grant.h"
 #include "conduit/api/names.h"
-#include "regions.h"
-#include "rest/requests.h"
+#include "conduit/api/wire.h"
 #include "transfer/request.h"
 
 namespace {
@@ -23,6 +25,23 @@ void answer(const conduit::Error& error) {
   (void)body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+// The body `read` from what a client would send for it: from_json(to_json()) gives it back.
+template <class T>
+void reads_back(const T& read) {
+  auto again = T::from_json(read.to_json());
+  if (!again || again->to_json() != read.to_json()) std::abort();
+}
+
+// Read, then reads_back, or answered.
+template <class T>
+void round_trip(const json& body) {
+  if (auto read = T::from_json(body); !read) {
+    answer(read.error());
+  } else {
+    reads_back(*read);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -30,27 +49,47 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const json body = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded() || !body.is_object()) return 0;
 
-  if (auto region = conduit::agent::rest::parse_create_region(body); !region) {
+  if (auto region = conduit::api::region_request_from_json(body); !region) {
     answer(region.error());
-  } else if (!conduit::api::validate_name(region->name).ok() ||
-             (region->bytes == 0) == !region->file.has_value()) {
-    std::abort();  // accepted: a valid name and exactly one of bytes and file
+  } else {
+    // Accepted: a valid name and exactly one of bytes and file.
+    std::visit(
+        [](const auto& read) {
+          if (!conduit::api::validate_name(read.name).ok()) std::abort();
+          reads_back(read);
+        },
+        *region);
+    const auto* allocate = std::get_if<conduit::api::CreateRegion>(&*region);
+    const auto* load = std::get_if<conduit::api::LoadRegion>(&*region);
+    if ((allocate && allocate->bytes == 0) || (load && load->file.empty())) std::abort();
   }
-  if (auto file = conduit::agent::rest::parse_save_region(body); !file) {
+  if (auto file = conduit::api::SaveRegion::from_json(body); !file) {
     answer(file.error());
   } else if (file->file.empty()) {
     std::abort();
+  } else {
+    reads_back(*file);
   }
-  if (auto grant = conduit::agent::rest::parse_create_grant(body); !grant) {
+  if (auto grant = conduit::api::GrantRequest::from_json(body); !grant) {
     answer(grant.error());
-  } else if (grant->ttl.count() < 1 || grant->ttl.count() > 86400 || (grant->length && *grant->length == 0)) {
+  } else if (grant->ttl_seconds < 1 || grant->ttl_seconds > 86400 || (grant->length && *grant->length == 0) ||
+             (grant->access != "write" && grant->access != "read")) {
     std::abort();
+  } else {
+    reads_back(*grant);
   }
-  if (auto staging = conduit::agent::rest::parse_staging(body); !staging) {
+  if (auto staging = conduit::api::StagingRequest::from_json(body); !staging) {
     answer(staging.error());
   } else if (staging->length == 0) {
     std::abort();
+  } else {
+    reads_back(*staging);
   }
+  round_trip<conduit::api::RingGrantRequest>(body);
+  round_trip<conduit::api::RenewGrant>(body);
+  round_trip<conduit::api::LandedReport>(body);
+  round_trip<conduit::api::CommitRequest>(body);
+  round_trip<conduit::api::StatFile>(body);
   if (auto transfer = conduit::agent::ResolvedRequest::from_json(body); !transfer) {
     answer(transfer.error());
   } else {

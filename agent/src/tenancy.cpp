@@ -2,7 +2,6 @@
 
 #include <filesystem>
 
-#include "conduit/api/names.h"
 #include "conduit/api/wire.h"
 #include "regions.h"
 
@@ -47,22 +46,6 @@ std::optional<std::string> file_refusal(const std::string& file, const std::stri
   return "file \"" + file + "\" is not in namespace " + job_ns + "'s directory \"" + job_ns +
          "/\": with --namespace-files a TransferJob reads and writes only the files of its namespace "
          "(docs/security.md)";
-}
-
-Tenancy parse_tenancy(JsonFields& f) {
-  Tenancy out;
-  out.ns = api::parse_namespace(f);
-  if (const nlohmann::json* shared = f.array("sharedWith")) {
-    if (shared->size() > 64) f.fail("sharedWith", "at most 64 namespaces");
-    for (const auto& item : *shared) {
-      if (!item.is_string() || (item != "*" && !api::valid_namespace(item.get<std::string>()))) {
-        f.fail("sharedWith", "each item must be a namespace name or \"*\"");
-        break;
-      }
-      out.shared_with.push_back(item.get<std::string>());
-    }
-  }
-  return out;
 }
 
 }  // namespace conduit::agent

@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "conduit/common/json_fields.h"
 #include "conduit/common/result.h"
 
 namespace conduit::agent {
@@ -29,9 +28,6 @@ struct Tenancy {
   void add_to(nlohmann::json& region) const;
 };
 
-// "namespace" and "sharedWith" of a request body: Kubernetes namespace names (DNS-1123 labels), "*" too in
-// sharedWith. Problems go to `f`.
-Tenancy parse_tenancy(JsonFields& f);
 // Why a job's request (namespace `job_ns`, addressing pod UID `pod` or none) may not touch `region`, or
 // nullopt. Tenancy first; then a region a pod shared (importedBy.podUID) is reached only by a job that
 // addressed that pod, and a job that addressed a pod only reaches that pod's regions, so no job claims a

@@ -358,8 +358,7 @@ Status AgentClient::revoke_grant(const std::string& id, const std::string& ns) c
 }
 
 Result<FileInfo> AgentClient::stat_file(const std::string& path, const std::string& ns) const {
-  json body{{"path", path}};
-  if (!ns.empty()) body["namespace"] = ns;
+  const json body = StatFile{.path = path, .ns = ns}.to_json();
   return decoded<FileInfo>(call(Method::Post, "/v1/files/stat", &body, options_.read_timeout));
 }
 
@@ -376,7 +375,7 @@ Result<Landed> AgentClient::landed(const std::string& grant, const LandedReport&
 }
 
 Status AgentClient::commit(const std::string& grant, std::uint64_t bytes) const {
-  const json body{{"bytes", bytes}};
+  const json body = CommitRequest{.bytes = bytes}.to_json();
   // fsync of a whole checkpoint can take long on a slow disk.
   return done(call(Method::Post, "/v1/grants/" + grant + "/commit", &body, options_.slow_timeout));
 }

@@ -25,6 +25,21 @@ std::string parse_namespace(JsonFields& f) {
   return std::move(*ns);
 }
 
+std::vector<std::string> parse_shared_with(JsonFields& f) {
+  std::vector<std::string> out;
+  if (const nlohmann::json* shared = f.array("sharedWith")) {
+    if (shared->size() > 64) f.fail("sharedWith", "at most 64 namespaces");
+    for (const auto& item : *shared) {
+      if (!item.is_string() || (item != "*" && !valid_namespace(item.get<std::string>()))) {
+        f.fail("sharedWith", "each item must be a namespace name or \"*\"");
+        break;
+      }
+      out.push_back(item.get<std::string>());
+    }
+  }
+  return out;
+}
+
 std::string parse_pod(JsonFields& f) {
   auto pod = f.string("pod");
   if (!pod) return {};

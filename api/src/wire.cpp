@@ -1,6 +1,13 @@
+// The wire forms of the region, file, checksum and staging routes: the strict readers of the bodies the
+// agent is sent (its own), their writers (every client's) and the answers as clients read them.
 #include "conduit/api/wire.h"
 
 #include <algorithm>
+#include <initializer_list>
+#include <string_view>
+
+#include "conduit/api/names.h"
+#include "conduit/common/json_fields.h"
 
 namespace conduit::api {
 
@@ -8,22 +15,98 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string string_or_empty(const json& body, const char* key) {
-  const auto it = body.find(key);
-  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+// A body's fields, strictly (conduit/common/json_fields.h): messages read "bytes: must be a non-negative
+// integer", "colour: unknown field".
+class Fields : public JsonFields {
+ public:
+  Fields(const json& body, std::initializer_list<std::string_view> allowed) : JsonFields(body, "") {
+    only(allowed);
+  }
+};
+
+bool valid_memory_label(std::string_view memory) {
+  if (memory == "host") return true;
+  constexpr std::string_view kCuda = "cuda:";
+  if (!memory.starts_with(kCuda)) return false;
+  const auto digits = memory.substr(kCuda.size());
+  return !digits.empty() && digits.size() <= 3 &&
+         std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "namespace" and "sharedWith" of either region body, as JSON.
+void add_tenancy(json& body, const std::string& ns, const std::vector<std::string>& shared_with) {
+  if (!ns.empty()) body["namespace"] = ns;
+  if (!shared_with.empty()) body["sharedWith"] = shared_with;
 }
 
 }  // namespace
 
+// Both bodies are read at once, so that one of the two forms in fields of the other is told what it mixed
+// ("memory: applies only with bytes") rather than "unknown field".
+Result<RegionRequest> region_request_from_json(const json& body) {
+  Fields f(body, {"name", "bytes", "memory", "file", "mode", "namespace", "sharedWith"});
+  const std::string ns = parse_namespace(f);
+  std::vector<std::string> shared_with = parse_shared_with(f);
+  std::string name;
+  if (auto given = f.string("name", Need::Required)) {
+    if (auto valid = validate_name(*given); !valid) f.fail("name", valid.error().message);
+    name = std::move(*given);
+  }
+  const bool allocate = f.has("bytes");
+  const bool load = f.has("file");
+  if (f.ok() && allocate == load) f.fail("bytes", "give exactly one of bytes (allocate) or file (load)");
+  if (allocate) {
+    CreateRegion request{.name = std::move(name), .ns = ns, .shared_with = std::move(shared_with)};
+    if (auto bytes = f.u64("bytes", Need::Required)) {
+      if (*bytes == 0) f.fail("bytes", "must be positive");
+      request.bytes = *bytes;
+    }
+    if (auto memory = f.string("memory")) {
+      if (!valid_memory_label(*memory))
+        f.fail("memory", "must be \"host\" or \"cuda:N\", not " + quoted_text(*memory));
+      request.memory = std::move(*memory);
+    }
+    if (f.has("mode")) f.fail("mode", "applies only with file");
+    if (!f.ok()) return f.status().error();
+    return RegionRequest(std::move(request));
+  }
+  LoadRegion request{.name = std::move(name), .file = "", .ns = ns, .shared_with = std::move(shared_with)};
+  if (auto file = f.string("file", Need::Required)) {
+    if (file->empty()) f.fail("file", "must not be empty");
+    request.file = std::move(*file);
+  }
+  if (auto mode = f.string("mode"); mode && *mode != "load") {
+    f.fail("mode", "must be \"load\", not " + quoted_text(*mode));
+  }
+  // A loaded file always lands in host memory; accepting "memory" here would suggest otherwise.
+  if (f.has("memory")) f.fail("memory", "applies only with bytes");
+  if (!f.ok()) return f.status().error();
+  return RegionRequest(std::move(request));
+}
+
+Result<CreateRegion> CreateRegion::from_json(const json& body) {
+  auto request = region_request_from_json(body);
+  if (!request) return request.error();
+  if (auto* allocate = std::get_if<CreateRegion>(&*request)) return std::move(*allocate);
+  return make_error(ErrorCode::InvalidArgument, "file: this body loads a file, it does not allocate");
+}
+
 json CreateRegion::to_json() const {
   json body{{"name", name}, {"bytes", bytes}, {"memory", memory}};
-  if (!ns.empty()) body["namespace"] = ns;
+  add_tenancy(body, ns, shared_with);
   return body;
+}
+
+Result<LoadRegion> LoadRegion::from_json(const json& body) {
+  auto request = region_request_from_json(body);
+  if (!request) return request.error();
+  if (auto* load = std::get_if<LoadRegion>(&*request)) return std::move(*load);
+  return make_error(ErrorCode::InvalidArgument, "bytes: this body allocates, it does not load a file");
 }
 
 json LoadRegion::to_json() const {
   json body{{"name", name}, {"file", file}, {"mode", "load"}};
-  if (!ns.empty()) body["namespace"] = ns;
+  add_tenancy(body, ns, shared_with);
   return body;
 }
 
@@ -89,6 +172,15 @@ json regions_to_json(const std::vector<Region>& regions) {
   return {{"items", std::move(items)}};
 }
 
+Result<SaveRegion> SaveRegion::from_json(const json& body) {
+  Fields f(body, {"file", "namespace"});
+  auto file = f.string("file", Need::Required);
+  if (file && file->empty()) f.fail("file", "must not be empty");
+  SaveRegion request{.file = file.value_or(""), .ns = parse_namespace(f)};
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
 json SaveRegion::to_json() const {
   json body{{"file", file}};
   if (!ns.empty()) body["namespace"] = ns;
@@ -105,6 +197,28 @@ SaveResult SaveResult::from_json(const json& body) {
 }
 
 json SaveResult::to_json() const { return {{"region", region}, {"file", file}, {"bytes", bytes}}; }
+
+Result<StatFile> StatFile::from_json(const json& body) {
+  Fields f(body, {"path", "namespace"});
+  auto path = f.text("path", Need::Required, 1024);
+  StatFile request{.path = path.value_or(""), .ns = parse_namespace(f)};
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
+json StatFile::to_json() const {
+  json body{{"path", path}};
+  if (!ns.empty()) body["namespace"] = ns;
+  return body;
+}
+
+FileInfo FileInfo::from_json(const json& body) {
+  FileInfo f;
+  if (!body.is_object()) return f;
+  f.path = body.value("path", "");
+  f.bytes = body.value("bytes", std::uint64_t{0});
+  return f;
+}
 
 std::string ChecksumQuery::query_string() const {
   return "offset=" + std::to_string(offset) + "&length=" + std::to_string(length) +
@@ -135,102 +249,29 @@ json Checksum::to_json() const {
   return {{"region", region}, {"offset", offset}, {"length", length}, {"slice", slice}, {"crc32c", crc32c}};
 }
 
+Result<StagingRequest> StagingRequest::from_json(const json& body) {
+  Fields f(body, {"offset", "length", "direction"});
+  StagingRequest request;
+  if (auto offset = f.u64("offset", Need::Required)) request.offset = *offset;
+  if (auto length = f.u64("length", Need::Required)) {
+    if (*length == 0) f.fail("length", "must be positive");
+    request.length = *length;
+  }
+  if (auto direction = f.string("direction", Need::Required)) {
+    if (*direction == "toDevice") {
+      request.to_device = true;
+    } else if (*direction == "toHost") {
+      request.to_device = false;
+    } else {
+      f.fail("direction", "must be \"toDevice\" or \"toHost\", not " + quoted_text(*direction));
+    }
+  }
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
 json StagingRequest::to_json() const {
   return {{"offset", offset}, {"length", length}, {"direction", to_device ? "toDevice" : "toHost"}};
 }
-
-json GrantRequest::to_json() const {
-  json body{{"offset", offset}, {"length", length}, {"access", access}, {"ttlSeconds", ttl_seconds}};
-  if (!provider.empty()) body["provider"] = provider;
-  if (!save.empty()) body["save"] = {{"file", save}};
-  if (!writer.empty()) body["writer"] = writer;
-  if (!peer.empty()) body["peer"] = peer;
-  if (!ns.empty()) body["namespace"] = ns;
-  if (!pod.empty()) body["pod"] = pod;
-  return body;
-}
-
-json RingGrantRequest::to_json() const {
-  json body{{"ttlSeconds", ttl_seconds}, {"save", {{"file", save}, {"bytes", bytes}}}};
-  if (!provider.empty()) body["provider"] = provider;
-  if (!peer.empty()) body["peer"] = peer;
-  if (!ns.empty()) body["namespace"] = ns;
-  return body;
-}
-
-json LandedReport::to_json() const {
-  json body{{"offset", offset}, {"length", length}};
-  if (!crc32c.empty()) {
-    body["slice"] = slice;
-    body["crc32c"] = crc32c;
-  }
-  if (wait_for_previous) body["waitForPrevious"] = true;
-  return body;
-}
-
-Result<Landed> Landed::from_json(const json& body) {
-  const auto bad = [] {
-    return make_error(ErrorCode::InvalidArgument,
-                      "a landed answer needs mismatched (slice indices) and saved");
-  };
-  if (!body.is_object()) return bad();
-  const auto mismatched = body.find("mismatched");
-  const auto saved = body.find("saved");
-  if (mismatched == body.end() || !mismatched->is_array() || saved == body.end() || !saved->is_boolean())
-    return bad();
-  Landed out;
-  out.saved = saved->get<bool>();
-  for (const auto& i : *mismatched) {
-    if (!i.is_number_unsigned()) return bad();
-    out.mismatched.push_back(i.get<std::uint64_t>());
-  }
-  return out;
-}
-
-FileInfo FileInfo::from_json(const json& body) {
-  FileInfo f;
-  if (!body.is_object()) return f;
-  f.path = body.value("path", "");
-  f.bytes = body.value("bytes", std::uint64_t{0});
-  return f;
-}
-
-Grant Grant::from_json(const json& body) {
-  Grant g;
-  if (!body.is_object()) return g;
-  g.id = body.value("id", "");
-  g.key = body.value("key", json::object());
-  g.provider = body.value("provider", "");
-  g.region = body.value("region", "");
-  g.offset = body.value("offset", std::uint64_t{0});
-  g.length = body.value("length", std::uint64_t{0});
-  g.access = body.value("access", "");
-  g.expires_at = body.value("expiresAt", "");
-  g.gpu_path = string_or_empty(body, "gpuPath");
-  if (const auto it = body.find("nics"); it != body.end() && it->is_array()) {
-    for (const auto& nic : *it) {
-      if (nic.is_string()) g.nics.push_back(nic.get<std::string>());
-    }
-  }
-  if (const auto it = body.find("landing"); it != body.end() && it->is_object()) g.landing = *it;
-  g.registration_seconds = body.value("registrationSeconds", 0.0);
-  g.peer = body.value("peer", "");
-  g.ns = body.value("namespace", "");
-  return g;
-}
-
-json Grant::to_json() const {
-  json out{{"id", id},         {"key", key},       {"provider", provider}, {"region", region},
-           {"offset", offset}, {"length", length}, {"access", access},     {"expiresAt", expires_at},
-           {"nics", nics}};
-  if (!gpu_path.empty()) out["gpuPath"] = gpu_path;
-  if (takes_reports()) out["landing"] = landing;
-  out["registrationSeconds"] = registration_seconds;
-  if (!peer.empty()) out["peer"] = peer;
-  if (!ns.empty()) out["namespace"] = ns;
-  return out;
-}
-
-std::string Grant::save_file() const { return takes_reports() ? string_or_empty(landing, "file") : ""; }
 
 }  // namespace conduit::api

@@ -17,6 +17,12 @@ std::string shown(const json& v) {
 
 }  // namespace
 
+std::string quoted_text(std::string_view text) {
+  constexpr std::size_t kMax = 64;
+  if (text.size() <= kMax) return "\"" + std::string(text) + "\"";
+  return "\"" + std::string(text.substr(0, kMax)) + "...\"";
+}
+
 void JsonProblems::add(std::string problem) {
   if (reading()) problems_.push_back(std::move(problem));
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "conduit/api/agent_client.h"
+#include "conduit/api/grant.h"
 #include "conduit/api/transfer.h"
 #include "conduit/api/wire.h"
 #include "conduit/common/result.h"

@@ -48,7 +48,8 @@ struct Call {
   // The namespace whose directory a job's file is opened beneath (tenancy.h, file_namespace).
   std::string files_of(const std::string& job_ns) const;
 
-  // The body read (rest/body.h) and parsed by `parse` (rest/requests.h), or nullopt after answering.
+  // The body read (rest/body.h) and parsed by `parse` (an api/ body's strict from_json), or nullopt after
+  // answering.
   template <class T>
   std::optional<T> body(Result<T> (*parse)(const nlohmann::json&)) const {
     const auto json = read_json_body(state.config.max_body_bytes, req, res);

@@ -5,9 +5,9 @@
 #include <string>
 
 #include "conduit/api/errors.h"
+#include "conduit/api/grant.h"
 #include "rest/access.h"
 #include "rest/reply.h"
-#include "rest/requests.h"
 #include "rest/routes.h"
 #include "tenancy.h"
 
@@ -63,13 +63,13 @@ void answer_made(Call& c, const Grant& grant) {
 }
 
 void create_grant(Call& c) {
-  const auto request = c.body(parse_create_grant);
+  const auto request = c.body(api::GrantRequest::from_json);
   if (!request) return;
-  if (c.out_of_scope(request->job_namespace)) return;
+  if (c.out_of_scope(request->ns)) return;
   auto region = c.state.regions.get(c.name);
   if (!region) return c.fail(region.error());
   // The agent checks again what the controller checked: a job reaches only its namespace's regions.
-  if (c.denied(refusal(**region, request->job_namespace, request->pod))) return;
+  if (c.denied(refusal(**region, request->ns, request->pod))) return;
   const std::uint64_t size = (*region)->bytes();
   const std::uint64_t length = request->length.value_or(size - std::min(request->offset, size));
   if (request->offset > size || length > size - request->offset || length == 0) {
@@ -78,14 +78,16 @@ void create_grant(Call& c) {
                           ") is outside region " + c.name + " (" + std::to_string(size) + " bytes)");
   }
   std::optional<LandingSpec> landing;
-  if (request->save) {
-    auto save = open_save(c, *request->save, request->job_namespace);
+  if (!request->save.empty()) {
+    auto save = open_save(c, request->save, request->ns);
     if (!save) return;
     landing = LandingSpec{.save = std::move(*save), .writer = request->writer};
   }
-  auto grant = c.state.grants.create(*region, request->offset, length, request->access, request->ttl,
-                                     request->provider, std::move(landing), request->writer, request->peer,
-                                     request->job_namespace);
+  // from_json lets only "write" and "read" through.
+  const Access access = request->access == "read" ? Access::RemoteRead : Access::RemoteWrite;
+  auto grant = c.state.grants.create(*region, request->offset, length, access,
+                                     std::chrono::seconds(request->ttl_seconds), request->provider,
+                                     std::move(landing), request->writer, request->peer, request->ns);
   if (!grant) return c.fail(grant.error());
   if ((*grant)->staging) c.state.metrics.staged_fallback();  // the target end of a staged GPU transfer
   c.state.metrics.observe_registration((*grant)->registration_seconds);
@@ -94,27 +96,26 @@ void create_grant(Call& c) {
 
 // A file target with no region: the writer's bytes pass through a ring of --pipeline-bytes at most.
 void create_ring_grant(Call& c) {
-  const auto request = c.body(parse_create_ring_grant);
+  const auto request = c.body(api::RingGrantRequest::from_json);
   if (!request) return;
-  if (c.out_of_scope(request->job_namespace)) return;
-  auto save = open_save(c, *request->save, request->job_namespace);
+  if (c.out_of_scope(request->ns)) return;
+  auto save = open_save(c, request->save, request->ns);
   if (!save) return;
-  const std::uint64_t wanted = std::min(c.state.config.pipeline_bytes, request->save_bytes);
+  const std::uint64_t wanted = std::min(c.state.config.pipeline_bytes, request->bytes);
   const std::uint64_t ring = (wanted + kRingUnit - 1) / kRingUnit * kRingUnit;
-  auto memory =
-      c.state.regions.scratch(ring, "the landing ring of a grant saving \"" + *request->save + "\"");
+  auto memory = c.state.regions.scratch(ring, "the landing ring of a grant saving \"" + request->save + "\"");
   if (!memory) return c.fail(memory.error());
   auto grant = c.state.grants.create(
-      *memory, 0, ring, Access::RemoteWrite, request->ttl, request->provider,
-      LandingSpec{.ring = true, .stream_bytes = request->save_bytes, .save = std::move(*save), .writer = ""},
-      "", request->peer, request->job_namespace);
+      *memory, 0, ring, Access::RemoteWrite, std::chrono::seconds(request->ttl_seconds), request->provider,
+      LandingSpec{.ring = true, .stream_bytes = request->bytes, .save = std::move(*save), .writer = ""}, "",
+      request->peer, request->ns);
   if (!grant) return c.fail(grant.error());
   answer_made(c, **grant);
 }
 
 void grant_landed(Call& c) {
   if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
-  const auto request = c.body(parse_landed);
+  const auto request = c.body(api::LandedReport::from_json);
   if (!request) return;
   const auto landed = path_landing(c);
   if (!landed) return;
@@ -138,12 +139,12 @@ void grant_landed(Call& c) {
 
 void grant_commit(Call& c) {
   if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
-  const auto bytes = c.body(parse_commit);
-  if (!bytes) return;
+  const auto request = c.body(api::CommitRequest::from_json);
+  if (!request) return;
   const auto landed = path_landing(c);
   if (!landed) return;
   const auto& landing = landed->landing;
-  auto committed = landing->commit(*bytes);
+  auto committed = landing->commit(request->bytes);
   if (!committed) return c.fail(committed.error());
   json answer{{"id", c.id}, {"landing", landing->to_json()}};
   // Every byte of a write into a region landed: the region has a new version (waiters wake).
@@ -155,10 +156,10 @@ void grant_commit(Call& c) {
 }
 
 void renew_grant(Call& c) {
-  const auto ttl = c.body(parse_renew_grant);
-  if (!ttl) return;
+  const auto request = c.body(api::RenewGrant::from_json);
+  if (!request) return;
   if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
-  auto grant = c.state.grants.renew(c.id, *ttl);
+  auto grant = c.state.grants.renew(c.id, std::chrono::seconds(request->ttl_seconds));
   if (!grant) return c.fail(grant.error());
   c.reply(200, (*grant)->to_json());
 }

@@ -2,8 +2,10 @@
 // version, checksum a range, and copy a staged CUDA region's range between its staging buffer and the device.
 #include <algorithm>
 #include <string>
+#include <variant>
 
 #include "conduit/api/errors.h"
+#include "conduit/api/wire.h"
 #include "rest/access.h"
 #include "rest/long_poll.h"
 #include "rest/peer_access.h"
@@ -57,22 +59,33 @@ void list_regions(Call& c) {
   c.reply(200, items(std::move(list)));
 }
 
-void create_region(Call& c) {
-  const auto request = c.body(parse_create_region);
-  if (!request) return;
-  const std::string& ns = request->tenancy.ns;
-  if (c.out_of_scope(ns)) return;
-  if (request->file) {
-    if (c.file_out_of_reach(*request->file, ns)) return;
-    if (auto path = DataDir::normal(*request->file); !path) return c.fail(path.error());
-  }
-  auto region =
-      request->file
-          ? c.state.regions.load(request->name, *request->file, request->tenancy, c.files_of(ns))
-          : c.state.regions.create(request->name, request->bytes, request->memory, request->tenancy);
+// Region {name} made (allocated or loaded), or why not.
+void made(Call& c, const std::string& name, const Result<RegionPtr>& region) {
   if (!region) return c.fail_file(region.error());
-  c.res.set_header("Location", "/v1/regions/" + request->name);
+  c.res.set_header("Location", "/v1/regions/" + name);
   c.reply(201, region_json(c.state, **region));
+}
+
+void allocate_region(Call& c, const api::CreateRegion& request) {
+  if (c.out_of_scope(request.ns)) return;
+  made(c, request.name,
+       c.state.regions.create(request.name, request.bytes, request.memory,
+                              Tenancy{request.ns, request.shared_with}));
+}
+
+void load_region(Call& c, const api::LoadRegion& request) {
+  const std::string& ns = request.ns;
+  if (c.out_of_scope(ns) || c.file_out_of_reach(request.file, ns)) return;
+  if (auto path = DataDir::normal(request.file); !path) return c.fail(path.error());
+  made(c, request.name,
+       c.state.regions.load(request.name, request.file, Tenancy{ns, request.shared_with}, c.files_of(ns)));
+}
+
+void create_region(Call& c) {
+  const auto request = c.body(api::region_request_from_json);
+  if (!request) return;
+  if (const auto* load = std::get_if<api::LoadRegion>(&*request)) return load_region(c, *load);
+  allocate_region(c, std::get<api::CreateRegion>(*request));
 }
 
 void get_region(Call& c) {
@@ -91,13 +104,13 @@ void delete_region(Call& c) {
 }
 
 void save_region(Call& c) {
-  const auto save = c.body(parse_save_region);
+  const auto save = c.body(api::SaveRegion::from_json);
   if (!save) return;
-  if (c.out_of_scope(save->job_namespace) || c.file_out_of_reach(save->file, save->job_namespace)) return;
+  if (c.out_of_scope(save->ns) || c.file_out_of_reach(save->file, save->ns)) return;
   if (auto path = DataDir::normal(save->file); !path) return c.fail(path.error());
   const auto region = c.region();
   if (!region) return;
-  auto saved = c.state.regions.save(c.name, save->file, c.files_of(save->job_namespace));
+  auto saved = c.state.regions.save(c.name, save->file, c.files_of(save->ns));
   if (!saved) return c.fail_file(saved.error());
   count_written(c.state.metrics, *saved);
   c.reply(200, {{"region", c.name}, {"file", save->file}, {"bytes", (*region)->bytes()}});
@@ -153,7 +166,7 @@ void region_checksum(Call& c) {
 void region_staging(Call& c) {
   if (!may_touch_region(c.caller, c.state.grants, c.name))
     return c.forbid("no grant on the region is made for it");
-  const auto request = c.body(parse_staging);
+  const auto request = c.body(api::StagingRequest::from_json);
   if (!request) return;
   const auto region = c.region();
   if (!region) return;

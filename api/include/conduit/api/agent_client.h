@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "conduit/api/grant.h"
 #include "conduit/api/transfer.h"
 #include "conduit/api/wire.h"
 #include "conduit/common/result.h"

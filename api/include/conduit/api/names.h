@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "conduit/common/json_fields.h"
 #include "conduit/common/result.h"
@@ -17,6 +18,8 @@ bool valid_namespace(const std::string& name);
 
 // "namespace" of a body (grants, transfers, files: the job's). Absent: "". Problems go to `f`.
 std::string parse_namespace(JsonFields& f);
+// "sharedWith" of a region's body: namespaces let in besides its own, "*" for every namespace. Absent: none.
+std::vector<std::string> parse_shared_with(JsonFields& f);
 // "pod" (grants, a transfer's source): the UID of the pod a podSelector job addressed. Absent: "".
 std::string parse_pod(JsonFields& f);
 

@@ -1,35 +1,50 @@
-// The bodies of the agent's region, grant, checksum and staging routes (agent/openapi.yaml, components/
-// schemas) as the callers use them. Requests have to_json (what a client sends); answers have from_json,
-// lenient like any reader of a newer agent (a missing field reads as its default), and to_json, which gives
-// back what from_json read (the CLI's --json prints it). tests/api checks both against the spec.
+// The bodies of the agent's region, file, checksum and staging routes (agent/openapi.yaml, components/
+// schemas; the grant routes' are in grant.h, the transfer routes' in transfer.h). Requests have to_json (what
+// a client sends) and a strict from_json (how the agent reads them: unknown fields, wrong types and values
+// out of the spec's range are InvalidArgument naming the field, "bytes: must be positive"). Answers have
+// from_json, lenient like any reader of a newer agent (a missing field reads as its default), and to_json,
+// which gives back what from_json read (the CLI's --json prints it). tests/api checks both against the spec.
 #pragma once
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "conduit/common/result.h"
 
 namespace conduit::api {
 
-// POST /v1/regions, allocating: AllocateRegion {name, bytes, memory}.
+// POST /v1/regions, allocating: AllocateRegion {name, bytes, memory, namespace, sharedWith}.
 struct CreateRegion {
   std::string name;
   std::uint64_t bytes = 0;
   std::string memory = "host";  // "host" | "cuda:N"
   std::string ns{};             // the namespace it belongs to (docs/security.md, "Tenancy"); "": none
+  std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
+  // A body that loads a file is InvalidArgument here (region_request_from_json reads either).
+  static Result<CreateRegion> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
 
-// POST /v1/regions, loading a file under the agent's data directory: LoadRegion {name, file, mode: load}.
+// POST /v1/regions, loading a file under the agent's data directory: LoadRegion {name, file, mode: load,
+// namespace, sharedWith}.
 struct LoadRegion {
   std::string name;
   std::string file;
-  std::string ns{};  // as CreateRegion's
+  std::string ns{};                        // as CreateRegion's
+  std::vector<std::string> shared_with{};  // as CreateRegion's
+  // A body that allocates is InvalidArgument here (region_request_from_json reads either).
+  static Result<LoadRegion> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
+
+// The body of POST /v1/regions is one of the two (the spec's oneOf): bytes allocates, file loads; a body
+// with both or neither is InvalidArgument.
+using RegionRequest = std::variant<CreateRegion, LoadRegion>;
+Result<RegionRequest> region_request_from_json(const nlohmann::json& body);
 
 // The tenancy rule, one for the agent that enforces it and the controller that checks it first
 // (docs/security.md, "Tenancy"): a job of namespace `job_ns` ("" = an operator's own request) may use a
@@ -69,10 +84,11 @@ struct Region {
 std::vector<Region> regions_from_json(const nlohmann::json& body);
 nlohmann::json regions_to_json(const std::vector<Region>& regions);
 
-// POST /v1/regions/{name}/save: SaveRegion {file, namespace?}.
+// POST /v1/regions/{name}/save: SaveRegion {file, namespace}.
 struct SaveRegion {
   std::string file;
   std::string ns{};  // the job's namespace: with --namespace-files the file must be under "<ns>/"
+  static Result<SaveRegion> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
 
@@ -85,7 +101,23 @@ struct SaveResult {
   nlohmann::json to_json() const;
 };
 
-// GET /v1/regions/{name}/checksum?offset=&length=&slice=
+// POST /v1/files/stat: StatFile {path, namespace}, a file under the agent's data directory.
+struct StatFile {
+  std::string path;
+  std::string ns{};  // as SaveRegion's
+  static Result<StatFile> from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// FileInfo {path, bytes}, the answer.
+struct FileInfo {
+  std::string path;
+  std::uint64_t bytes = 0;
+  static FileInfo from_json(const nlohmann::json& body);
+};
+
+// GET /v1/regions/{name}/checksum?offset=&length=&slice=. The agent reads the query string with its other
+// query strings (rest/requests.h), in their words.
 struct ChecksumQuery {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;  // 0: to the end of the region
@@ -111,86 +143,7 @@ struct StagingRequest {
   std::uint64_t offset = 0;
   std::uint64_t length = 0;
   bool to_device = true;
-  nlohmann::json to_json() const;
-};
-
-// POST /v1/regions/{name}/grants: CreateGrant {offset, length, access, ttlSeconds, provider}.
-struct GrantRequest {
-  std::uint64_t offset = 0;
-  std::uint64_t length = 0;
-  std::string access = "write";  // "write" | "read": what peers may do to the range
-  std::uint64_t ttl_seconds = 600;
-  std::string provider{};  // empty: the agent's primary transport (left out of the body)
-  std::string save{};      // a file the target writes verified bytes to as they land; empty: none
-  std::string writer{};    // who writes: the region's updatedBy once a write commits; empty: left out
-  std::string peer{};      // the node whose agent uses the grant (docs/security.md); empty: any agent's
-  std::string ns{};        // the job's namespace: the region must belong to it or be shared with it
-  std::string pod{};       // the UID of the pod the job addressed (podSelector): the region must be its own
-  nlohmann::json to_json() const;
-};
-
-// POST /v1/grants: a grant with no region, whose bytes pass through a ring of the agent's --pipeline-bytes
-// into `save` (a file target). {ttlSeconds, provider, save: {file, bytes}}.
-struct RingGrantRequest {
-  std::string save;         // the file
-  std::uint64_t bytes = 0;  // the size it will have: the whole stream
-  std::uint64_t ttl_seconds = 600;
-  std::string provider{};
-  std::string peer{};  // as GrantRequest's
-  std::string ns{};    // as SaveRegion's
-  nlohmann::json to_json() const;
-};
-
-// POST /v1/grants/{id}/landed {offset, length, slice, crc32c, waitForPrevious}: the writer's report that a
-// segment of the grant's stream has landed, with the CRC32C of each slice as the source read it (empty: not
-// verified). wait_for_previous: the writer's report before this one is still out, so a save that finds a
-// gap before these bytes waits for it (a while) instead of refusing them.
-struct LandedReport {
-  std::uint64_t offset = 0;
-  std::uint64_t length = 0;
-  std::uint64_t slice = 0;
-  std::vector<std::uint32_t> crc32c{};
-  bool wait_for_previous = false;
-  nlohmann::json to_json() const;
-};
-
-// The answer: the slices whose CRC32C differs at the target (indices into the report's), and whether the
-// bytes went to the grant's save file.
-struct Landed {
-  std::vector<std::uint64_t> mismatched;
-  bool saved = false;
-  static Result<Landed> from_json(const nlohmann::json& body);
-};
-
-// POST /v1/files/stat {path}: a file under the agent's data directory.
-struct FileInfo {
-  std::string path;
-  std::uint64_t bytes = 0;
-  static FileInfo from_json(const nlohmann::json& body);
-};
-
-// Grant, as POST /v1/regions/{name}/grants and POST /v1/grants answer it.
-struct Grant {
-  std::string id;
-  nlohmann::json key;    // the RemoteKey, handed to the source agent as it came
-  std::string provider;  // "tcp;ofi_rxm", "efa", ...
-  std::string region{};
-  std::uint64_t offset = 0;
-  std::uint64_t length = 0;
-  std::string access{};
-  std::string expires_at{};  // RFC 3339
-  std::string gpu_path{};    // none, dmabuf, peermem, staged; "" from an agent that does not say
-  std::vector<std::string> nics{};
-  // Landing {ring, streamBytes, savedBytes, committed, file?}, as it came; null when the grant takes no
-  // landing reports (a read grant, CUDA memory).
-  nlohmann::json landing{};
-  double registration_seconds = 0;  // what registering the range took on the target
-  std::string peer{};               // the node whose agent may use it; "" any agent's
-  std::string ns{};                 // the namespace of the job it was made for; "" an operator's
-  bool takes_reports() const { return landing.is_object(); }
-  bool ring() const { return takes_reports() && landing.value("ring", false); }
-  std::string save_file() const;  // "" when it saves none
-  static Grant from_json(const nlohmann::json& body);
+  static Result<StagingRequest> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
 

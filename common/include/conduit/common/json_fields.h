@@ -20,6 +20,10 @@ namespace conduit {
 
 enum class Need { Optional, Required };
 
+// Client text for an error message: in double quotes, cut after 64 characters so that a hostile body cannot
+// make the answer huge.
+std::string quoted_text(std::string_view text);
+
 // What the readers of one document refused, as "path: why" lines.
 class JsonProblems {
  public:

@@ -1,0 +1,237 @@
+// The wire forms of grants: the strict readers of the bodies the agent is sent (its own), their writers
+// (every client's) and the answers as clients read them.
+#include "conduit/api/grant.h"
+
+#include <algorithm>
+
+#include "conduit/api/names.h"
+#include "conduit/common/json_fields.h"
+
+namespace conduit::api {
+
+using json = nlohmann::json;
+
+namespace {
+
+constexpr std::uint64_t kMaxTtlSeconds = 24 * 3600;
+// A file a grant saves, and so a stream through a grant, is at most 16 TiB.
+constexpr std::uint64_t kMaxStreamBytes = std::uint64_t{1} << 44;
+constexpr std::uint64_t kMaxReportBytes = std::uint64_t{1} << 40;
+constexpr std::size_t kMaxReportSlices = 65536;
+
+// A grant's "peer": a Kubernetes node name (a DNS subdomain: at most 253 characters).
+std::string parse_peer(JsonFields& f) {
+  auto peer = f.string("peer");
+  if (!peer) return {};
+  if (peer->empty() || peer->size() > 253) f.fail("peer", "must be a node name of 1 to 253 characters");
+  return std::move(*peer);
+}
+
+// "ttlSeconds" of a new grant: absent keeps `ttl`.
+std::uint64_t parse_ttl(JsonFields& f, std::uint64_t ttl) {
+  if (auto seconds = f.u64("ttlSeconds")) {
+    if (*seconds == 0 || *seconds > kMaxTtlSeconds) f.fail("ttlSeconds", "must be 1 to 86400");
+    ttl = std::min(*seconds, kMaxTtlSeconds);
+  }
+  return ttl;
+}
+
+std::string string_or_empty(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+Result<GrantRequest> GrantRequest::from_json(const json& body) {
+  JsonProblems problems;
+  JsonFields f(body, "", problems);
+  f.only(
+      {"offset", "length", "access", "ttlSeconds", "provider", "save", "writer", "peer", "namespace", "pod"});
+  GrantRequest request;
+  request.pod = parse_pod(f);
+  request.peer = parse_peer(f);
+  request.ns = parse_namespace(f);
+  if (auto writer = f.string("writer")) {
+    if (writer->size() > 253) f.fail("writer", "must be at most 253 characters");
+    request.writer = std::move(*writer);
+  }
+  request.offset = f.u64("offset").value_or(0);
+  if (auto length = f.u64("length")) {
+    if (*length == 0) f.fail("length", "must be positive (leave it out for the rest of the region)");
+    request.length = *length;
+  }
+  if (auto access = f.string("access", Need::Required)) {
+    if (*access != "write" && *access != "read")
+      f.fail("access", "must be \"write\" or \"read\", not " + quoted_text(*access));
+    request.access = std::move(*access);
+  }
+  request.ttl_seconds = parse_ttl(f, request.ttl_seconds);
+  if (auto provider = f.string("provider")) request.provider = std::move(*provider);
+  if (const auto* save = f.object("save")) {
+    JsonFields s(*save, "save", problems);
+    s.only({"file"});
+    if (auto file = s.string("file", Need::Required)) {
+      if (file->empty()) s.fail("file", "must not be empty");
+      request.save = std::move(*file);
+    }
+    if (f.ok() && request.access != "write") f.fail("save", "applies only with access write");
+  }
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
+json GrantRequest::to_json() const {
+  json body{{"offset", offset}, {"access", access}, {"ttlSeconds", ttl_seconds}};
+  if (length) body["length"] = *length;
+  if (!provider.empty()) body["provider"] = provider;
+  if (!save.empty()) body["save"] = {{"file", save}};
+  if (!writer.empty()) body["writer"] = writer;
+  if (!peer.empty()) body["peer"] = peer;
+  if (!ns.empty()) body["namespace"] = ns;
+  if (!pod.empty()) body["pod"] = pod;
+  return body;
+}
+
+Result<RingGrantRequest> RingGrantRequest::from_json(const json& body) {
+  JsonProblems problems;
+  JsonFields f(body, "", problems);
+  f.only({"ttlSeconds", "provider", "save", "peer", "namespace"});
+  RingGrantRequest request;
+  request.peer = parse_peer(f);
+  request.ns = parse_namespace(f);
+  request.ttl_seconds = parse_ttl(f, request.ttl_seconds);
+  if (auto provider = f.string("provider")) request.provider = std::move(*provider);
+  if (const auto* save = f.object("save", Need::Required)) {
+    JsonFields s(*save, "save", problems);
+    s.only({"file", "bytes"});
+    if (auto file = s.string("file", Need::Required)) {
+      if (file->empty()) s.fail("file", "must not be empty");
+      request.save = std::move(*file);
+    }
+    request.bytes = s.u64("bytes", Need::Required, 1, kMaxStreamBytes).value_or(0);
+  }
+  if (!f.ok()) return f.status().error();
+  return request;
+}
+
+json RingGrantRequest::to_json() const {
+  json body{{"ttlSeconds", ttl_seconds}, {"save", {{"file", save}, {"bytes", bytes}}}};
+  if (!provider.empty()) body["provider"] = provider;
+  if (!peer.empty()) body["peer"] = peer;
+  if (!ns.empty()) body["namespace"] = ns;
+  return body;
+}
+
+Result<RenewGrant> RenewGrant::from_json(const json& body) {
+  JsonFields f(body, "");
+  f.only({"ttlSeconds"});
+  const auto ttl = f.u64("ttlSeconds", Need::Required, 1, kMaxTtlSeconds);
+  if (!f.ok()) return f.status().error();
+  return RenewGrant{.ttl_seconds = *ttl};
+}
+
+json RenewGrant::to_json() const { return {{"ttlSeconds", ttl_seconds}}; }
+
+Result<LandedReport> LandedReport::from_json(const json& body) {
+  JsonFields f(body, "");
+  f.only({"offset", "length", "slice", "crc32c", "waitForPrevious"});
+  LandedReport report;
+  report.offset = f.u64("offset", Need::Required).value_or(0);
+  report.wait_for_previous = f.boolean("waitForPrevious").value_or(false);
+  report.length = f.u64("length", Need::Required, 1, kMaxReportBytes).value_or(0);
+  report.slice = f.u64("slice", Need::Optional, 1, kMaxReportBytes).value_or(0);
+  if (const auto* crcs = f.array("crc32c")) {
+    if (crcs->size() > kMaxReportSlices) f.fail("crc32c", "at most 65536 checksums");
+    for (std::size_t i = 0; f.ok() && i < crcs->size(); ++i) {
+      const auto& c = (*crcs)[i];
+      if (!c.is_number_unsigned() || c.get<std::uint64_t>() > 0xffffffffULL) {
+        f.fail("crc32c", "item " + std::to_string(i) + " must be an unsigned 32-bit integer");
+      } else {
+        report.crc32c.push_back(static_cast<std::uint32_t>(c.get<std::uint64_t>()));
+      }
+    }
+    if (f.ok() && !report.crc32c.empty() && report.slice == 0) f.fail("slice", "is required with crc32c");
+  }
+  if (!f.ok()) return f.status().error();
+  return report;
+}
+
+json LandedReport::to_json() const {
+  json body{{"offset", offset}, {"length", length}};
+  if (!crc32c.empty()) {
+    body["slice"] = slice;
+    body["crc32c"] = crc32c;
+  }
+  if (wait_for_previous) body["waitForPrevious"] = true;
+  return body;
+}
+
+Result<Landed> Landed::from_json(const json& body) {
+  const auto bad = [] {
+    return make_error(ErrorCode::InvalidArgument,
+                      "a landed answer needs mismatched (slice indices) and saved");
+  };
+  if (!body.is_object()) return bad();
+  const auto mismatched = body.find("mismatched");
+  const auto saved = body.find("saved");
+  if (mismatched == body.end() || !mismatched->is_array() || saved == body.end() || !saved->is_boolean())
+    return bad();
+  Landed out;
+  out.saved = saved->get<bool>();
+  for (const auto& i : *mismatched) {
+    if (!i.is_number_unsigned()) return bad();
+    out.mismatched.push_back(i.get<std::uint64_t>());
+  }
+  return out;
+}
+
+Result<CommitRequest> CommitRequest::from_json(const json& body) {
+  JsonFields f(body, "");
+  f.only({"bytes"});
+  const auto bytes = f.u64("bytes", Need::Required, 1, kMaxStreamBytes);
+  if (!f.ok()) return f.status().error();
+  return CommitRequest{.bytes = *bytes};
+}
+
+json CommitRequest::to_json() const { return {{"bytes", bytes}}; }
+
+Grant Grant::from_json(const json& body) {
+  Grant g;
+  if (!body.is_object()) return g;
+  g.id = body.value("id", "");
+  g.key = body.value("key", json::object());
+  g.provider = body.value("provider", "");
+  g.region = body.value("region", "");
+  g.offset = body.value("offset", std::uint64_t{0});
+  g.length = body.value("length", std::uint64_t{0});
+  g.access = body.value("access", "");
+  g.expires_at = body.value("expiresAt", "");
+  g.gpu_path = string_or_empty(body, "gpuPath");
+  if (const auto it = body.find("nics"); it != body.end() && it->is_array()) {
+    for (const auto& nic : *it) {
+      if (nic.is_string()) g.nics.push_back(nic.get<std::string>());
+    }
+  }
+  if (const auto it = body.find("landing"); it != body.end() && it->is_object()) g.landing = *it;
+  g.registration_seconds = body.value("registrationSeconds", 0.0);
+  g.peer = body.value("peer", "");
+  g.ns = body.value("namespace", "");
+  return g;
+}
+
+json Grant::to_json() const {
+  json out{{"id", id},         {"key", key},       {"provider", provider}, {"region", region},
+           {"offset", offset}, {"length", length}, {"access", access},     {"expiresAt", expires_at},
+           {"nics", nics}};
+  if (!gpu_path.empty()) out["gpuPath"] = gpu_path;
+  if (takes_reports()) out["landing"] = landing;
+  out["registrationSeconds"] = registration_seconds;
+  if (!peer.empty()) out["peer"] = peer;
+  if (!ns.empty()) out["namespace"] = ns;
+  return out;
+}
+
+std::string Grant::save_file() const { return takes_reports() ? string_or_empty(landing, "file") : ""; }
+
+}  // namespace conduit::api
