@@ -73,13 +73,46 @@ Status cuda_device(int device) {
   return cuda::check_device(device);
 }
 
+bool is_safetensors(const std::string& file) { return file.ends_with(".safetensors"); }
+
+struct SafetensorsHeader {
+  api::Manifest manifest;
+  std::uint64_t data_start = 0;  // 8 + the header's size
+};
+
+// The header of the .safetensors file `fd` of `file_bytes`: its size prefix bounded by the format and the
+// file, then the JSON read with the manifest's checks over the data section that follows.
+Result<SafetensorsHeader> read_safetensors_header(int fd, std::uint64_t file_bytes, const std::string& file) {
+  const auto bad = [&](const std::string& why) {
+    return make_error(ErrorCode::InvalidArgument, "file " + quoted(file) + ": " + why);
+  };
+  unsigned char prefix[8] = {};
+  if (file_bytes < sizeof prefix) return bad("too short for a .safetensors file (no 8-byte header size)");
+  if (::pread(fd, prefix, sizeof prefix, 0) != static_cast<ssize_t>(sizeof prefix))
+    return io_error("reading the header size of " + quoted(file), errno);
+  auto n = api::safetensors_header_size(prefix, file_bytes);
+  if (!n) return bad(n.error().message);
+  std::string header(*n, '\0');
+  for (std::uint64_t done = 0; done < *n;) {
+    const ssize_t got =
+        ::pread(fd, header.data() + done, *n - done, static_cast<off_t>(sizeof prefix + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return io_error("reading the header of " + quoted(file), got < 0 ? errno : EIO);
+    done += static_cast<std::uint64_t>(got);
+  }
+  const std::uint64_t start = sizeof prefix + *n;
+  auto manifest = api::Manifest::from_safetensors_header(header, file_bytes - start);
+  if (!manifest) return bad(manifest.error().message);
+  return SafetensorsHeader{std::move(*manifest), start};
+}
+
 // The whole file into `out`, around the page cache where it does not hold the file (SourceReader): loading a
 // checkpoint nobody read lately then costs no copy, and does not push the rest of the node out of the cache.
-Status read_all(int fd, std::span<std::byte> out, const std::string& file) {
+Status read_all(int fd, std::span<std::byte> out, const std::string& file, std::uint64_t start = 0) {
   SourceReader reader(fd, /*direct=*/true);
   for (std::size_t done = 0; done < out.size();) {
     const std::size_t n = std::min(kIoPiece, out.size() - done);
-    if (auto read = reader.read(out.data() + done, out.size() - done, done, n); !read) {
+    if (auto read = reader.read(out.data() + done, out.size() - done, start + done, n); !read) {
       if (read.error().code == ErrorCode::Conflict)
         return make_error(ErrorCode::Io, "file " + quoted(file) + " shrank while it was being loaded");
       return make_error(read.error().code, "loading " + quoted(file) + ": " + read.error().message);
@@ -89,12 +122,13 @@ Status read_all(int fd, std::span<std::byte> out, const std::string& file) {
   return {};
 }
 
-Status write_device(SaveFile& out, const MemoryRegion& memory) {
-  const std::uint64_t piece = std::min<std::uint64_t>(memory.size(), kIoPiece / 16);
+// The first `length` bytes of device `memory`.
+Status write_device(SaveFile& out, const MemoryRegion& memory, std::uint64_t length) {
+  const std::uint64_t piece = std::max<std::uint64_t>(1, std::min<std::uint64_t>(length, kIoPiece / 16));
   auto pinned = cuda::allocate_pinned(piece);
   if (!pinned) return pinned.error();
-  for (std::uint64_t at = 0; at < memory.size(); at += piece) {
-    const auto n = std::min(piece, memory.size() - at);
+  for (std::uint64_t at = 0; at < length; at += piece) {
+    const auto n = std::min(piece, length - at);
     const auto buffer = pinned->bytes().first(n);
     if (auto copied = cuda::copy_to_host(memory, at, buffer); !copied) return copied.error();
     if (auto written = out.append(buffer); !written) return written.error();
@@ -167,6 +201,19 @@ Result<std::shared_ptr<const Registration>> Region::shared_registration(Transpor
   return shared;
 }
 
+std::shared_ptr<const api::Manifest> Region::manifest() const {
+  std::lock_guard lock(update_mu_);
+  return manifest_;
+}
+
+Status Region::set_manifest(api::Manifest manifest) {
+  if (auto ok = manifest.check(bytes()); !ok) return ok;
+  auto shared = std::make_shared<const api::Manifest>(std::move(manifest));
+  std::lock_guard lock(update_mu_);
+  manifest_ = std::move(shared);
+  return {};
+}
+
 nlohmann::json Region::to_json() const {
   nlohmann::json j{{"name", name_},
                    {"bytes", bytes()},
@@ -181,6 +228,7 @@ nlohmann::json Region::to_json() const {
   }
   tenancy_.add_to(j);
   if (importer_) j["importedBy"] = importer_->to_json();
+  if (const auto m = manifest()) j["tensors"] = m->tensors.size();
   return j;
 }
 
@@ -301,15 +349,34 @@ Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& 
   auto opened = open_file(file, ns);
   if (!opened) return opened.error();
   const UniqueFd& fd = opened->fd;
-  const std::uint64_t bytes = opened->bytes();
+  std::uint64_t start = 0;  // where the region's bytes begin in the file
+  std::uint64_t bytes = opened->bytes();
+  std::optional<api::Manifest> manifest;
+  if (is_safetensors(file)) {
+    auto header = read_safetensors_header(fd.get(), bytes, file);
+    if (!header) return header.error();
+    start = header->data_start;
+    bytes -= start;
+    manifest = std::move(header->manifest);
+    if (bytes == 0)
+      return make_error(ErrorCode::InvalidArgument,
+                        "file " + quoted(file) + " holds no tensor bytes to load");
+  }
 
   if (auto room = reserve(name, bytes); !room) return room.error();
   // A copy, not a mapping: the file may be rewritten (or saved over) while the region lives.
   auto allocated = host_memory(bytes, Populate::Now);
   if (!allocated) return allocated.error();
-  if (auto read = read_all(fd.get(), allocated->bytes(), file); !read) return read.error();
-  return insert(name, std::move(allocated).value(),
-                "file:" + fs::path(file).lexically_normal().generic_string(), std::move(tenancy));
+  if (auto read = read_all(fd.get(), allocated->bytes(), file, start); !read) return read.error();
+  auto region = insert(name, std::move(allocated).value(),
+                       "file:" + fs::path(file).lexically_normal().generic_string(), std::move(tenancy));
+  if (region && manifest) {
+    if (auto set = (*region)->set_manifest(std::move(*manifest)); !set) {
+      (void)remove(name);
+      return set.error();
+    }
+  }
+  return region;
 }
 
 Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes,
@@ -443,15 +510,36 @@ Result<WrittenBytes> RegionStore::save(const std::string& name, const std::strin
   const bool device = memory.kind() == MemoryKind::Cuda;
   if (data.empty() && !device)
     return make_error(ErrorCode::Unsupported, "region " + quoted(name) + " is not host memory");
+  // A .safetensors file: the header, then the tensors' bytes (a region may hold more after them).
+  std::string header;
+  std::uint64_t length = memory.size();
+  if (is_safetensors(file)) {
+    const auto manifest = (*region)->manifest();
+    if (!manifest) {
+      return make_error(ErrorCode::Conflict, "region " + quoted(name) +
+                                                 " has no manifest to write a .safetensors header from "
+                                                 "(PUT /v1/regions/{name}/manifest)");
+    }
+    auto text = manifest->safetensors_header();
+    if (!text) return text.error();
+    const std::uint64_t size = text->size();
+    header.reserve(8 + size);
+    for (int b = 0; b < 8; ++b) header.push_back(static_cast<char>((size >> (8 * b)) & 0xff));
+    header += *text;
+    length = manifest->data_bytes();
+  }
   auto out = open_save(file, ns);
   if (!out) return out.error();
+  if (!header.empty()) {
+    if (auto written = out->append(std::as_bytes(std::span(header))); !written) return written.error();
+  }
   if (device) {
     // Device memory goes to the file through a host buffer, a piece at a time.
-    if (auto written = write_device(*out, memory); !written) return written.error();
-  } else if (auto written = out->append(data); !written) {
+    if (auto written = write_device(*out, memory, length); !written) return written.error();
+  } else if (auto written = out->append(data.first(length)); !written) {
     return written.error();
   }
-  if (auto committed = out->commit(memory.size()); !committed) return committed.error();
+  if (auto committed = out->commit(header.size() + length); !committed) return committed.error();
   return out->written();
 }
 

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "conduit/api/manifest.h"
 #include "conduit/common/result.h"
 #include "conduit/common/unique_fd.h"
 #include "conduit/memory_region.h"
@@ -69,7 +70,14 @@ class Region {
   // this call registered it (to count and time it).
   Result<std::shared_ptr<const Registration>> shared_registration(Transport& transport, bool* created);
 
-  // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt}
+  // The named tensors it holds (conduit/api/manifest.h), or null: given when it was made or loaded from a
+  // .safetensors file, or since by PUT /v1/regions/{name}/manifest. Replaced whole: a reader keeps the one
+  // it got.
+  std::shared_ptr<const api::Manifest> manifest() const;
+  // Checked against the region's bytes first: InvalidArgument naming the tensor, and nothing changed.
+  Status set_manifest(api::Manifest manifest);
+
+  // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt, tensors}
   nlohmann::json to_json() const;
 
  private:
@@ -83,6 +91,7 @@ class Region {
   mutable std::mutex update_mu_;
   mutable std::condition_variable updated_;
   Update update_;
+  std::shared_ptr<const api::Manifest> manifest_;  // under update_mu_
   // After memory_: deregistered before the memory goes.
   std::mutex registrations_mu_;
   std::map<const Transport*, std::shared_ptr<const Registration>> registrations_;
@@ -143,7 +152,9 @@ class RegionStore {
   Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory,
                            Tenancy tenancy = {});
   // Loads `file` (relative to the data directory, never escaping it) into a new host region. `ns`: the
-  // namespace whose directory the file must resolve in, "" for any in the data directory (DataDir).
+  // namespace whose directory the file must resolve in, "" for any in the data directory (DataDir). A file
+  // named *.safetensors is read as one: the region holds its data section, and its header is the region's
+  // manifest (a malformed header is InvalidArgument saying what is wrong, and no region is made).
   Result<RegionPtr> load(const std::string& name, const std::string& file, Tenancy tenancy = {},
                          const std::string& ns = "");
   // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
@@ -168,7 +179,8 @@ class RegionStore {
   Status remove(const std::string& name);  // Conflict while in use, NotFound
   // Writes the region to `file` under the data directory (beneath namespace `ns`'s directory when set):
   // temp file, fsync, rename, fsync of the directory. Returns how the bytes were written (around the page
-  // cache or through it).
+  // cache or through it). To a file named *.safetensors, a region with a manifest is written as one: the
+  // header, then its tensors' bytes (Conflict when it has no manifest, or gaps between its tensors).
   Result<WrittenBytes> save(const std::string& name, const std::string& file, const std::string& ns = "");
   // A save of `file` begun: its directory opened beneath the data directory (or namespace `ns`'s), made
   // where missing, and the temporary file created in it.

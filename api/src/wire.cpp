@@ -44,7 +44,7 @@ void add_tenancy(json& body, const std::string& ns, const std::vector<std::strin
 // Both bodies are read at once, so that one of the two forms in fields of the other is told what it mixed
 // ("memory: applies only with bytes") rather than "unknown field".
 Result<RegionRequest> region_request_from_json(const json& body) {
-  Fields f(body, {"name", "bytes", "memory", "file", "mode", "namespace", "sharedWith"});
+  Fields f(body, {"name", "bytes", "memory", "file", "mode", "namespace", "sharedWith", "manifest"});
   const std::string ns = parse_namespace(f);
   std::vector<std::string> shared_with = parse_shared_with(f);
   std::string name;
@@ -68,6 +68,12 @@ Result<RegionRequest> region_request_from_json(const json& body) {
     }
     if (f.has("mode")) f.fail("mode", "applies only with file");
     if (!f.ok()) return f.status().error();
+    if (const json* manifest = f.object("manifest")) {
+      auto read = Manifest::from_json(*manifest, request.bytes);
+      if (!read) return make_error(ErrorCode::InvalidArgument, "manifest." + read.error().message);
+      request.manifest = std::move(*read);
+    }
+    if (!f.ok()) return f.status().error();
     return RegionRequest(std::move(request));
   }
   LoadRegion request{.name = std::move(name), .file = "", .ns = ns, .shared_with = std::move(shared_with)};
@@ -80,6 +86,8 @@ Result<RegionRequest> region_request_from_json(const json& body) {
   }
   // A loaded file always lands in host memory; accepting "memory" here would suggest otherwise.
   if (f.has("memory")) f.fail("memory", "applies only with bytes");
+  if (f.has("manifest"))
+    f.fail("manifest", "applies only with bytes (a .safetensors file brings its own; or PUT one after)");
   if (!f.ok()) return f.status().error();
   return RegionRequest(std::move(request));
 }
@@ -94,6 +102,7 @@ Result<CreateRegion> CreateRegion::from_json(const json& body) {
 json CreateRegion::to_json() const {
   json body{{"name", name}, {"bytes", bytes}, {"memory", memory}};
   add_tenancy(body, ns, shared_with);
+  if (manifest) body["manifest"] = manifest->to_json();
   return body;
 }
 
@@ -138,6 +147,8 @@ Region Region::from_json(const json& body) {
   r.updated_at = body.value("updatedAt", "");
   r.ns = body.value("namespace", "");
   if (const auto it = body.find("importedBy"); it != body.end() && it->is_object()) r.imported_by = *it;
+  if (const auto it = body.find("tensors"); it != body.end() && it->is_number_unsigned())
+    r.tensors = it->get<std::uint64_t>();
   if (const auto it = body.find("sharedWith"); it != body.end() && it->is_array()) {
     for (const auto& item : *it) {
       if (item.is_string()) r.shared_with.push_back(item.get<std::string>());
@@ -156,6 +167,7 @@ json Region::to_json() const {
   if (!ns.empty()) out["namespace"] = ns;
   if (!shared_with.empty()) out["sharedWith"] = shared_with;
   if (imported_by.is_object()) out["importedBy"] = imported_by;
+  if (tensors) out["tensors"] = *tensors;
   return out;
 }
 

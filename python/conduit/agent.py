@@ -26,6 +26,7 @@ from . import buffers, cuda, versions
 from .buffers import SharedBuffer
 from .client import Client
 from .errors import InvalidArgument
+from .manifest import Manifest
 from .transfers import Transfer, TransferStatus
 from .values import Grant, Region, Target, check_id, check_name
 from .versions import Update
@@ -87,24 +88,40 @@ class Agent(Client):
         return Region.from_json(self.request("GET", f"/v1/regions/{check_name(name)}"))
 
     def create_region(self, name: str, nbytes: int, memory: str = "host", *, namespace: str | None = None,
-                      shared_with: Iterable[str] = ()) -> Region:
+                      shared_with: Iterable[str] = (), manifest: Manifest | None = None) -> Region:
         """Allocate NBYTES of zeroed memory (``host`` or ``cuda:N``) as region NAME, owned by the agent.
         ``namespace``: only TransferJobs of that namespace, or of one in ``shared_with`` (``"*"``: all), may
-        use it (docs/security.md, "Tenancy"); without one any job may."""
+        use it (docs/security.md, "Tenancy"); without one any job may. ``manifest``: the named tensors it
+        will hold (docs/tensors.md), checked by the agent against NBYTES."""
         body: dict[str, Any] = {"name": check_name(name), "bytes": nbytes, "memory": memory}
         if namespace is not None:
             body["namespace"] = namespace
         if shared_with:
             body["sharedWith"] = list(shared_with)
+        if manifest is not None:
+            body["manifest"] = manifest.to_json()
         return Region.from_json(self.request("POST", "/v1/regions", body))
 
+    def manifest(self, name: str) -> Manifest:
+        """The named tensors region NAME holds (NotFound when it names none)."""
+        return Manifest.from_json(self.request("GET", f"/v1/regions/{check_name(name)}/manifest"))
+
+    def set_manifest(self, name: str, manifest: Manifest) -> Manifest:
+        """Set or replace region NAME's manifest; the agent checks it against the region's bytes and refuses
+        a lying one (InvalidArgument naming the tensor), changing nothing."""
+        return Manifest.from_json(self.request("PUT", f"/v1/regions/{check_name(name)}/manifest",
+                                               manifest.to_json()))
+
     def load_region(self, name: str, file: str) -> Region:
-        """A new host region NAME holding FILE (relative to the agent's data directory)."""
+        """A new host region NAME holding FILE (relative to the agent's data directory). A file named
+        ``*.safetensors`` is read as one: the region holds its tensors and its header is the region's
+        manifest (:meth:`manifest`)."""
         return Region.from_json(self.request("POST", "/v1/regions",
                                              {"name": check_name(name), "file": file, "mode": "load"}))
 
     def save_region(self, name: str, file: str) -> dict[str, Any]:
-        """Write region NAME to FILE under the agent's data directory (temp file, fsync, rename)."""
+        """Write region NAME to FILE under the agent's data directory (temp file, fsync, rename). To a file
+        named ``*.safetensors`` a region with a manifest is written as one (header, then its tensors)."""
         return dict(self.request("POST", f"/v1/regions/{check_name(name)}/save", {"file": file}, timeout=600))
 
     def delete_region(self, name: str) -> None:

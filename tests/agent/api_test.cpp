@@ -41,6 +41,8 @@ const std::set<std::string> kServedRoutes = {
     "GET /v1/regions/{name}",
     "DELETE /v1/regions/{name}",
     "POST /v1/regions/{name}/save",
+    "GET /v1/regions/{name}/manifest",
+    "PUT /v1/regions/{name}/manifest",
     "GET /v1/regions/{name}/checksum",
     "GET /v1/regions/{name}/version",
     "POST /v1/regions/{name}/grants",
@@ -445,6 +447,9 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
   auto started = agent.post("/v1/transfers", transfer_body);
   ASSERT_EQ(started.status, 202) << started.body.dump();
   const std::string transfer_id = started.body["id"];
+  const json manifest = {
+      {"tensors", {{{"name", "w"}, {"dtype", "U8"}, {"shape", {16}}, {"offset", 0}, {"length", 16}}}}};
+  ASSERT_EQ(agent.put("/v1/regions/spec-source/manifest", manifest).status, 200);
 
   struct Call {
     std::map<std::string, std::string> placeholders;
@@ -459,6 +464,8 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
       {"GET /v1/regions/{name}/checksum",
        {{{"name", "spec-source"}}, "?offset=0&length=0&slice=65536", nullptr}},
       {"GET /v1/regions/{name}/version", {{{"name", "spec-source"}}, "?after=0", nullptr}},
+      {"PUT /v1/regions/{name}/manifest", {{{"name", "spec-source"}}, "", manifest}},
+      {"GET /v1/regions/{name}/manifest", {{{"name", "spec-source"}}, "", nullptr}},
       {"POST /v1/regions/{name}/grants",
        {{{"name", "spec-source"}},
         "",

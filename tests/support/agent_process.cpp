@@ -85,6 +85,10 @@ AgentProcess::Reply AgentProcess::post(const std::string& path, const nlohmann::
   return to_reply(client_->Post(path.c_str(), body.dump(), "application/json"));
 }
 
+AgentProcess::Reply AgentProcess::put(const std::string& path, const nlohmann::json& body) {
+  return to_reply(client_->Put(path.c_str(), body.dump(), "application/json"));
+}
+
 AgentProcess::Reply AgentProcess::del(const std::string& path) {
   return to_reply(client_->Delete(path.c_str()));
 }

@@ -84,6 +84,7 @@ class AgentProcess {
   };
   Reply get(const std::string& path);
   Reply post(const std::string& path, const nlohmann::json& body);
+  Reply put(const std::string& path, const nlohmann::json& body);
   Reply del(const std::string& path);
 
   // The value of the first sample on GET /metrics that is `sample` (a name, or a name with its labels as

@@ -1,5 +1,6 @@
-// Named regions: list, make (allocate or load a file), look at, delete, save to a file, wait for a new
-// version, checksum a range, and copy a staged CUDA region's range between its staging buffer and the device.
+// Named regions: list, make (allocate or load a file), look at, delete, save to a file, the named tensors
+// they hold (their manifest), wait for a new version, checksum a range, and copy a staged CUDA region's range
+// between its staging buffer and the device.
 #include <algorithm>
 #include <string>
 #include <variant>
@@ -21,6 +22,7 @@ using json = nlohmann::json;
 // Path templates as agent/openapi.yaml writes them; each {placeholder} is one path segment.
 constexpr const char* kRegion = "/v1/regions/{name}";
 constexpr const char* kRegionSave = "/v1/regions/{name}/save";
+constexpr const char* kRegionManifest = "/v1/regions/{name}/manifest";
 constexpr const char* kRegionChecksum = "/v1/regions/{name}/checksum";
 constexpr const char* kRegionVersion = "/v1/regions/{name}/version";
 constexpr const char* kRegionStaging = "/v1/regions/{name}/staging";
@@ -68,9 +70,11 @@ void made(Call& c, const std::string& name, const Result<RegionPtr>& region) {
 
 void allocate_region(Call& c, const api::CreateRegion& request) {
   if (c.out_of_scope(request.ns)) return;
-  made(c, request.name,
-       c.state.regions.create(request.name, request.bytes, request.memory,
-                              Tenancy{request.ns, request.shared_with}));
+  auto region = c.state.regions.create(request.name, request.bytes, request.memory,
+                                       Tenancy{request.ns, request.shared_with});
+  // Checked against bytes as the body was read, so it cannot be refused now.
+  if (region && request.manifest) (void)(*region)->set_manifest(*request.manifest);
+  made(c, request.name, region);
 }
 
 void load_region(Call& c, const api::LoadRegion& request) {
@@ -113,7 +117,35 @@ void save_region(Call& c) {
   auto saved = c.state.regions.save(c.name, save->file, c.files_of(save->ns));
   if (!saved) return c.fail_file(saved.error());
   count_written(c.state.metrics, *saved);
-  c.reply(200, {{"region", c.name}, {"file", save->file}, {"bytes", (*region)->bytes()}});
+  // What is in the file now: the region's bytes, or a .safetensors header and the tensors.
+  c.reply(200, api::SaveResult{c.name, save->file, saved->direct + saved->cached}.to_json());
+}
+
+// The named tensors the region holds; 404 when it names none.
+void get_manifest(Call& c) {
+  const auto region = c.region();
+  if (!region) return;
+  const auto manifest = (*region)->manifest();
+  if (!manifest) {
+    return send_error(
+        c.res, 404, api::wire_code(ErrorCode::NotFound),
+        "region " + c.name + " has no manifest (PUT /v1/regions/" + c.name + "/manifest sets one)");
+  }
+  c.reply(200, manifest->to_json());
+}
+
+// Sets (or replaces) the region's manifest, checked against its bytes: a 400 naming the tensor changes
+// nothing.
+void put_manifest(Call& c) {
+  const auto region = c.region(/*changes=*/true);
+  if (!region) return;
+  const std::uint64_t bytes = (*region)->bytes();
+  const auto body = read_json_body(c.state.config.max_body_bytes, c.req, c.res);
+  if (!body) return;
+  const auto manifest = api::Manifest::from_json(*body, bytes);
+  if (!manifest) return c.fail(manifest.error());
+  if (auto set = (*region)->set_manifest(*manifest); !set) return c.fail(set.error());
+  c.reply(200, manifest->to_json());
 }
 
 // Answers at once with a version past `after`, else waits for one (a long-poll) up to timeoutSeconds.
@@ -196,6 +228,8 @@ void install_region_routes(Router& r) {
   r.get(kRegion, get_region);
   r.del(kRegion, delete_region, RouteAccess::Control, {"namespace"});
   r.post(kRegionSave, save_region);
+  r.get(kRegionManifest, get_manifest);
+  r.put(kRegionManifest, put_manifest);
   r.get(kRegionVersion, region_version, RouteAccess::Control, {"after", "timeoutSeconds"});
   r.get(kRegionChecksum, region_checksum, RouteAccess::Peer, {"offset", "length", "slice"});
   r.post(kRegionStaging, region_staging, RouteAccess::Peer);

@@ -180,6 +180,9 @@ void Router::post(const std::string& path_template, Handler h, RouteAccess acces
 void Router::del(const std::string& path_template, Handler h, RouteAccess access, Query query) {
   add("DELETE", path_template, std::move(h), access, std::move(query));
 }
+void Router::put(const std::string& path_template, Handler h, RouteAccess access, Query query) {
+  add("PUT", path_template, std::move(h), access, std::move(query));
+}
 
 void Router::add(const std::string& method, const std::string& path_template, Handler handler,
                  RouteAccess access, Query query) {
@@ -205,6 +208,7 @@ void Router::add(const std::string& method, const std::string& path_template, Ha
   if (method == "GET") server_.Get(pattern, std::move(guarded));
   if (method == "POST") server_.Post(pattern, std::move(guarded));
   if (method == "DELETE") server_.Delete(pattern, std::move(guarded));
+  if (method == "PUT") server_.Put(pattern, std::move(guarded));
 }
 
 void Router::install_error_handlers() {

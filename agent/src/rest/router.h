@@ -35,6 +35,8 @@ class Router {
             Query query = {});
   void del(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control,
            Query query = {});
+  void put(const std::string& path_template, Handler h, RouteAccess access = RouteAccess::Control,
+           Query query = {});
 
   // Gives the responses httplib makes by itself the JSON error body, telling "no such route" (404) from "no
   // such method on this route" (405) by the routes added so far.

@@ -13,6 +13,7 @@
 #include <variant>
 #include <vector>
 
+#include "conduit/api/manifest.h"
 #include "conduit/common/result.h"
 
 namespace conduit::api {
@@ -24,13 +25,15 @@ struct CreateRegion {
   std::string memory = "host";  // "host" | "cuda:N"
   std::string ns{};             // the namespace it belongs to (docs/security.md, "Tenancy"); "": none
   std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
+  std::optional<Manifest> manifest{};      // the named tensors it will hold, checked against bytes
   // A body that loads a file is InvalidArgument here (region_request_from_json reads either).
   static Result<CreateRegion> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
 
 // POST /v1/regions, loading a file under the agent's data directory: LoadRegion {name, file, mode: load,
-// namespace, sharedWith}.
+// namespace, sharedWith}. A file named *.safetensors is read as one: the region is its data section and
+// its header the region's manifest.
 struct LoadRegion {
   std::string name;
   std::string file;
@@ -74,6 +77,7 @@ struct Region {
   std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
   // Shared over the import socket: {pid, uid, podUID?} of the process, as the kernel said; null otherwise.
   nlohmann::json imported_by{};
+  std::optional<std::uint64_t> tensors{};  // how many tensors its manifest names; nullopt: it has none
   // Whether a job of namespace `job_ns` may use it (namespace_admits).
   bool admits(const std::string& job_ns) const { return namespace_admits(ns, shared_with, job_ns); }
   static Region from_json(const nlohmann::json& body);
