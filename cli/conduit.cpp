@@ -1,7 +1,7 @@
 // conduit: the command line for Conduit agents.
 //   conduit node
 //   conduit regions ls | create NAME --bytes SIZE [--memory host] | create NAME --file PATH | rm NAME
-//   conduit regions save NAME --file PATH
+//   conduit regions save NAME --file PATH | checksum NAME | manifest NAME
 //   conduit transfer --from [URL/]REGION --to [URL/]REGION [--length SIZE --verify crc32c --pull ...]
 // Exit status: 0 done, 1 the agent or the transfer failed, 2 bad usage.
 #include <signal.h>
@@ -37,10 +37,12 @@ constexpr const char* kUsage =
     "  node                                       what the agent's node has, and why RDMA/GPU may not work\n"
     "  regions ls                                 the agent's regions\n"
     "  regions create NAME --bytes SIZE [--memory host|cuda:N]\n"
-    "  regions create NAME --file PATH            load a file under the agent's data directory\n"
+    "  regions create NAME --file PATH            load a file under the agent's data directory (a\n"
+    "                                             *.safetensors file brings its tensors' manifest)\n"
     "  regions rm NAME\n"
     "  regions save NAME --file PATH              write a region to a file under the data directory\n"
     "  regions checksum NAME [--slice SIZE]       CRC32C of each slice (host or GPU memory)\n"
+    "  regions manifest NAME                      the named tensors a region holds (docs/tensors.md)\n"
     "  transfer --from [URL/]REGION --to [URL/]REGION [options]   (conduit transfer --help)\n";
 
 // Leaves main() with an exit status and one line for stderr.
@@ -180,7 +182,7 @@ int cmd_node(const Globals& g, const std::vector<std::string>& args) {
 }
 
 int cmd_regions(const Globals& g, std::vector<std::string> args) {
-  if (args.empty()) usage("regions: say ls, create, rm, save or checksum");
+  if (args.empty()) usage("regions: say ls, create, rm, save, checksum or manifest");
   if (args.front() == "--help" || args.front() == "-h") {
     std::cout << kUsage;
     return 0;
@@ -241,6 +243,22 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
     const auto saved = check(agent.save_region(name, {file}));
     print(g, saved.to_json(),
           "region " + name + " saved to " + (saved.file.empty() ? file : saved.file) + "\n");
+  } else if (sub == "manifest") {
+    desc.add_options()("name", po::value<std::string>(), "region name");
+    const auto vm = parse_args(args, desc, {"name"});
+    const auto manifest = check(agent.manifest(vm["name"].as<std::string>()));
+    std::ostringstream out;
+    char line[512];
+    std::snprintf(line, sizeof line, "%-48s %-8s %-20s %14s %12s\n", "TENSOR", "DTYPE", "SHAPE", "OFFSET",
+                  "BYTES");
+    out << line;
+    for (const auto& t : manifest.tensors) {
+      std::snprintf(line, sizeof line, "%-48s %-8s %-20s %14llu %12s\n", t.name.c_str(), t.dtype.c_str(),
+                    json(t.shape).dump().c_str(), static_cast<unsigned long long>(t.offset),
+                    human_bytes(static_cast<double>(t.length)).c_str());
+      out << line;
+    }
+    print(g, manifest.to_json(), out.str());
   } else if (sub == "checksum") {
     std::string slice;
     desc.add_options()("name", po::value<std::string>(), "region name")(
@@ -258,7 +276,7 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
     }
     print(g, sums.to_json(), out.str());
   } else {
-    usage("regions: unknown command \"" + sub + "\" (ls, create, rm, save, checksum)");
+    usage("regions: unknown command \"" + sub + "\" (ls, create, rm, save, checksum, manifest)");
   }
   return 0;
 }

@@ -318,6 +318,14 @@ Result<Region> AgentClient::get_region(const std::string& name) const {
   return decoded<Region>(call(Method::Get, "/v1/regions/" + name, nullptr, options_.read_timeout));
 }
 
+Result<Manifest> AgentClient::manifest(const std::string& region) const {
+  auto body =
+      call(Method::Get, "/v1/regions/" + segment(region) + "/manifest", nullptr, options_.read_timeout);
+  if (!body) return body.error();
+  // Checked by the agent against the region's bytes already; read here as strictly as any body.
+  return Manifest::from_json(*body, UINT64_MAX);
+}
+
 Status AgentClient::delete_region(const std::string& name, const std::string& ns) const {
   return done(call(Method::Delete, "/v1/regions/" + segment(name) + for_namespace(ns), nullptr,
                    options_.read_timeout));

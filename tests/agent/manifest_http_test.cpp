@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "agent_process.h"
+#include "build_paths.h"
 #include "conduit/api/manifest.h"
 #include "conduit/crc32c.h"
 #include "file_bytes.h"
@@ -74,6 +76,32 @@ TEST_F(ManifestHttp, GivenWithTheRegionReadBackAndCountedInItsListing) {
   EXPECT_EQ(none.status, 404);
   EXPECT_NE(message(none).find("has no manifest"), std::string::npos) << none.body.dump();
   EXPECT_FALSE(a.get("/v1/regions/plain").body.contains("tensors"));
+}
+
+// What `command` printed on stdout, and how it exited.
+std::pair<std::string, int> run(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen(command.c_str(), "r");
+  if (p == nullptr) return {"", -1};
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  return {out, ::pclose(p)};
+}
+
+TEST_F(ManifestHttp, TheCliListsARegionsTensors) {
+  ASSERT_TRUE(a.started());
+  ASSERT_EQ(a.post("/v1/regions", {{"name", "weights"}, {"bytes", 4096}, {"manifest", model()}}).status, 201);
+  const std::string cli =
+      "CONDUIT_TOKEN=" + a.token() + " " + testing::built_binary("conduit") + " --agent " + a.url() + " ";
+  const auto [table, rc] = run(cli + "regions manifest weights");
+  EXPECT_EQ(rc, 0) << table;
+  EXPECT_NE(table.find("model.layers.0.mlp.up_proj.weight"), std::string::npos) << table;
+  EXPECT_NE(table.find("BF16"), std::string::npos) << table;
+  const auto [text, json_rc] = run(cli + "--json regions manifest weights");
+  EXPECT_EQ(json_rc, 0) << text;
+  EXPECT_EQ(json::parse(text, nullptr, false), model());
+  const auto [none, none_rc] = run(cli + "regions manifest absent 2>&1");
+  EXPECT_NE(none_rc, 0) << "a region that is not there is an error";
 }
 
 TEST_F(ManifestHttp, ALyingManifestIsRefusedNamingTheTensorAndChangesNothing) {

@@ -75,6 +75,8 @@ class AgentClient {
   Result<Region> create_region(const CreateRegion& request) const;  // POST /v1/regions
   Result<Region> load_region(const LoadRegion& request) const;      // POST /v1/regions
   Result<Region> get_region(const std::string& name) const;         // GET /v1/regions/{name}
+  // GET /v1/regions/{name}/manifest: the named tensors it holds (NotFound when it names none).
+  Result<Manifest> manifest(const std::string& region) const;
   // DELETE /v1/regions/{name}. `ns`, for a job's namespace: the agent deletes only a region of that
   // namespace (the DELETEs and transfer GETs below likewise hold to it: a grant or transfer made for it).
   Status delete_region(const std::string& name, const std::string& ns = "") const;
