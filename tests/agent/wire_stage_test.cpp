@@ -142,6 +142,29 @@ class WireStageTest : public ::testing::Test {
       segments_.push_back(Segment{at, kSegment, &local_, at, source_->bytes().subspan(at, kSegment), {}});
     }
     run_ = std::make_unique<WireRun>(*writer_);
+    connect();
+  }
+
+  // One write to a scratch range before the test, so the writer's connection to the holder is up, as it is
+  // by the time a run's stage cancels anything: a batch cancelled while libfabric's rxm is still setting up
+  // the connection, then the endpoint closed, leaks that connection's fi_info inside libfabric (LSan).
+  void connect() {
+    auto scratch = MemoryRegion::allocate_host(4 * KiB);
+    ASSERT_TRUE(scratch) << scratch.error().message;
+    scratch_ = std::make_unique<MemoryRegion>(std::move(*scratch));
+    auto remote = holder_->register_memory(*scratch_, Access::RemoteWrite);
+    ASSERT_TRUE(remote) << remote.error().message;
+    scratch_key_ = std::move(*remote);
+    const Op op{OpKind::Write, &local_, 0, scratch_key_.remote_key(), 0, 4 * KiB};
+    auto id = writer_->submit(std::span(&op, 1), BatchOptions(4 * KiB, 1));
+    ASSERT_TRUE(id) << id.error().message;
+    const auto until = Steady::now() + 10s;
+    BatchStatus s = writer_->poll(*id);
+    while (!s.finished && Steady::now() < until) {
+      std::this_thread::sleep_for(1ms);
+      s = writer_->poll(*id);
+    }
+    ASSERT_TRUE(s.finished && !s.error) << "the warm-up write did not land";
   }
 
   WireStage stage(std::uint64_t offset = 0, std::uint64_t ring_bytes = 0, std::uint64_t resume = 0) {
@@ -177,6 +200,8 @@ class WireStageTest : public ::testing::Test {
   Registration remote_;
   std::vector<Segment> segments_;
   std::unique_ptr<WireRun> run_;
+  std::unique_ptr<MemoryRegion> scratch_;
+  Registration scratch_key_;
 };
 
 TEST_F(WireStageTest, TwoSegmentsAreOnTheWireAtOnceAndCompleteOldestFirst) {
