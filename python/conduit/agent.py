@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import math
 import os
+import warnings
 from collections.abc import Iterable
 from typing import Any
 
@@ -30,6 +31,33 @@ from .manifest import Manifest
 from .transfers import Transfer, TransferStatus
 from .values import Grant, Region, Target, check_id, check_name
 from .versions import Update
+
+
+_STRATEGIES = {"PointToPoint": "fanout", "Fanout": "fanout", "Chain": "chain"}
+
+
+def _strategy(strategy: str, targets: int) -> str:
+    """The wire's word for a TransferJob's spelling of STRATEGY; the old wire words warn."""
+    if strategy in ("fanout", "chain"):
+        warnings.warn(f'strategy="{strategy}" is spelled "{strategy.capitalize()}" now, as in a TransferJob',
+                      DeprecationWarning, stacklevel=3)
+        return strategy
+    if strategy not in _STRATEGIES:
+        raise InvalidArgument(f"strategy must be PointToPoint, Fanout or Chain, not {strategy!r}", "InvalidArgument")
+    if strategy == "PointToPoint" and targets != 1:
+        raise InvalidArgument(f"strategy PointToPoint takes one target, not {targets}", "InvalidArgument")
+    return _STRATEGIES[strategy]
+
+
+def _verify(verify: str | bool) -> str:
+    """ "crc32c" or "none", as in a TransferJob; a bool (the old spelling) warns."""
+    if isinstance(verify, bool):
+        warnings.warn(f'verify={verify} is spelled verify="{"crc32c" if verify else "none"}" now, as in a '
+                      "TransferJob", DeprecationWarning, stacklevel=3)
+        return "crc32c" if verify else "none"
+    if verify not in ("crc32c", "none"):
+        raise InvalidArgument(f'verify must be "crc32c" or "none", not {verify!r}', "InvalidArgument")
+    return verify
 
 
 def _pack_ops(source_offsets: Any, target_offsets: Any, lengths: Any) -> bytes:
@@ -136,7 +164,7 @@ class Agent(Client):
 
     # ---- grants
     def grant(self, region: str, access: str = "write", offset: int = 0, length: int = 0,
-              ttl_seconds: int = 600, writer: str | None = None) -> Grant:
+              ttl_seconds: int = 600, writer: str | None = None, provider: str | None = None) -> Grant:
         """Register [OFFSET, +LENGTH) of REGION (LENGTH 0: to its end) for remote ACCESS (write or read) for
         TTL_SECONDS. WRITER names who writes through it (the region's ``updatedBy`` once a write lands)."""
         body: dict[str, Any] = {"access": access, "offset": offset, "ttlSeconds": ttl_seconds}
@@ -144,6 +172,8 @@ class Agent(Client):
             body["length"] = length
         if writer is not None:
             body["writer"] = writer
+        if provider is not None:
+            body["provider"] = provider  # the target agent's transport the key is for (default: its first)
         return Grant.from_json(self.request("POST", f"/v1/regions/{check_name(region)}/grants", body), self)
 
     def grants(self) -> list[Grant]:
@@ -154,17 +184,21 @@ class Agent(Client):
         self.request("DELETE", f"/v1/grants/{check_id(grant_id, 'grant id')}")
 
     # ---- transfers
-    def transfer(self, source_region: str, targets: Iterable[Target], *, verify: bool = True,
-                 chunk_bytes: int | None = None, window: int | None = None, strategy: str = "fanout",
+    def transfer(self, source_region: str, targets: Iterable[Target], *, verify: str | bool = "crc32c",
+                 chunk_bytes: int | None = None, window: int | None = None, strategy: str = "Fanout",
                  deadline_seconds: int | None = None, max_bytes_per_second: int | None = None,
                  offset: int = 0, length: int = 0, writer: str | None = None,
-                 grant_ttl_seconds: int = 600) -> Transfer:
+                 grant_ttl_seconds: int = 600, provider: str | None = None) -> Transfer:
         """Write [OFFSET, +LENGTH) of SOURCE_REGION (LENGTH 0: to its end) into each target's region, from
         its offset 0.
 
         For each target a write grant over the range is taken on the target's agent (WRITER, default
         ``"<this node>/<source_region>"``, names the writer there); then this agent is asked to run the
-        transfer (``strategy`` fanout: every target at once; chain: each forwards to the next). Returns a
+        transfer. ``strategy`` and ``verify`` are spelled as a TransferJob's: ``"PointToPoint"`` (one target),
+        ``"Fanout"`` (every target at once) or ``"Chain"`` (each forwards to the next); ``verify="crc32c"``
+        or ``"none"`` (the old ``"fanout"``/``"chain"`` and ``True``/``False`` still work, with a
+        DeprecationWarning). ``provider`` picks the targets' transport (``"tcp"``, ``"shm"``, ``"efa"``, ...;
+        default: each target agent's first). Returns a
         :class:`~conduit.transfers.Transfer`: ``wait()`` it (or use it as a context manager). The agents
         revoke the grants the moment it ends (``releaseGrant``), whether anyone waits for it or not, so the
         target regions can be deleted at once. When a grant or the start is refused, the grants already taken
@@ -172,6 +206,8 @@ class Agent(Client):
         targets = list(targets)
         if not targets:
             raise InvalidArgument("a transfer needs at least one target", "InvalidArgument")
+        wire_strategy = _strategy(strategy, len(targets))
+        wire_verify = _verify(verify)
         check_name(source_region)
         if length == 0:
             # The grants need the length; asking first also says NotFound before any grant is taken.
@@ -184,15 +220,15 @@ class Agent(Client):
         grants: list[tuple[Agent, Grant]] = []
         try:
             for t in targets:
-                g = t.agent.grant(t.region, "write", 0, length, grant_ttl_seconds, writer)
+                g = t.agent.grant(t.region, "write", 0, length, grant_ttl_seconds, writer, provider)
                 grants.append((t.agent, g))
             body: dict[str, Any] = {
                 "source": {"region": source_region, "offset": offset, "length": length},
                 "targets": [{"grant": g.key, "url": t.url or t.agent.url, "region": t.region, "grantId": g.id,
                              "releaseGrant": True}
                             for t, (_, g) in zip(targets, grants, strict=True)],
-                "strategy": strategy,
-                "verify": "crc32c" if verify else "none",
+                "strategy": wire_strategy,
+                "verify": wire_verify,
             }
             for key, value in (("chunkBytes", chunk_bytes), ("window", window),
                                ("deadlineSeconds", deadline_seconds), ("maxBytesPerSecond", max_bytes_per_second)):
@@ -263,10 +299,11 @@ class Agent(Client):
         return list(self.request("GET", "/v1/transfers").get("items", []))
 
     # ---- buffers, versions (in their own modules)
-    def allocate(self, name: str, nbytes: int) -> SharedBuffer:
+    def allocate(self, name: str, nbytes: int, *, prefault: bool = False) -> SharedBuffer:
         """NBYTES of shared memory of this process, imported by the agent as region NAME without a copy
-        (:mod:`conduit.buffers`)."""
-        return buffers.allocate(self, name, nbytes)
+        (:mod:`conduit.buffers`). ``prefault``: touch every page now, so the first transfer into it does not
+        pay the page faults (the first step into fresh buffers ran 3x slower for them)."""
+        return buffers.allocate(self, name, nbytes, prefault=prefault)
 
     def share_cuda(self, name: str, tensor: Any) -> Region:
         """Hand the agent GPU memory of this process (any object with ``__cuda_array_interface__``) as

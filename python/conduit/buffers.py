@@ -17,6 +17,7 @@ socket which agent it belongs to: a socket of another agent than the one at the 
 from __future__ import annotations
 
 import json
+import math
 import mmap
 import os
 import socket
@@ -144,9 +145,10 @@ class SharedBuffer:
                              f"{self.nbytes}")
         return np.frombuffer(self._mm(), dtype=dt, count=count).reshape(dims)
 
-    def torch(self, dtype: Any = None) -> Any:
-        """A zero-copy torch tensor (CPU) of the buffer, 1-D, DTYPE (torch.uint8 when None), through
-        ``torch.frombuffer``. ImportError when torch is not installed."""
+    def torch(self, dtype: Any = None, shape: int | tuple[int, ...] | None = None) -> Any:
+        """A zero-copy torch tensor (CPU) of the buffer as DTYPE (torch.uint8 when None), through
+        ``torch.frombuffer``: 1-D over every whole element, or SHAPE (whose size may be less than the
+        buffer's), as :meth:`numpy`. ImportError when torch is not installed."""
         try:
             import torch
         except ImportError as e:
@@ -154,7 +156,15 @@ class SharedBuffer:
                               "it") from e
         dt = torch.uint8 if dtype is None else dtype
         itemsize = torch.empty((), dtype=dt).element_size()
-        return torch.frombuffer(self._mm(), dtype=dt, count=self.nbytes // itemsize)
+        if shape is None:
+            return torch.frombuffer(self._mm(), dtype=dt, count=self.nbytes // itemsize)
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        count = math.prod(dims)
+        if count * itemsize > self.nbytes:
+            raise ValueError(f"shape {dims} of {dt} needs {count * itemsize} bytes; the buffer has {self.nbytes}")
+        if count == 0:
+            return torch.empty(dims, dtype=dt)
+        return torch.frombuffer(self._mm(), dtype=dt, count=count).reshape(dims)
 
     def close(self, timeout: float = 30.0) -> None:
         """Delete the region this buffer imported, then unmap it here. Idempotent. A region already gone is
@@ -202,9 +212,11 @@ class SharedBuffer:
         self.close()
 
 
-def allocate(agent: Agent, name: str, nbytes: int) -> SharedBuffer:
+def allocate(agent: Agent, name: str, nbytes: int, *, prefault: bool = False) -> SharedBuffer:
     """A memfd of NBYTES, mapped here and imported by AGENT as region NAME (:class:`SharedBuffer`). Raises the
-    agent's refusal (AlreadyExists, InvalidArgument, ResourceExhausted, ...) with nothing left behind."""
+    agent's refusal (AlreadyExists, InvalidArgument, ResourceExhausted, ...) with nothing left behind.
+    PREFAULT: every page written once here first (they are zero already), so neither this process nor the
+    agent's transport takes a fault per page on the first write into it."""
     path = checked_import_socket(agent)
     # The name is the agent's to judge (its message says what a name may be); a refused one leaves nothing.
     if not isinstance(nbytes, int) or nbytes < 1:
@@ -215,6 +227,10 @@ def allocate(agent: Agent, name: str, nbytes: int) -> SharedBuffer:
     try:
         os.ftruncate(fd, nbytes)
         mm = mmap.mmap(fd, nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        if prefault:
+            view = memoryview(mm)
+            view[::mmap.PAGESIZE] = bytes(len(range(0, nbytes, mmap.PAGESIZE)))
+            view.release()
         try:
             answer = send_import(path, {"name": name, "bytes": nbytes}, fd)
         except BaseException:

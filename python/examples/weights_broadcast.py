@@ -72,7 +72,7 @@ def wire_seconds(trainer: Agent, receiver: Agent, nbytes: int) -> float:
     try:
         best = float("inf")
         for _ in range(3):
-            status = trainer.transfer(REGION, [Target(receiver, "wire-probe")], verify=False).wait(timeout=300)
+            status = trainer.transfer(REGION, [Target(receiver, "wire-probe")], verify="none").wait(timeout=300)
             at = {k: datetime.datetime.fromisoformat(str(status.raw[k]).replace("Z", "+00:00")).timestamp()
                   for k in ("startedAt", "finishedAt")}
             best = min(best, at["finishedAt"] - at["startedAt"])

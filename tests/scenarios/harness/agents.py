@@ -120,8 +120,10 @@ class Agent:
         """Start (or restart, on the port it had) and wait until it listens and /readyz answers 200."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.out.write_text("")
+        # tcp unless the test names its own providers (an option given twice is an error to the agent).
+        providers = [] if "--providers" in self.args else ["--providers", "tcp"]
         argv: list[str] = [os.fspath(self.pool.build.agent), "--listen", f"{self.host}:{self.port}",
-                           "--providers", "tcp", "--bind-address", self.host,
+                           *providers, "--bind-address", self.host,
                            "--token-file", os.fspath(self.pool.token_file), "--data-dir", os.fspath(self.data_dir),
                            "--import-socket", os.fspath(self.socket), *self.args]
         if "--log-level" not in self.args:

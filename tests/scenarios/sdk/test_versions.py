@@ -58,7 +58,7 @@ def test_a_chain_bumps_every_hop_once(nodes: Callable[..., list[conduit.Agent]])
     with a.allocate("w", size) as buf:
         for step in (1, 2):
             fill(buf, 10 + step)
-            a.transfer("w", [Target(h, "w") for h in hops], strategy="chain", writer="chain").wait(timeout=30)
+            a.transfer("w", [Target(h, "w") for h in hops], strategy="Chain", writer="chain").wait(timeout=30)
             for hop in hops:
                 u = hop.version("w")
                 assert (u.version, u.updated_by) == (step, "chain"), (hop, u)
