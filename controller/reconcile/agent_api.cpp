@@ -52,12 +52,16 @@ Result<json> HttpAgentApi::node_info(const std::string& node) {
   return c->node();
 }
 
-Result<api::Region> HttpAgentApi::create_region(const std::string& node, const std::string& name,
-                                                std::uint64_t bytes, const std::string& memory,
-                                                const std::string& ns) {
+Result<api::Region> HttpAgentApi::create_region(const std::string& node, const api::CreateRegion& region) {
   auto c = client(node);
   if (!c) return c.error();
-  return c->create_region({.name = name, .bytes = bytes, .memory = memory, .ns = ns});
+  return c->create_region(region);
+}
+
+Result<api::Manifest> HttpAgentApi::manifest(const std::string& node, const std::string& name) {
+  auto c = client(node);
+  if (!c) return c.error();
+  return c->manifest(name);
 }
 
 Result<api::Region> HttpAgentApi::get_region(const std::string& node, const std::string& name) {

@@ -57,10 +57,11 @@ class AgentApi {
 
   virtual std::optional<std::string> url(const std::string& node) const = 0;  // nullopt: no agent there
   virtual Result<nlohmann::json> node_info(const std::string& node) = 0;
-  virtual Result<api::Region> create_region(const std::string& node, const std::string& name,
-                                            std::uint64_t bytes, const std::string& memory,
-                                            const std::string& ns) = 0;
+  // POST /v1/regions on `node`'s agent: the body as it is sent (name, bytes, memory, namespace, manifest).
+  virtual Result<api::Region> create_region(const std::string& node, const api::CreateRegion& region) = 0;
   virtual Result<api::Region> get_region(const std::string& node, const std::string& name) = 0;
+  // The named tensors region `name` holds (NotFound when it names none).
+  virtual Result<api::Manifest> manifest(const std::string& node, const std::string& name) = 0;
   virtual Result<api::Region> load_file(const std::string& node, const std::string& name,
                                         const std::string& file, const std::string& ns) = 0;
   // `ns`: the job's namespace; with --namespace-files the agent lets a job reach only files under "<ns>/".
@@ -93,9 +94,9 @@ class HttpAgentApi : public AgentApi {
 
   std::optional<std::string> url(const std::string& node) const override { return directory_.url(node); }
   Result<nlohmann::json> node_info(const std::string& node) override;
-  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                    const std::string& memory, const std::string& ns) override;
+  Result<api::Region> create_region(const std::string& node, const api::CreateRegion& region) override;
   Result<api::Region> get_region(const std::string& node, const std::string& name) override;
+  Result<api::Manifest> manifest(const std::string& node, const std::string& name) override;
   Result<api::Region> load_file(const std::string& node, const std::string& name, const std::string& file,
                                 const std::string& ns) override;
   Status save_region(const std::string& node, const std::string& name, const std::string& file,

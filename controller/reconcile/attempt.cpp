@@ -305,6 +305,7 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
     p.run.source_temporary = false;
     p.run.length = r->bytes;
     p.source_memory = r->memory;
+    if (auto e = read_source_manifest(p, *r)) return e;
   } else {
     const std::string name = temporary_region_name(p.job);
     const bool ours = p.run.source && p.run.source_temporary && p.run.source->name == name;
@@ -334,8 +335,21 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_source(Pass& p) {
                                        {"bytes", std::to_string(region->bytes)}});
     }
     p.run.length = region->bytes;
+    if (auto e = read_source_manifest(p, *region)) return e;
   }
   if (p.run.length == 0) return AttemptError{reason::kSizeMismatch, "the source is empty (0 bytes)"};
+  return std::nullopt;
+}
+
+std::optional<Reconciler::AttemptError> Reconciler::read_source_manifest(Pass& p, const api::Region& source) {
+  p.source_manifest.reset();
+  if (!source.tensors) return std::nullopt;  // the region names no tensors
+  auto m = agents_.manifest(p.run.source->node, p.run.source->name);
+  if (!m) {
+    return AttemptError{reason_for(m.error()),
+                        "reading the source's manifest" + on(p.run.source->node) + ": " + m.error().message};
+  }
+  p.source_manifest = std::move(*m);
   return std::nullopt;
 }
 
@@ -401,7 +415,11 @@ std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
   // so N targets cost one round trip, not N.
   auto created = in_parallel<Result<api::Region>>(to_create.size(), [&](std::size_t j) {
     const auto& t = targets[to_create[j].target];
-    return agents_.create_region(t.node, t.region, t.create->bytes, t.create->memory, p.key.ns);
+    api::CreateRegion region{
+        .name = t.region, .bytes = t.create->bytes, .memory = t.create->memory, .ns = p.key.ns};
+    if (p.source_manifest && p.source_manifest->data_bytes() <= t.create->bytes)
+      region.manifest = p.source_manifest;
+    return agents_.create_region(t.node, region);
   });
   std::optional<AttemptError> error;
   for (std::size_t j = 0; j < to_create.size(); ++j) {

@@ -29,6 +29,9 @@ struct Reconciler::Pass {
   std::optional<std::chrono::milliseconds> wait;
   std::vector<api::Grant> grants_taken;  // run.grants as their agents answered, taken this pass
   std::string source_memory = "host";    // the source region's memory ("host", "cuda:0"); files: host
+  // The named tensors the source holds (a region made with a manifest, a .safetensors file): the target
+  // regions the job creates are made with it, so a receiver finds the tensors where the source had them.
+  std::optional<api::Manifest> source_manifest;
   std::string transport;  // what the pre-flight said to ask the targets' agents for ("": their choice)
   std::string fallback;   // why that is not the spec's transport (allowFallback); "" when it is
 

@@ -99,6 +99,8 @@ class Reconciler {
   std::optional<AttemptError> start_attempt(Pass& p);
   bool streams_source(const Pass& p);
   std::optional<AttemptError> prepare_source(Pass& p);
+  // The source's manifest into p.source_manifest when `source` (as its agent answered) names tensors.
+  std::optional<AttemptError> read_source_manifest(Pass& p, const api::Region& source);
   std::optional<AttemptError> prepare_targets(Pass& p);
   std::optional<AttemptError> take_grants(Pass& p);
   // The targets this attempt sends to: all but those that landed in an earlier one.

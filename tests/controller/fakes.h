@@ -122,8 +122,9 @@ class FakeAgents : public AgentApi {
  public:
   struct Node {
     std::map<std::string, api::Region> regions;
-    std::set<std::string> files;                // loadable files
-    std::map<std::string, std::string> grants;  // id -> region
+    std::map<std::string, api::Manifest> manifests;  // region -> its named tensors
+    std::set<std::string> files;                     // loadable files
+    std::map<std::string, std::string> grants;       // id -> region
     bool down = false;
     json info;  // what GET /v1/node answers beyond {"node"}
   };
@@ -172,15 +173,32 @@ class FakeAgents : public AgentApi {
     info["node"] = node;
     return info;
   }
-  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                    const std::string& memory, const std::string& ns) override {
+  Result<api::Region> create_region(const std::string& node, const api::CreateRegion& region) override {
     std::lock_guard lock(mu_);  // the reconciler creates a job's target regions at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
-    if (n.regions.count(name) > 0) return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + name);
-    api::Region made{name, bytes, memory};
-    made.ns = ns;
-    return n.regions[name] = made;
+    if (n.regions.count(region.name) > 0)
+      return make_error(ErrorCode::AlreadyExists, "AlreadyExists: " + region.name);
+    api::Region made{region.name, region.bytes, region.memory};
+    made.ns = region.ns;
+    if (region.manifest) {
+      made.tensors = region.manifest->tensors.size();
+      n.manifests[region.name] = *region.manifest;
+    }
+    return n.regions[region.name] = made;
+  }
+  // Convenience for tests that make a region by hand.
+  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
+                                    const std::string& memory, const std::string& ns) {
+    return create_region(node, api::CreateRegion{.name = name, .bytes = bytes, .memory = memory, .ns = ns});
+  }
+  Result<api::Manifest> manifest(const std::string& node, const std::string& name) override {
+    if (auto e = reach(node)) return *e;
+    auto& n = nodes[node];
+    auto it = n.manifests.find(name);
+    if (it == n.manifests.end())
+      return make_error(ErrorCode::NotFound, "NotFound: region " + name + " has no manifest");
+    return it->second;
   }
   Result<api::Region> get_region(const std::string& node, const std::string& name) override {
     if (auto e = reach(node)) return *e;

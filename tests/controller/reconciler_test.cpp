@@ -311,11 +311,11 @@ TEST_F(ReconcilerTest, AGrantThatCouldNotBeRevokedIsRevokedOnceItsNodeAnswers) {
 TEST(ReconcilerMemoryCap, ARegionOverTheWholeCapFailsAtOnceOneOverWhatIsFreeIsRetried) {
   struct CappedAgents : FakeAgents {
     std::uint64_t used = 0;
-    Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                      const std::string& memory, const std::string& ns) override {
-      if (node == "node-b" && used + bytes > 128 * MiB)
+    using FakeAgents::create_region;
+    Result<api::Region> create_region(const std::string& node, const api::CreateRegion& region) override {
+      if (node == "node-b" && used + region.bytes > 128 * MiB)
         return make_error(ErrorCode::ResourceExhausted, "ResourceExhausted: would exceed the memory cap");
-      return FakeAgents::create_region(node, name, bytes, memory, ns);
+      return FakeAgents::create_region(node, region);
     }
   };
   ManualClock clock;
@@ -1104,6 +1104,36 @@ TEST_F(ReconcilerTest, EachTransferSettingOfTheSpecReachesTheAgentsBody) {
   auto read = api::TransferRequest::from_json(sent.to_json());
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(read->to_json(), sent.to_json());
+}
+
+TEST_F(ReconcilerTest, TargetRegionsAJobCreatesHoldTheSourcesManifest) {
+  // A source region that names its tensors (docs/tensors.md): the regions the job makes name them too.
+  auto manifest = api::Manifest::from_json({{"tensors",
+                                             {{{"name", "model.embed.weight"},
+                                               {"dtype", "BF16"},
+                                               {"shape", {1024}},
+                                               {"offset", 0},
+                                               {"length", 2048}}}},
+                                            {"metadata", {{"format", "pt"}}}},
+                                           64 * MiB);
+  ASSERT_TRUE(manifest) << manifest.error().message;
+  ASSERT_TRUE(agents.create_region(
+      "node-a", api::CreateRegion{.name = "model", .bytes = 64 * MiB, .manifest = *manifest}));
+  store.put(job("named", {{"source", {{"node", "node-a"}, {"file", nullptr}, {"region", "model"}}}}));
+  start("named");
+  ASSERT_EQ(agents.nodes["node-b"].manifests.count("weights"), 1U) << "the target was made without it";
+  EXPECT_EQ(agents.nodes["node-b"].manifests.at("weights").to_json(), manifest->to_json());
+
+  // A source that names none makes targets that name none.
+  ASSERT_TRUE(agents.create_region("node-a", "plain", 64 * MiB, "host", ""));
+  store.put(
+      job("unnamed",
+          {{"source", {{"node", "node-a"}, {"file", nullptr}, {"region", "plain"}}},
+           {"targets", {{{"node", "node-c"}, {"region", "weights"}, {"create", {{"bytes", 64 * MiB}}}}}}}));
+  for (int i = 0; i < 3 && agents.starts < 2; ++i) reconcile("unnamed");
+  ASSERT_EQ(phase("unnamed"), "Running") << store.job("unnamed").dump(2);
+  EXPECT_EQ(agents.nodes["node-c"].regions.count("weights"), 1U);
+  EXPECT_EQ(agents.nodes["node-c"].manifests.count("weights"), 0U);
 }
 
 }  // namespace

@@ -95,10 +95,10 @@ class WaitingAgents : public testing::FakeAgents {
     std::lock_guard lock(calls_mu_);
     return FakeAgents::node_info(node);
   }
-  Result<api::Region> create_region(const std::string& node, const std::string& name, std::uint64_t bytes,
-                                    const std::string& memory, const std::string& ns) override {
+  using FakeAgents::create_region;
+  Result<api::Region> create_region(const std::string& node, const api::CreateRegion& region) override {
     std::lock_guard lock(calls_mu_);
-    return FakeAgents::create_region(node, name, bytes, memory, ns);
+    return FakeAgents::create_region(node, region);
   }
   Result<api::Region> get_region(const std::string& node, const std::string& name) override {
     std::lock_guard lock(calls_mu_);
