@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import math
 import os
+import time
 import warnings
 from collections.abc import Iterable
 from typing import Any
@@ -26,7 +27,7 @@ import numpy as np
 from . import buffers, cuda, versions
 from .buffers import SharedBuffer
 from .client import Client
-from .errors import InvalidArgument
+from .errors import InvalidArgument, NotFound
 from .manifest import Manifest
 from .transfers import Transfer, TransferStatus
 from .values import Grant, Region, Target, check_id, check_name
@@ -309,6 +310,23 @@ class Agent(Client):
         """Hand the agent GPU memory of this process (any object with ``__cuda_array_interface__``) as
         region NAME through a CUDA IPC handle (:mod:`conduit.cuda`)."""
         return cuda.share_cuda(self, name, tensor)
+
+    def wait_region(self, name: str, timeout: float = 60.0) -> Region:
+        """Region NAME once it exists on this agent (a receiver meeting the region a publisher makes):
+        asked at 10 ms, then at intervals doubling to 0.5 s; TimeoutError after TIMEOUT s. Other errors
+        (Forbidden, an agent that does not answer) are raised at once."""
+        check_name(name)
+        deadline = time.monotonic() + timeout
+        pause = 0.01
+        while True:
+            try:
+                return self.region(name)
+            except NotFound:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"region {name} did not appear on {self.url} within {timeout} s") from None
+                time.sleep(min(pause, left))
+                pause = min(pause * 2, 0.5)
 
     def wait_version(self, region: str, after: int = 0, timeout: float | None = None) -> Update:
         """The region's version once it is past AFTER (:mod:`conduit.versions`); TimeoutError after TIMEOUT s."""

@@ -61,3 +61,21 @@ def test_a_shaped_torch_view_is_zero_copy(nodes: Callable[..., list[conduit.Agen
         with pytest.raises(ValueError, match="needs 8192 bytes"):
             buf.torch(torch.float64, (32, 32))
         del view
+
+
+def test_wait_region_returns_once_the_region_is_made(nodes: Callable[..., list[conduit.Agent]]) -> None:
+    import threading
+    import time
+
+    (a,) = nodes("node-a")
+    maker = threading.Timer(0.3, lambda: a.create_region("late", 4096))
+    t0 = time.monotonic()
+    maker.start()
+    try:
+        region = a.wait_region("late", timeout=10)
+    finally:
+        maker.join()
+    assert region.name == "late" and region.bytes == 4096
+    assert time.monotonic() - t0 < 2, "waited long past the region's making"
+    with pytest.raises(TimeoutError, match="did not appear"):
+        a.wait_region("never", timeout=0.2)
