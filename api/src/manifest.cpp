@@ -60,7 +60,8 @@ Result<std::vector<std::uint64_t>> dimensions(const json& shape, const std::stri
   std::vector<std::uint64_t> out;
   for (const json& d : shape) {
     const auto n = natural(d);
-    if (!n) return bad(path + ".shape: each dimension must be a non-negative integer");
+    // int64, as the spec and torch hold them: a dimension past 2^63 - 1 is refused even beside a 0.
+    if (!n || *n > INT64_MAX) return bad(path + ".shape: each dimension must be an integer in [0, 2^63)");
     out.push_back(*n);
   }
   return out;

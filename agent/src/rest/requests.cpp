@@ -12,11 +12,13 @@ namespace {
 
 Error invalid(std::string message) { return make_error(ErrorCode::InvalidArgument, std::move(message)); }
 
+// The spec's query integers are int64: a value past 2^63 - 1 is no valid request, however small the
+// answer it would give (schemathesis's negative mode sends slice=2^63).
 std::optional<std::uint64_t> parse_decimal(std::string_view text) {
   std::uint64_t value = 0;
   const char* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (text.empty() || ec != std::errc() || ptr != end) return std::nullopt;
+  if (text.empty() || ec != std::errc() || ptr != end || value > INT64_MAX) return std::nullopt;
   return value;
 }
 

@@ -202,9 +202,11 @@ def test_invalid_requests_refused_and_change_nothing(target):
     print(hostile.cmd_fixtures(target.url, target.token))
     before = hostile.cmd_snapshot(target.url, target.token, target.data)
     t0 = time.monotonic()
-    # No stateful phase here: it chains valid requests (list the grants, then revoke one) on purpose.
+    # No stateful phase here: it chains valid requests (list the grants, then revoke one) on purpose. Nor the
+    # examples phase: it sends the spec's examples as written, valid requests (a 1-byte region named "0" with
+    # the Manifest example), which the mixed run below sends instead.
     examples = 10 if target.client_cert else 100  # fewer in the mtls run: see MTLS_CASES
-    rc, out = target.schemathesis("negative.out", "--mode", "negative", "--phases", "examples,coverage,fuzzing",
+    rc, out = target.schemathesis("negative.out", "--mode", "negative", "--phases", "coverage,fuzzing",
                                   "--max-examples", str(examples),
                                   "--checks", "not_a_server_error,negative_data_rejection")
     n = cases_run(out)
