@@ -158,10 +158,11 @@ nlohmann::json Region::Update::to_json(const std::string& region) const {
   return j;
 }
 
-Region::Update Region::bump(std::string by) {
+Region::Update Region::bump(std::string by, std::shared_ptr<const api::Manifest> manifest) {
   Update now;
   {
     std::lock_guard lock(update_mu_);
+    if (manifest) manifest_ = std::move(manifest);
     update_.version += 1;
     update_.by = std::move(by);
     update_.at = std::chrono::system_clock::now();

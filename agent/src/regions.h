@@ -59,7 +59,9 @@ class Region {
     std::chrono::system_clock::time_point at{};
     nlohmann::json to_json(const std::string& region) const;  // {region, version, updatedBy, updatedAt}
   };
-  Update bump(std::string by);
+  // One more version, written by `by`; a `manifest` given (checked by the caller against bytes()) becomes
+  // the region's in the same step, so whoever wakes on the version reads the manifest that came with it.
+  Update bump(std::string by, std::shared_ptr<const api::Manifest> manifest = nullptr);
   Update update() const;
   // Waits at most `wait` for a version past `after`, or until `stop()` says so (checked every 200 ms).
   Update wait_newer(std::uint64_t after, std::chrono::milliseconds wait,

@@ -382,8 +382,10 @@ Result<Landed> AgentClient::landed(const std::string& grant, const LandedReport&
   return Landed::from_json(*answer);
 }
 
-Status AgentClient::commit(const std::string& grant, std::uint64_t bytes) const {
-  const json body = CommitRequest{.bytes = bytes}.to_json();
+Status AgentClient::commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest) const {
+  CommitRequest request{.bytes = bytes};
+  if (manifest != nullptr) request.manifest = *manifest;
+  const json body = request.to_json();
   // fsync of a whole checkpoint can take long on a slow disk.
   return done(call(Method::Post, "/v1/grants/" + grant + "/commit", &body, options_.slow_timeout));
 }

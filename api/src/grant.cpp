@@ -188,13 +188,24 @@ Result<Landed> Landed::from_json(const json& body) {
 
 Result<CommitRequest> CommitRequest::from_json(const json& body) {
   JsonFields f(body, "");
-  f.only({"bytes"});
+  f.only({"bytes", "manifest"});
   const auto bytes = f.u64("bytes", Need::Required, 1, kMaxStreamBytes);
   if (!f.ok()) return f.status().error();
-  return CommitRequest{.bytes = *bytes};
+  CommitRequest request{.bytes = *bytes};
+  if (body.contains("manifest")) {
+    // Checked here as a manifest; whether it fits the region is the route's to say.
+    auto manifest = Manifest::from_json(body["manifest"], kMaxStreamBytes);
+    if (!manifest) return make_error(ErrorCode::InvalidArgument, "manifest: " + manifest.error().message);
+    request.manifest = std::move(*manifest);
+  }
+  return request;
 }
 
-json CommitRequest::to_json() const { return {{"bytes", bytes}}; }
+json CommitRequest::to_json() const {
+  json body{{"bytes", bytes}};
+  if (manifest) body["manifest"] = manifest->to_json();
+  return body;
+}
 
 Grant Grant::from_json(const json& body) {
   Grant g;

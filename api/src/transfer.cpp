@@ -93,7 +93,7 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   if (!body.is_object()) return make_error(ErrorCode::InvalidArgument, "the body must be a JSON object");
   JsonFields fields(body, "");
   fields.only({"source", "targets", "op", "strategy", "chunkBytes", "window", "verify", "deadlineSeconds",
-               "maxBytesPerSecond", "ops", "opsPacked", "namespace"});
+               "maxBytesPerSecond", "ops", "opsPacked", "namespace", "manifest"});
   TransferRequest r;
   r.ns = parse_namespace(fields);
 
@@ -205,6 +205,14 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
       return bad("ops", "take verify none (compare the regions' checksums after)");
     if (r.max_bytes_per_second != 0) return bad("ops", "are not paced: leave out maxBytesPerSecond");
   }
+  if (body.contains("manifest")) {
+    if (!r.ops.empty()) return bad("manifest", "a scatter write keeps the target's manifest: leave it out");
+    if (r.op != OpKind::Write) return bad("manifest", "goes with a write: op must be \"write\"");
+    // Region offsets: whether it fits is each target's to say, against its region, at the commit.
+    auto manifest = Manifest::from_json(body["manifest"], static_cast<std::uint64_t>(INT64_MAX));
+    if (!manifest) return bad("manifest", manifest.error().message);
+    r.manifest = std::move(*manifest);
+  }
   return r;
 }
 
@@ -312,6 +320,7 @@ json TransferRequest::to_json() const {
             {"maxBytesPerSecond", max_bytes_per_second}};
   if (chain) body["strategy"] = "chain";
   if (!ns.empty()) body["namespace"] = ns;
+  if (manifest) body["manifest"] = manifest->to_json();
   if (!ops.empty()) {
     json list = json::array();
     for (const auto& op : ops)

@@ -207,5 +207,68 @@ TEST_F(ManifestHttp, AMalformedSafetensorsFileMakesNoRegionAndSaysWhy) {
   }
 }
 
+// Manifests travel with writes (docs/tensors.md): a whole region written through a grant gives the target its
+// manifest with the new version; a partial write does not; one that does not fit fails the write.
+class ManifestWrites : public testing::TwoAgents {
+ protected:
+  // `source` on a (112 bytes of a counting pattern, with model()), `target` on b (112 bytes, given `manifest`
+  // or none), and a write grant on the target that takes landing reports.
+  void SetUp() override {
+    ASSERT_TRUE(a.started() && b.started());
+    ASSERT_EQ(a.post("/v1/regions", {{"name", "source"}, {"bytes", 112}, {"manifest", model()}}).status, 201);
+    ASSERT_EQ(b.post("/v1/regions", {{"name", "target"}, {"bytes", 112}}).status, 201);
+    grant = testing::region_grant(b, "target", {{"access", "write"}, {"writer", "trainer"}});
+  }
+  // POST /v1/transfers on a of `extra` over a whole-region write verified as it lands; the transfer's end.
+  json write(json extra = json::object()) {
+    json body{{"source", {{"region", "source"}}},
+              {"targets",
+               {{{"grant", grant["key"]}, {"url", b.url()}, {"region", "target"}, {"grantId", grant["id"]}}}},
+              {"verify", "crc32c"}};
+    body.update(extra, /*merge_objects=*/true);
+    const auto started = a.post("/v1/transfers", body);
+    EXPECT_EQ(started.status, 202) << started.body.dump();
+    return a.wait_transfer(started.body.value("id", ""));
+  }
+  std::uint64_t version() { return b.get("/v1/regions/target/version").body.value("version", 0u); }
+  json grant;
+};
+
+TEST_F(ManifestWrites, AWholeRegionWriteGivesTheTargetTheSourcesManifestWithItsNewVersion) {
+  EXPECT_EQ(b.get("/v1/regions/target/manifest").status, 404);
+  const json done = write();
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_EQ(version(), 1u);
+  EXPECT_EQ(b.get("/v1/regions/target/manifest").body, model());
+  EXPECT_EQ(b.get("/v1/regions/target").body["tensors"], 3);
+}
+
+TEST_F(ManifestWrites, APartOfTheRegionLeavesTheTargetsManifestAsItWas) {
+  const json done = write({{"source", {{"offset", 0}, {"length", 64}}}});
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_EQ(version(), 1u) << "the write committed";
+  EXPECT_EQ(b.get("/v1/regions/target/manifest").status, 404) << "64 of 112 bytes carry no manifest";
+}
+
+TEST_F(ManifestWrites, AManifestThatDoesNotFitTheTargetFailsTheWriteNamingTheTensor) {
+  json too_long = {{"tensors", json::array({tensor("model.norm.weight", "F32", {64}, 0, 256)})}};
+  const json done = write({{"manifest", too_long}});
+  EXPECT_EQ(done["state"], "Failed") << done.dump();
+  EXPECT_NE(done.dump().find("model.norm.weight"), std::string::npos) << done.dump();
+  EXPECT_EQ(version(), 0u) << "nothing committed";
+  EXPECT_EQ(b.get("/v1/regions/target/manifest").status, 404);
+}
+
+TEST_F(ManifestWrites, AScatterWriteTakesNoManifest) {
+  const auto scatter =
+      a.post("/v1/transfers", {{"source", {{"region", "source"}}},
+                               {"targets", {{{"grant", grant["key"]}, {"url", b.url()}}}},
+                               {"ops", {{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 8}}}},
+                               {"manifest", model()}});
+  EXPECT_EQ(scatter.status, 400);
+  EXPECT_NE(message(scatter).find("manifest: a scatter write keeps"), std::string::npos)
+      << scatter.body.dump();
+}
+
 }  // namespace
 }  // namespace conduit

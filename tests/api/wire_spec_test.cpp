@@ -237,6 +237,8 @@ TEST(WireSpec, RequestBodiesValidate) {
   request.follow_grant = "g-fedcba9876543210";
   request.ops = {{.source_offset = 0, .target_offset = 4096, .length = 512}};
   request.ns = "team-a";
+  request.manifest = Manifest{
+      .tensors = {{.name = "lm_head.weight", .dtype = "F16", .shape = {256}, .offset = 0, .length = 512}}};
   const json body = request.to_json();
   EXPECT_EQ(errors_of(body, "TransferRequest"), std::vector<std::string>{}) << body.dump();
   // Every field the spec names is one we send: a field renamed in the spec shows up here. Except opsPacked,
@@ -299,6 +301,8 @@ TEST(WireSpec, RequestBodiesReadBackWhatClientsSend) {
                     "/v1/grants/{id}/landed");
   expect_reads_back(LandedReport{.offset = 0, .length = 1}, "/v1/grants/{id}/landed");
   expect_reads_back(CommitRequest{.bytes = 1 << 20}, "/v1/grants/{id}/commit");
+  expect_reads_back(CommitRequest{.bytes = 16, .manifest = Manifest{.tensors = {{"b", "BOOL", {16}, 0, 16}}}},
+                    "/v1/grants/{id}/commit");
 
   // Absent is not 0: a grant with no length is to the end of the region, and stays so.
   const auto rest = GrantRequest::from_json(GrantRequest{.access = "write"}.to_json());

@@ -144,13 +144,24 @@ void grant_commit(Call& c) {
   const auto landed = path_landing(c);
   if (!landed) return;
   const auto& landing = landed->landing;
+  const RegionPtr& region = landed->grant->region.get();
+  // The manifest the write carries must fit the region before anything commits: a 400 naming the tensor
+  // leaves the write uncommitted and the region's version and manifest as they were.
+  std::shared_ptr<const api::Manifest> manifest;
+  if (request->manifest && region && !landing->ring()) {
+    if (auto fits = request->manifest->check(region->bytes()); !fits)
+      return c.fail(make_error(ErrorCode::InvalidArgument, "manifest: " + fits.error().message));
+    manifest = std::make_shared<const api::Manifest>(std::move(*request->manifest));
+  }
   auto committed = landing->commit(request->bytes);
   if (!committed) return c.fail(committed.error());
   json answer{{"id", c.id}, {"landing", landing->to_json()}};
-  // Every byte of a write into a region landed: the region has a new version (waiters wake).
-  if (const RegionPtr& region = landed->grant->region.get(); region && !landing->ring()) {
-    answer["region"] = *committed ? region->bump(landing->writer()).to_json(region->name())
-                                  : region->update().to_json(region->name());
+  // Every byte of a write into a region landed: the region has a new version (waiters wake), with the
+  // manifest the write carried.
+  if (region && !landing->ring()) {
+    answer["region"] = *committed
+                           ? region->bump(landing->writer(), std::move(manifest)).to_json(region->name())
+                           : region->update().to_json(region->name());
   }
   c.reply(200, answer);
 }

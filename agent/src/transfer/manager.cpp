@@ -94,6 +94,13 @@ Result<std::string> TransferManager::start(ResolvedRequest request) {
                                                       std::to_string(size) + "-byte " + source_name);
   }
 
+  // A whole region with named tensors: its targets take its manifest with the write (a hop forwarding
+  // what lands in its own region has the body's, or none: its region's may be the one being replaced).
+  if (region && !request.wire.manifest && request.wire.follow_grant.empty() &&
+      request.wire.op == OpKind::Write && request.wire.offset == 0 && length == size) {
+    if (const auto manifest = region->manifest()) request.wire.manifest = *manifest;
+  }
+
   auto t = std::make_shared<TransferRun>();
   for (std::size_t i = 0; i < request.wire.targets.size(); ++i) {
     const api::TransferTarget& target = request.wire.targets[i];

@@ -291,7 +291,11 @@ std::optional<Failure> TransferRun::stream(const run::Context& c, std::size_t ta
     // Every byte reported landed (and verified): the target saves its file in place, and its region gets
     // a new version; never before this point, so a failed or partial write bumps nothing.
     const auto committing = SteadyClock::now();
-    auto committed = api::AgentClient(t.url, c.peers).commit(t.grant_id, t.save ? length : t.offset + length);
+    // The manifest describes a region from its offset 0: only a write that starts there carries it.
+    const bool whole = !t.save && t.ring_bytes == 0 && t.region_offset == 0 && t.offset == 0;
+    const api::Manifest* manifest = whole && request.wire.manifest ? &*request.wire.manifest : nullptr;
+    auto committed =
+        api::AgentClient(t.url, c.peers).commit(t.grant_id, t.save ? length : t.offset + length, manifest);
     add_stage(&StageSeconds::commit, run::seconds(SteadyClock::now() - committing));
     if (!committed)
       return landing_failure(committed.error(),

@@ -95,7 +95,8 @@ class AgentClient {
   Status revoke_grant(const std::string& id, const std::string& ns = "") const;  // DELETE /v1/grants/{id}
   Result<Grant> create_ring_grant(const RingGrantRequest& request) const;        // POST /v1/grants
   Result<Landed> landed(const std::string& grant, const LandedReport& report) const;  // .../landed
-  Status commit(const std::string& grant, std::uint64_t bytes) const;                 // .../commit
+  // .../commit; `manifest` (may be null) becomes the region's with its new version
+  Status commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest = nullptr) const;
 
   Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
   // GET /v1/transfers/{id}

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "conduit/api/manifest.h"
 #include "conduit/common/result.h"
 
 namespace conduit::api {
@@ -76,9 +77,11 @@ struct Landed {
   static Result<Landed> from_json(const nlohmann::json& body);
 };
 
-// POST /v1/grants/{id}/commit: CommitRequest {bytes}, every byte of the stream landed.
+// POST /v1/grants/{id}/commit: CommitRequest {bytes, manifest}, every byte of the stream landed; the
+// manifest (checked against the grant's region) becomes the region's with its new version.
 struct CommitRequest {
   std::uint64_t bytes = 0;
+  std::optional<Manifest> manifest{};
   static Result<CommitRequest> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };

@@ -31,7 +31,7 @@ std::optional<std::uint32_t> dtype_bits(std::string_view dtype);
 
 struct Manifest {
   std::vector<Tensor> tensors;  // by offset, ascending
-  std::map<std::string, std::string> metadata;
+  std::map<std::string, std::string> metadata{};
 
   // Bounds that keep one manifest from costing an agent more than a large model needs.
   static constexpr std::size_t kMaxTensors = 1 << 20;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "conduit/api/manifest.h"
 #include "conduit/common/op_kind.h"
 #include "conduit/common/result.h"
 
@@ -63,6 +64,11 @@ struct TransferRequest {
   std::vector<ScatterOp> ops{};
   std::string ns{};          // the job's namespace: the source region must belong to it or be shared with it
   std::string source_pod{};  // the UID of the pod the job addressed: the source region must be its own
+  // The named tensors a target holds once this write commits (docs/tensors.md): each target written from
+  // its region's offset 0 through a grantId takes it with its new version. Left out, the source agent
+  // fills it from a source region that has one when the write is the whole region; a Chain's hops forward
+  // it unchanged. Not with ops (a scatter write keeps the target's manifest) or op read.
+  std::optional<Manifest> manifest{};
 
   // Strict, as the agent reads a body: unknown fields, wrong types, zero/oversized values and
   // combinations that cannot run are InvalidArgument naming the field ("targets[1].url: ..."). The grant
