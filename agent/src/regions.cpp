@@ -283,6 +283,7 @@ Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memo
   auto region = std::make_shared<Region>(name, std::move(memory), std::move(source), std::move(tenancy),
                                          std::move(importer));
   regions_.emplace(name, region);
+  added_.notify_all();
   return region;
 }
 
@@ -463,6 +464,21 @@ Result<RegionPtr> RegionStore::get(const std::string& name) const {
   const auto it = regions_.find(name);
   if (it == regions_.end()) return make_error(ErrorCode::NotFound, "region " + quoted(name) + " not found");
   return it->second;
+}
+
+Result<RegionPtr> RegionStore::wait_for(const std::string& name, std::chrono::milliseconds wait,
+                                        const std::function<bool()>& stop) const {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  std::unique_lock lock(mu_);
+  while (true) {
+    if (const auto it = regions_.find(name); it != regions_.end()) return it->second;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= until || stop()) break;
+    // Woken by insert() at once; the 200 ms bound is only for noticing `stop` (the agent shutting down).
+    added_.wait_for(
+        lock, std::min<std::chrono::steady_clock::duration>(until - now, std::chrono::milliseconds(200)));
+  }
+  return make_error(ErrorCode::NotFound, "region " + quoted(name) + " not found");
 }
 
 std::vector<RegionPtr> RegionStore::list() const {

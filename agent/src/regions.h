@@ -28,6 +28,7 @@
 #include "files/save_file.h"
 #include "importer.h"
 #include "memory_pool.h"
+#include "region_acks.h"
 #include "tenancy.h"
 
 namespace conduit::agent {
@@ -82,6 +83,9 @@ class Region {
   // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt, tensors}
   nlohmann::json to_json() const;
 
+  // Which version each reader applied (region_acks.h); goes with the region.
+  RegionAcks& acks() const { return acks_; }
+
  private:
   std::string name_;
   MemoryRegion memory_;
@@ -94,6 +98,7 @@ class Region {
   mutable std::condition_variable updated_;
   Update update_;
   std::shared_ptr<const api::Manifest> manifest_;  // under update_mu_
+  mutable RegionAcks acks_;
   // After memory_: deregistered before the memory goes.
   std::mutex registrations_mu_;
   std::map<const Transport*, std::shared_ptr<const Registration>> registrations_;
@@ -177,6 +182,10 @@ class RegionStore {
   Result<RegionPtr> scratch(std::uint64_t bytes, const std::string& what);
 
   Result<RegionPtr> get(const std::string& name) const;
+  // Region `name` once it exists (made, loaded or imported): at once when it does, else when it is added,
+  // NotFound after `wait` or when `stop()` says so (checked every 200 ms).
+  Result<RegionPtr> wait_for(const std::string& name, std::chrono::milliseconds wait,
+                             const std::function<bool()>& stop) const;
   std::vector<RegionPtr> list() const;
   Status remove(const std::string& name);  // Conflict while in use, NotFound
   // Writes the region to `file` under the data directory (beneath namespace `ns`'s directory when set):
@@ -214,6 +223,7 @@ class RegionStore {
   std::shared_ptr<std::mutex> mu_ptr_ = std::make_shared<std::mutex>();
   std::mutex& mu_ = *mu_ptr_;
   std::map<std::string, RegionPtr> regions_;
+  mutable std::condition_variable added_;  // with mu_: a region was added (wait_for)
   std::shared_ptr<std::uint64_t> scratch_ = std::make_shared<std::uint64_t>(0);  // bytes, under mu_
 };
 

@@ -286,4 +286,40 @@ json StagingRequest::to_json() const {
   return {{"offset", offset}, {"length", length}, {"direction", to_device ? "toDevice" : "toHost"}};
 }
 
+// A reader names itself however it likes; the bound keeps 1024 of them small (a DNS name's length).
+constexpr std::size_t kMaxReaderChars = 253;
+
+Result<Ack> Ack::from_json(const json& body) {
+  Fields f(body, {"reader", "version"});
+  Ack ack;
+  if (auto reader = f.text("reader", Need::Required, kMaxReaderChars)) ack.reader = *reader;
+  if (auto version = f.u64("version", Need::Required, 0, INT64_MAX)) ack.version = *version;
+  if (!f.ok()) return f.status().error();
+  return ack;
+}
+
+json Ack::to_json() const { return {{"reader", reader}, {"version", version}}; }
+
+Acks Acks::from_json(const json& body) {
+  Acks a;
+  if (!body.is_object()) return a;
+  a.region = body.value("region", "");
+  a.version = body.value("version", std::uint64_t{0});
+  a.done = body.value("done", false);
+  if (const auto it = body.find("readers"); it != body.end() && it->is_array()) {
+    for (const auto& r : *it) {
+      if (!r.is_object()) continue;
+      a.readers.push_back(
+          {r.value("reader", ""), r.value("version", std::uint64_t{0}), r.value("at", std::string())});
+    }
+  }
+  return a;
+}
+
+json Acks::to_json() const {
+  json list = json::array();
+  for (const auto& r : readers) list.push_back({{"reader", r.reader}, {"version", r.version}, {"at", r.at}});
+  return {{"region", region}, {"version", version}, {"readers", std::move(list)}, {"done", done}};
+}
+
 }  // namespace conduit::api

@@ -11,6 +11,7 @@ named tensors (conduit.tensors: a state_dict laid out in one buffer, viewed and 
 docs/python.md has the whole of it.
 """
 
+from .acks import Ack, Acks
 from .agent import Agent, Grant, Region, Target
 from .buffers import SharedBuffer
 from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidArgument, NotFound, TooManyRequests,
@@ -23,7 +24,7 @@ from .versions import DoubleBuffer, Slot, Update
 __version__ = "0.1.0"
 
 __all__ = [
-    "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
+    "Ack", "Acks", "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
     "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Region", "SharedBuffer", "Slot", "Target",
     "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
     "Unavailable", "Unprocessable", "Update", "__version__",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import math
 import os
+import random
 import time
 import warnings
 from collections.abc import Iterable
@@ -24,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from . import acks as acks_api
 from . import buffers, cuda, versions
+from .acks import Ack, Acks
 from .buffers import SharedBuffer
 from .client import Client
-from .errors import InvalidArgument, NotFound
+from .errors import InvalidArgument, NotFound, TooManyRequests
 from .manifest import Manifest
 from .transfers import Transfer, TransferStatus
 from .values import Grant, Region, Target, check_id, check_name
@@ -312,21 +315,30 @@ class Agent(Client):
         return cuda.share_cuda(self, name, tensor)
 
     def wait_region(self, name: str, timeout: float = 60.0) -> Region:
-        """Region NAME once it exists on this agent (a receiver meeting the region a publisher makes):
-        asked at 10 ms, then at intervals doubling to 0.5 s; TimeoutError after TIMEOUT s. Other errors
+        """Region NAME once it exists on this agent (a receiver meeting the region a publisher makes): the agent
+        holds each ask until the region is made (``GET /v1/regions/{name}?timeoutSeconds=``, at most 30 s an
+        ask), so it answers as soon as it is; TimeoutError naming the region after TIMEOUT s. Other errors
         (Forbidden, an agent that does not answer) are raised at once."""
         check_name(name)
         deadline = time.monotonic() + timeout
-        pause = 0.01
         while True:
+            left = deadline - time.monotonic()
+            # Whole seconds (the agent's unit), rounded up; 0 once the time is up: one last look.
+            wait_s = 0 if left <= 0 else max(1, min(versions.LONG_POLL_S, math.ceil(left)))
+            pause = 0.0
             try:
-                return self.region(name)
+                return Region.from_json(self.request("GET", f"/v1/regions/{name}",
+                                                     params={"timeoutSeconds": wait_s},
+                                                     timeout=wait_s + versions.LONG_POLL_SLACK_S))
             except NotFound:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError(f"region {name} did not appear on {self.url} within {timeout} s") from None
+                pass
+            except TooManyRequests as e:
+                pause = (e.retry_after or 1.0) * random.uniform(0.5, 1.0)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"region {name} did not appear on {self.url} within {timeout:g} s") from None
+            if pause > 0:
                 time.sleep(min(pause, left))
-                pause = min(pause * 2, 0.5)
 
     def wait_version(self, region: str, after: int = 0, timeout: float | None = None) -> Update:
         """The region's version once it is past AFTER (:mod:`conduit.versions`); TimeoutError after TIMEOUT s."""
@@ -335,3 +347,18 @@ class Agent(Client):
     def version(self, region: str) -> Update:
         """The region's current version, at once."""
         return versions.current_version(self, region)
+
+    # ---- acknowledgements (conduit.acks)
+    def ack(self, region: str, version: int, reader: str | None = None) -> Acks:
+        """Says READER (default ``"<hostname>/<pid>"``) applied VERSION of REGION; Conflict when the region
+        has not reached it."""
+        return acks_api.ack(self, region, version, reader)
+
+    def acks(self, region: str, version: int = 0) -> Acks:
+        """REGION's acks now: each reader's latest version (``.applied()``: those at VERSION or later)."""
+        return acks_api.acks(self, region, version)
+
+    def wait_acks(self, region: str, version: int, readers: int, timeout: float | None = None) -> list[Ack]:
+        """The readers that acked VERSION of REGION (or later) once at least READERS did; TimeoutError naming
+        who acked and how many are missing after TIMEOUT s."""
+        return acks_api.wait_acks(self, region, version, readers, timeout)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from . import acks
 from .errors import ConduitError, NotFound, TooManyRequests
 from .values import Target, check_name, parse_time
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
 LONG_POLL_S = 30
 #: Added to the HTTP timeout of a long poll: the agent answers after timeoutSeconds, plus its own latency.
 _SLACK_S = 15.0
+#: The same slack, for the SDK's other long polls (Agent.wait_region).
+LONG_POLL_SLACK_S = _SLACK_S
 
 
 @dataclass(frozen=True)
@@ -200,6 +203,17 @@ class DoubleBuffer:
             raise ConduitError(f"double buffer {self.name} on {self.agent.url} went back to write "
                                f"{newest.sequence if newest else 0} (had {after})", "Conflict")
         return newest
+
+    def ack(self, slot: Slot, reader: str | None = None) -> None:
+        """Says READER (default ``"<hostname>/<pid>"``) applied SLOT (from ``wait()`` or ``latest()``): the
+        writer's ``wait_acks`` counts it."""
+        acks.ack(self.agent, slot.region, slot.update.version, reader)
+
+    def wait_acks(self, slot: Slot, readers: int, timeout: float | None = None) -> list[acks.Ack]:
+        """The readers that acked SLOT's write (or a later write of its half) once at least READERS did: a
+        writer that waits before writing the other half next time knows they all moved on from it.
+        TimeoutError naming who acked and how many are missing after TIMEOUT s."""
+        return acks.wait_acks(self.agent, slot.region, slot.update.version, readers, timeout)
 
     def still_valid(self, slot: Slot) -> bool:
         """True when SLOT (read from ``latest()``) cannot have been overwritten since: the other half has not

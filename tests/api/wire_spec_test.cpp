@@ -180,10 +180,26 @@ void expect_reads_back(const T& sent, const std::string& path) {
 
 TEST(WireSpec, TheSpecParses) {
   ASSERT_TRUE(spec().contains("components")) << "agent/openapi.yaml did not parse";
-  for (const char* name :
-       {"AllocateRegion", "LoadRegion", "Region", "RegionList", "SaveRegion", "SaveResult", "Checksum",
-        "StagingRequest", "CreateGrant", "RemoteKey", "Grant", "TransferRequest", "TransferTarget",
-        "TransferStatus", "CreateRingGrant", "LandedReport", "CommitRequest", "StatFile"}) {
+  for (const char* name : {"AllocateRegion",
+                           "LoadRegion",
+                           "Region",
+                           "RegionList",
+                           "SaveRegion",
+                           "SaveResult",
+                           "Checksum",
+                           "StagingRequest",
+                           "CreateGrant",
+                           "RemoteKey",
+                           "Grant",
+                           "TransferRequest",
+                           "TransferTarget",
+                           "TransferStatus",
+                           "CreateRingGrant",
+                           "LandedReport",
+                           "CommitRequest",
+                           "StatFile",
+                           "Ack",
+                           "Acks"}) {
     EXPECT_TRUE(schema(name).is_object()) << name << " is not in the spec";
   }
 }
@@ -196,6 +212,8 @@ TEST(WireSpec, RequestBodiesAreTheSpecsExamples) {
   EXPECT_EQ(SaveRegion{"checkpoints/step-1000.bin"}.to_json(), request_example("/v1/regions/{name}/save"));
   EXPECT_EQ((StagingRequest{.offset = 0, .length = 33554432, .to_device = true}.to_json()),
             request_example("/v1/regions/{name}/staging"));
+  EXPECT_EQ((Ack{.reader = "node-b/4242", .version = 3}.to_json()),
+            request_example("/v1/regions/{name}/acks"));
   EXPECT_EQ((GrantRequest{.offset = 0, .length = 268435456, .access = "write", .ttl_seconds = 600}.to_json()),
             request_example("/v1/regions/{name}/grants"));
 }
@@ -303,6 +321,7 @@ TEST(WireSpec, RequestBodiesReadBackWhatClientsSend) {
   expect_reads_back(CommitRequest{.bytes = 1 << 20}, "/v1/grants/{id}/commit");
   expect_reads_back(CommitRequest{.bytes = 16, .manifest = Manifest{.tensors = {{"b", "BOOL", {16}, 0, 16}}}},
                     "/v1/grants/{id}/commit");
+  expect_reads_back(Ack{.reader = "node-b/4242", .version = 3}, "/v1/regions/{name}/acks");
 
   // Absent is not 0: a grant with no length is to the end of the region, and stays so.
   const auto rest = GrantRequest::from_json(GrantRequest{.access = "write"}.to_json());
@@ -334,6 +353,7 @@ TEST(WireSpec, RequestSchemasReadAndWriteBack) {
   full("CreateRingGrant", RingGrantRequest::from_json);
   full("LandedReport", LandedReport::from_json);
   full("CommitRequest", CommitRequest::from_json);
+  full("Ack", Ack::from_json);
   const json renew = sample(request_content("/v1/grants/{id}/renew")["schema"]);
   const auto read = RenewGrant::from_json(renew);
   ASSERT_TRUE(read) << read.error().message;
@@ -366,6 +386,10 @@ TEST(WireSpec, RequestReadersNameTheField) {
   EXPECT_EQ(error_of(StagingRequest::from_json, {{"offset", 0}, {"length", 1}, {"direction", "up"}}),
             "direction: must be \"toDevice\" or \"toHost\", not \"up\"");
   EXPECT_EQ(error_of(SaveRegion::from_json, {{"file", "a.bin"}, {"colour", 1}}), "colour: unknown field");
+  EXPECT_EQ(error_of(Ack::from_json, {{"reader", ""}, {"version", 1}}), "reader: must not be empty");
+  EXPECT_EQ(error_of(Ack::from_json, {{"reader", std::string(254, 'r')}, {"version", 1}}),
+            "reader: is longer than 253 characters");
+  EXPECT_EQ(error_of(Ack::from_json, {{"reader", "r"}}), "version: is required");
 }
 
 // from_json then to_json gives back every field of a full instance of the schema, and nothing else.
@@ -382,6 +406,7 @@ void expect_round_trip(const std::string& schema_name, Decode decode) {
 TEST(WireSpec, AnswersDecodeAndReencode) {
   expect_round_trip("Region", [](const json& j) { return Region::from_json(j).to_json(); });
   expect_round_trip("RegionList", [](const json& j) { return regions_to_json(regions_from_json(j)); });
+  expect_round_trip("Acks", [](const json& j) { return Acks::from_json(j).to_json(); });
   expect_round_trip("SaveResult", [](const json& j) { return SaveResult::from_json(j).to_json(); });
   expect_round_trip("Grant", [](const json& j) { return Grant::from_json(j).to_json(); });
   expect_round_trip("TransferStatus", [](const json& j) { return TransferStatus::from_json(j).to_json(); });

@@ -1,6 +1,6 @@
-// Long-polls: a request that waits for a region's next version or a transfer's end holds a worker thread,
-// so at most kMaxLongPolls wait at once (half the server's threads) and waiters never starve the API. Each
-// waits at most --long-poll-max, whatever it asked for.
+// Long-polls: a request that waits for a region (its making, next version or acks) or a transfer's end holds
+// a worker thread, so at most kMaxLongPolls wait at once (half the server's threads) and waiters never starve
+// the API. Each waits at most --long-poll-max, whatever it asked for.
 #pragma once
 
 #include <httplib.h>

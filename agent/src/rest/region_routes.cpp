@@ -92,7 +92,23 @@ void create_region(Call& c) {
   allocate_region(c, std::get<api::CreateRegion>(*request));
 }
 
+// At once as it is; with timeoutSeconds, a region not made yet is waited for (a long-poll): 200 as soon as it
+// is made, loaded or imported, 404 when the time is up.
 void get_region(Call& c) {
+  const auto wait = parse_region_wait_query(c.req.params);
+  if (!wait) return c.fail(wait.error());
+  if (wait->count() > 0 && !c.state.regions.get(c.name)) {
+    auto made = long_poll(c.state, *wait, [&](std::chrono::seconds limit) {
+      return c.state.regions.wait_for(c.name, limit, [&state = c.state] { return !state.ready.load(); });
+    });
+    if (!made) return busy(c.res);
+    if (!*made) {
+      return c.fail(make_error(ErrorCode::NotFound,
+                               made->error().message + " (waited " +
+                                   std::to_string(std::min(*wait, c.state.config.long_poll_max).count()) +
+                                   " s for it)"));
+    }
+  }
   if (const auto region = c.region()) c.reply(200, region_json(c.state, **region));
 }
 
@@ -225,7 +241,7 @@ void region_staging(Call& c) {
 void install_region_routes(Router& r) {
   r.get("/v1/regions", list_regions);
   r.post("/v1/regions", create_region);
-  r.get(kRegion, get_region);
+  r.get(kRegion, get_region, RouteAccess::Control, {"timeoutSeconds"});
   r.del(kRegion, delete_region, RouteAccess::Control, {"namespace"});
   r.post(kRegionSave, save_region);
   r.get(kRegionManifest, get_manifest);

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "conduit/common/json_fields.h"
+#include "region_acks.h"
 
 namespace conduit::agent::rest {
 namespace {
@@ -57,6 +58,49 @@ Result<VersionQuery> parse_version_query(const httplib::Params& params) {
                      quoted_text(value));
     if (key == "after") {
       query.after = *parsed;
+    } else if (*parsed > 60) {
+      return invalid("query parameter \"timeoutSeconds\" must be at most 60, not " + value);
+    } else {
+      query.timeout = std::chrono::seconds(*parsed);
+    }
+  }
+  return query;
+}
+
+Result<std::chrono::seconds> parse_region_wait_query(const httplib::Params& params) {
+  std::chrono::seconds wait{0};
+  for (const auto& [key, value] : params) {
+    if (key != "timeoutSeconds") return invalid("unknown query parameter " + quoted_text(key));
+    if (params.count(key) > 1)
+      return invalid("query parameter " + quoted_text(key) + " given more than once");
+    const auto parsed = parse_decimal(value);
+    if (!parsed || *parsed > 60)
+      return invalid("query parameter \"timeoutSeconds\" must be an integer from 0 to 60, not " +
+                     quoted_text(value));
+    wait = std::chrono::seconds(*parsed);
+  }
+  return wait;
+}
+
+Result<AcksQuery> parse_acks_query(const httplib::Params& params) {
+  AcksQuery query;
+  for (const auto& [key, value] : params) {
+    if (key != "version" && key != "readers" && key != "timeoutSeconds")
+      return invalid("unknown query parameter " + quoted_text(key));
+    if (params.count(key) > 1)
+      return invalid("query parameter " + quoted_text(key) + " given more than once");
+    const auto parsed = parse_decimal(value);
+    if (!parsed)
+      return invalid("query parameter " + quoted_text(key) + " must be a non-negative integer, not " +
+                     quoted_text(value));
+    if (key == "version") {
+      query.version = *parsed;
+    } else if (key == "readers") {
+      if (*parsed > RegionAcks::kMaxReaders)
+        return invalid("query parameter \"readers\" must be at most " +
+                       std::to_string(RegionAcks::kMaxReaders) + " (the most readers a region keeps), not " +
+                       value);
+      query.readers = *parsed;
     } else if (*parsed > 60) {
       return invalid("query parameter \"timeoutSeconds\" must be at most 60, not " + value);
     } else {

@@ -26,6 +26,19 @@ struct VersionQuery {
 };
 Result<VersionQuery> parse_version_query(const httplib::Params& params);
 
+// ?timeoutSeconds= of GET /v1/regions/{name}: wait up to that long (at most 60 s) for the region to be made.
+Result<std::chrono::seconds> parse_region_wait_query(const httplib::Params& params);
+
+// GET /v1/regions/{name}/acks?version=&readers=&timeoutSeconds=: answers once at least `readers` readers
+// acked a version >= `version`, or after `timeout` (at most 60 s) with the acks as they are. `readers` is
+// at most RegionAcks::kMaxReaders (more could never be done).
+struct AcksQuery {
+  std::uint64_t version = 0;
+  std::uint64_t readers = 1;
+  std::chrono::seconds timeout{0};
+};
+Result<AcksQuery> parse_acks_query(const httplib::Params& params);
+
 // ?waitSeconds= of POST /v1/transfers and GET /v1/transfers/{id} (at most 60; absent: 0, no wait).
 // `namespace_too`: the route also takes ?namespace= (checked by the router: Call::ns).
 Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too = false);

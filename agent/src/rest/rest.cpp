@@ -19,6 +19,7 @@ void install_routes(httplib::Server& server, AgentState& state) {
   rest::Router router(server, state);
   rest::install_health_routes(router);
   rest::install_region_routes(router);
+  rest::install_ack_routes(router);
   rest::install_grant_routes(router);
   rest::install_file_routes(router);
   rest::install_transfer_routes(router);

@@ -9,6 +9,7 @@ namespace conduit::agent::rest {
 
 void install_health_routes(Router& r);    // /healthz, /readyz, /metrics, /v1/node
 void install_region_routes(Router& r);    // /v1/regions...
+void install_ack_routes(Router& r);       // /v1/regions/{name}/acks
 void install_grant_routes(Router& r);     // /v1/grants..., /v1/regions/{name}/grants
 void install_file_routes(Router& r);      // /v1/files/stat
 void install_transfer_routes(Router& r);  // /v1/transfers...

@@ -183,6 +183,7 @@ SETUP: dict[str, Callable[[Docs], None]] = {
     "Named tensors": named_tensors,
     "Region versions": versions,
     "DoubleBuffer": double_buffer,
+    "Acknowledgements": versions,
     "TransferJobs": jobs,
     "Through a Kubernetes API server": kube_jobs,
 }

@@ -151,4 +151,31 @@ struct StagingRequest {
   nlohmann::json to_json() const;
 };
 
+// POST /v1/regions/{name}/acks: Ack {reader, version}, a reader saying it applied version `version` of the
+// region (docs/python.md, "Acknowledgements").
+struct Ack {
+  std::string reader;  // free text of 1..253 characters: "host/pid", a rank's name
+  std::uint64_t version = 0;
+  static Result<Ack> from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// One reader's latest ack, as Acks lists it: {reader, version, at}.
+struct AckedReader {
+  std::string reader;
+  std::uint64_t version = 0;
+  std::string at;  // RFC 3339, as the agent wrote it
+};
+
+// Acks {region, version, readers, done}: the answer of both acks routes. `done`: at least the asked number
+// of readers acked a version >= `version` (POST answers with the version acked and done true).
+struct Acks {
+  std::string region;
+  std::uint64_t version = 0;
+  std::vector<AckedReader> readers;
+  bool done = false;
+  static Acks from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
 }  // namespace conduit::api
