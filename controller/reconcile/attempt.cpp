@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "conduit/api/tensor_subset.h"
 #include "conduit/common/log.h"
 #include "in_parallel.h"
 #include "job_status.h"
@@ -148,7 +149,13 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     p.run.landed.clear();
     p.run.resume.clear();
   }
+  if (auto e = plan_tensors(p)) return e;
   if (auto e = prepare_targets(p); e || p.store_error) return e;
+  if (!p.subset.empty()) {
+    // What the job moves and reports is the subset: its bytes per target.
+    p.run.length = 0;
+    for (const auto& op : p.subset) p.run.length += op.length;
+  }
   if (auto e = take_grants(p); e || p.store_error) return e;
 
   api::TransferRequest request;
@@ -157,7 +164,8 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   } else {
     request.source_file = spec.source.file;  // read as it goes out
   }
-  request.length = p.run.length;
+  request.length = p.subset.empty() ? p.run.length : 0;  // an op list carries its own ranges
+  request.ops = p.subset;
   request.ns = p.key.ns;  // the source agent checks the source region admits it
   if (spec.source.pod) request.source_pod = spec.source.pod->uid;  // ... and that it is that pod's
   request.chunk_bytes = spec.chunk_bytes;
@@ -191,7 +199,8 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     // Landing reports wherever the grant takes them: verified and saved as the bytes land, a Chain's next hop
     // fed only what landed, and the final commit that gives the target region its new version (a process
     // waiting for new weights wakes then).
-    if (g.takes_reports()) target.grant_id = g.id;
+    // A scatter batch (spec.tensors) takes no landing reports: the agent refuses a grantId beside ops.
+    if (g.takes_reports() && p.subset.empty()) target.grant_id = g.id;
     if (g.ring()) target.ring_bytes = g.length;
     target.save = restarts;
     request.targets.push_back(std::move(target));
@@ -353,8 +362,64 @@ std::optional<Reconciler::AttemptError> Reconciler::read_source_manifest(Pass& p
   return std::nullopt;
 }
 
+std::optional<Reconciler::AttemptError> Reconciler::plan_tensors(Pass& p) {
+  p.subset.clear();
+  p.subset_reach = 0;
+  const auto& spec = p.spec();
+  if (spec.tensors.empty()) return std::nullopt;
+  const std::string source = "source region \"" + spec.source.region + "\"" + on(spec.source.node);
+  if (!p.source_manifest) {
+    return AttemptError{reason::kTensorMismatch,
+                        source +
+                            " has no manifest: spec.tensors names tensors of a region that holds them "
+                            "(made with a manifest, or loaded from a .safetensors file)",
+                        /*permanent=*/true};
+  }
+  for (const auto& t : spec.targets) {
+    const std::string what = "target region \"" + t.region + "\"" + on(t.node);
+    std::optional<api::Manifest> target;
+    if (t.create) {
+      // Created with the source's manifest when it fits, so the tensors land where the source has them.
+      if (p.source_manifest->data_bytes() > t.create->bytes) {
+        return AttemptError{reason::kSizeMismatch,
+                            what + ": create.bytes " + std::to_string(t.create->bytes) +
+                                " is smaller than the source's tensors (" +
+                                std::to_string(p.source_manifest->data_bytes()) + " bytes)",
+                            /*permanent=*/true};
+      }
+      target = p.source_manifest;
+    } else {
+      auto r = agents_.get_region(t.node, t.region);
+      if (!r && r.error().code == ErrorCode::NotFound) {
+        return AttemptError{reason::kRegionNotFound,
+                            t.pod ? missing(what, t.pod) : what + " does not exist; add create: {bytes: N}"};
+      }
+      if (!r) return AttemptError{reason_for(r.error()), "looking up " + what + ": " + r.error().message};
+      if (!r->tensors) {
+        return AttemptError{reason::kTensorMismatch,
+                            what + " has no manifest: spec.tensors moves into the same tensors of the target",
+                            /*permanent=*/true};
+      }
+      auto m = agents_.manifest(t.node, t.region);
+      if (!m) {
+        return AttemptError{reason_for(m.error()),
+                            "reading the manifest of " + what + ": " + m.error().message};
+      }
+      target = std::move(*m);
+    }
+    auto ops = api::plan_subset(*p.source_manifest, *target, spec.tensors);
+    if (!ops)
+      return AttemptError{reason::kTensorMismatch, what + ": " + ops.error().message, /*permanent=*/true};
+    // One target (a PointToPoint job, spec.tensors' rule): its ops are the batch.
+    p.subset = std::move(*ops);
+    for (const auto& op : p.subset) p.subset_reach = std::max(p.subset_reach, op.target_offset + op.length);
+  }
+  return std::nullopt;
+}
+
 std::optional<Reconciler::AttemptError> Reconciler::prepare_targets(Pass& p) {
-  const std::uint64_t length = p.run.length;
+  // A subset needs room for the tensors it reaches, not for the whole source.
+  const std::uint64_t length = p.subset.empty() ? p.run.length : p.subset_reach;
   const auto& targets = p.spec().targets;
   auto what = [&](const TargetSpec& t) { return "target region \"" + t.region + "\"" + on(t.node); };
   auto check_size = [&](const TargetSpec& t, const api::Region& r) -> std::optional<AttemptError> {
@@ -474,7 +539,7 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
   for (const std::uint32_t i : sending) {
     const auto& t = spec.targets[i];
     GrantAsk ask{.region = t.region,
-                 .length = p.run.length,
+                 .length = p.subset.empty() ? p.run.length : p.subset_reach,
                  .ttl_seconds = options_.grant_ttl_seconds,
                  .provider = "",
                  .save = "",

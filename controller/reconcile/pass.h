@@ -32,6 +32,10 @@ struct Reconciler::Pass {
   // The named tensors the source holds (a region made with a manifest, a .safetensors file): the target
   // regions the job creates are made with it, so a receiver finds the tensors where the source had them.
   std::optional<api::Manifest> source_manifest;
+  // spec.tensors: the one target's scatter batch (api/tensor_subset.h), and how far into the target region
+  // its ops reach (the grant's length).
+  std::vector<api::ScatterOp> subset;
+  std::uint64_t subset_reach = 0;
   std::string transport;  // what the pre-flight said to ask the targets' agents for ("": their choice)
   std::string fallback;   // why that is not the spec's transport (allowFallback); "" when it is
 

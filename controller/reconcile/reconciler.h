@@ -101,6 +101,9 @@ class Reconciler {
   std::optional<AttemptError> prepare_source(Pass& p);
   // The source's manifest into p.source_manifest when `source` (as its agent answered) names tensors.
   std::optional<AttemptError> read_source_manifest(Pass& p, const api::Region& source);
+  // spec.tensors: the scatter batch into p.subset, planned against each target region's manifest (a region
+  // the job creates gets the source's) before any region is created or byte moved.
+  std::optional<AttemptError> plan_tensors(Pass& p);
   std::optional<AttemptError> prepare_targets(Pass& p);
   std::optional<AttemptError> take_grants(Pass& p);
   // The targets this attempt sends to: all but those that landed in an earlier one.

@@ -47,7 +47,8 @@ bool is_permanent(const std::string& r) {
          r == reason::kSourceFileNotFound || r == reason::kSizeMismatch ||
          r == reason::kTransportUnavailable || r == reason::kDeadlineExceeded || r == reason::kNoSpaceLeft ||
          r == reason::kSourceFileChanged || r == reason::kRemoteAccessDenied ||
-         r == reason::kRegionNotShared || r == reason::kRegionNotOwnedByPod || r == reason::kRegionOwnedByPod;
+         r == reason::kRegionNotShared || r == reason::kRegionNotOwnedByPod ||
+         r == reason::kRegionOwnedByPod || r == reason::kTensorMismatch;
 }
 
 milliseconds backoff_delay(std::uint32_t retries) {

@@ -45,6 +45,8 @@ inline constexpr const char* kRegionAlreadyExists = "RegionAlreadyExists";
 inline constexpr const char* kRegionNotShared = "RegionNotShared";
 inline constexpr const char* kSourceFileNotFound = "SourceFileNotFound";
 inline constexpr const char* kSizeMismatch = "SizeMismatch";
+// spec.tensors against the regions' manifests (api/tensor_subset.h): a tensor missing or not the same.
+inline constexpr const char* kTensorMismatch = "TensorMismatch";
 inline constexpr const char* kInsufficientMemory = "InsufficientMemory";
 inline constexpr const char* kTransportUnavailable = "TransportUnavailable";
 inline constexpr const char* kTransferLost = "TransferLost";

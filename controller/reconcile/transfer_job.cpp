@@ -4,6 +4,8 @@
 #include <set>
 #include <utility>
 
+#include "conduit/api/manifest.h"
+#include "conduit/api/tensor_subset.h"
 #include "conduit/common/json_fields.h"
 
 namespace conduit::controller {
@@ -232,7 +234,51 @@ void parse_targets(Checker& c, const json& spec, std::vector<TargetSpec>& out) {
 // The CRD's CEL rules across fields. A target still given by a podSelector has no node yet: the rules that
 // need one are checked again once its pods are known (`resolved`), when a Fanout or Chain may have come
 // down to one target, which check_resolved's caller (pods.cpp) runs as PointToPoint.
+// spec.tensors: 1 to kMaxTensorPatterns names or globs, each as long as a tensor name may be.
+std::vector<std::string> parse_tensors(Checker& c, const json& tensors) {
+  std::vector<std::string> out;
+  if (tensors.empty() || tensors.size() > api::kMaxTensorPatterns) {
+    c.fail("spec.tensors", "must hold 1 to " + std::to_string(api::kMaxTensorPatterns) + " names, got " +
+                               std::to_string(tensors.size()));
+    return out;
+  }
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string path = "spec.tensors[" + std::to_string(i) + "]";
+    if (!tensors[i].is_string() || tensors[i].get_ref<const std::string&>().empty() ||
+        tensors[i].get_ref<const std::string&>().size() > api::Manifest::kMaxNameBytes) {
+      c.fail(path, "must be a tensor name or glob of 1 to " + std::to_string(api::Manifest::kMaxNameBytes) +
+                       " characters");
+      continue;
+    }
+    out.push_back(tensors[i].get<std::string>());
+  }
+  return out;
+}
+
+// A subset moves as one scatter batch (api/tensor_subset.h), which has the rules of an op list: from a
+// region, to one target region, neither verified as it lands, paced, saved nor forwarded.
+void check_tensors(Checker& c, const TransferJobSpec& s) {
+  if (s.tensors.empty()) return;
+  if (!s.source.file.empty())
+    c.fail("spec.tensors",
+           "needs source.region: a file's tensors are moved by loading it into a region first");
+  if (s.strategy == Strategy::Chain)
+    c.fail("spec.tensors", "cannot be used with strategy Chain: a hop forwards whole ranges, not tensors");
+  if (s.strategy == Strategy::Fanout)
+    c.fail("spec.tensors", "needs strategy PointToPoint for now: one scatter batch reaches one target");
+  if (s.verify)
+    c.fail("spec.tensors",
+           "needs verify: none: a scatter batch is not checked as it lands (compare the tensors after)");
+  if (s.max_bytes_per_second != 0)
+    c.fail("spec.tensors", "cannot be used with maxBytesPerSecond: a scatter batch is not paced");
+  for (const auto& t : s.targets) {
+    if (!t.file.empty() || t.region.empty())
+      c.fail("spec.tensors", "moves into a target region's tensors: a target takes a region and no file");
+  }
+}
+
 void check_cross_field(Checker& c, const TransferJobSpec& s, bool resolved) {
+  check_tensors(c, s);
   const auto n = s.targets.size();
   const bool selects = std::any_of(s.targets.begin(), s.targets.end(),
                                    [](const TargetSpec& t) { return t.pod_selector.has_value(); });
@@ -279,7 +325,7 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
   TransferJobSpec s;
   auto f = c.fields(spec, "spec");
   f.only({"source", "targets", "strategy", "transport", "chunkBytes", "window", "verify", "backoffLimit",
-          "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond"});
+          "activeDeadlineSeconds", "ttlSecondsAfterFinished", "suspend", "maxBytesPerSecond", "tensors"});
   parse_source(c, f, s.source);
   parse_targets(c, spec, s.targets);
   s.strategy = c.one_of<Strategy>(f, "strategy",
@@ -309,6 +355,7 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
   s.suspend = f.boolean("suspend").value_or(false);
   s.max_bytes_per_second = static_cast<std::uint64_t>(
       f.i64("maxBytesPerSecond", Need::Optional, 0, std::int64_t{1} << 40).value_or(0));
+  if (const json* tensors = f.array("tensors")) s.tensors = parse_tensors(c, *tensors);
   check_cross_field(c, s, /*resolved=*/false);
   if (!c.ok()) return make_error(ErrorCode::InvalidArgument, c.message());
   return s;

@@ -68,6 +68,9 @@ struct TransferJobSpec {
   std::optional<std::int64_t> ttl_seconds_after_finished;
   bool suspend = false;
   std::uint64_t max_bytes_per_second = 0;
+  // Names or fnmatch globs of the source's tensors: only those move, into the same tensors of the target
+  // (api/tensor_subset.h, docs/tensors.md "Subsets"). Empty: the whole region.
+  std::vector<std::string> tensors;
 
   // InvalidArgument listing every problem ("spec.chunkBytes: 1024 is below the minimum 4096; ...").
   static Result<TransferJobSpec> parse(const nlohmann::json& spec);

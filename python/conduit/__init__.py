@@ -15,7 +15,7 @@ from .acks import Ack, Acks
 from .agent import Agent, Grant, Region, Target
 from .buffers import SharedBuffer
 from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidArgument, NotFound, TooManyRequests,
-                     TransferFailed, Unauthorized, Unavailable, Unprocessable)
+                     TensorMismatch, TransferFailed, Unauthorized, Unavailable, Unprocessable)
 from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
 from .manifest import Manifest, TensorSpec
 from .transfers import Transfer, TransferStatus
@@ -26,6 +26,6 @@ __version__ = "0.1.0"
 __all__ = [
     "Ack", "Acks", "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
     "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Region", "SharedBuffer", "Slot", "Target",
-    "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
+    "TensorMismatch", "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
     "Unavailable", "Unprocessable", "Update", "__version__",
 ]

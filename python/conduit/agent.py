@@ -20,7 +20,7 @@ import os
 import random
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,8 +30,8 @@ from . import buffers, cuda, versions
 from .acks import Ack, Acks
 from .buffers import SharedBuffer
 from .client import Client
-from .errors import InvalidArgument, NotFound, TooManyRequests
-from .manifest import Manifest
+from .errors import InvalidArgument, NotFound, TensorMismatch, TooManyRequests
+from .manifest import Manifest, plan_subset
 from .transfers import Transfer, TransferStatus
 from .values import Grant, Region, Target, check_id, check_name
 from .versions import Update
@@ -188,11 +188,12 @@ class Agent(Client):
         self.request("DELETE", f"/v1/grants/{check_id(grant_id, 'grant id')}")
 
     # ---- transfers
-    def transfer(self, source_region: str, targets: Iterable[Target], *, verify: str | bool = "crc32c",
+    def transfer(self, source_region: str, targets: Iterable[Target], *, verify: str | bool | None = None,
                  chunk_bytes: int | None = None, window: int | None = None, strategy: str = "Fanout",
                  deadline_seconds: int | None = None, max_bytes_per_second: int | None = None,
                  offset: int = 0, length: int = 0, writer: str | None = None,
-                 grant_ttl_seconds: int = 600, provider: str | None = None) -> Transfer:
+                 grant_ttl_seconds: int = 600, provider: str | None = None,
+                 tensors: Sequence[str] | None = None) -> Transfer:
         """Write [OFFSET, +LENGTH) of SOURCE_REGION (LENGTH 0: to its end) into each target's region, from
         its offset 0.
 
@@ -206,10 +207,20 @@ class Agent(Client):
         :class:`~conduit.transfers.Transfer`: ``wait()`` it (or use it as a context manager). The agents
         revoke the grants the moment it ends (``releaseGrant``), whether anyone waits for it or not, so the
         target regions can be deleted at once. When a grant or the start is refused, the grants already taken
-        are revoked and the agent's error is raised: nothing is left behind."""
+        are revoked and the agent's error is raised: nothing is left behind.
+
+        TENSORS (names or fnmatch globs of the source's manifest, docs/tensors.md "Subsets") moves only those
+        tensors, as one scatter batch, into the same tensors of the one target region, whose manifest must
+        hold each with the same dtype and shape: :class:`TensorMismatch` naming the tensor otherwise, before
+        any byte moves. Not verified as it lands (``verify`` none)."""
         targets = list(targets)
         if not targets:
             raise InvalidArgument("a transfer needs at least one target", "InvalidArgument")
+        if tensors is not None:
+            return self._transfer_tensors(source_region, targets, list(tensors), verify, writer, grant_ttl_seconds,
+                                          provider, window, offset, length, max_bytes_per_second)
+        if verify is None:
+            verify = "crc32c"
         wire_strategy = _strategy(strategy, len(targets))
         wire_verify = _verify(verify)
         check_name(source_region)
@@ -289,6 +300,47 @@ class Agent(Client):
             if release_grant and grant.agent is not None:
                 grant.agent._revoke_quietly(grant.id)  # refused, or failed: ended, and nothing is left
             raise
+
+    def _transfer_tensors(self, source_region: str, targets: list[Target], tensors: list[str],
+                          verify: str | bool | None, writer: str | None, grant_ttl_seconds: int,
+                          provider: str | None, window: int | None, offset: int, length: int,
+                          max_bytes_per_second: int | None) -> Transfer:
+        # One scatter batch (docs/kv-cache.md) has an op list's rules: one target, its own ranges, not
+        # verified as it lands, not paced. Said here, in the caller's words, rather than by the agent.
+        if len(targets) != 1:
+            raise InvalidArgument("tensors= moves one scatter batch to one target: call transfer once per target",
+                                  "InvalidArgument")
+        if verify not in (None, "none", False):
+            raise InvalidArgument("tensors= moves a scatter batch, which is not checked as it lands: leave "
+                                  "verify out (or \"none\")", "InvalidArgument")
+        if offset or length or max_bytes_per_second:
+            raise InvalidArgument("tensors= takes the tensors' own ranges, unpaced: leave out offset, length "
+                                  "and max_bytes_per_second", "InvalidArgument")
+        check_name(source_region)
+        t = targets[0]
+        # Both manifests first: every mismatch is raised before a grant is taken or a byte moves.
+        source = self.manifest(source_region)
+        try:
+            ops = plan_subset(source, t.agent.manifest(t.region), tensors)
+        except ValueError as e:
+            raise TensorMismatch(f"target region {t.region} on {t.agent.url}: {e}", "TensorMismatch") from None
+        reach = max(target + n for _, target, n in ops)
+        g = t.agent.grant(t.region, "write", 0, reach, grant_ttl_seconds,
+                          writer or f"{self.node_name or self.url}/{source_region}", provider)
+        try:
+            packed = _pack_ops([s for s, _, _ in ops], [d for _, d, _ in ops], [n for _, _, n in ops])
+            body: dict[str, Any] = {
+                "source": {"region": source_region},
+                "targets": [{"grant": g.key, "url": t.url or t.agent.url, "grantId": g.id, "releaseGrant": True}],
+                "opsPacked": base64.b64encode(packed).decode("ascii"),
+            }
+            if window is not None:
+                body["window"] = window
+            status = self.request("POST", "/v1/transfers", body)
+        except BaseException:
+            t.agent._revoke_quietly(g.id)
+            raise
+        return Transfer(self, str(status["id"]), [(t.agent, g)])
 
     def _revoke_quietly(self, grant_id: str) -> None:
         # Cleanup on a path that already raises or has ended: a grant gone already (expired, revoked, agent

@@ -44,6 +44,12 @@ class InvalidArgument(ConduitError):
     """400: a malformed request, a bad name, a value out of range."""
 
 
+class TensorMismatch(InvalidArgument):
+    """A transfer's ``tensors=`` do not fit (docs/tensors.md, "Subsets"): a name or glob matches no source
+    tensor, or a selected tensor is missing in a target's manifest or has another dtype or shape there. The
+    message names the tensor and the target; raised before any byte moves."""
+
+
 class Unauthorized(ConduitError):
     """401: no token, or the wrong one."""
 

@@ -79,6 +79,7 @@ class TransferJob:
     max_bytes_per_second: int | None = None
     active_deadline_seconds: int | None = None
     ttl_seconds_after_finished: int | None = None
+    tensors: list[str] | None = None  # names or globs of the source's tensors: only those move
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -95,7 +96,8 @@ class TransferJob:
         for key, value in (("verify", self.verify), ("chunkBytes", self.chunk_bytes), ("window", self.window),
                            ("backoffLimit", self.backoff_limit), ("maxBytesPerSecond", self.max_bytes_per_second),
                            ("activeDeadlineSeconds", self.active_deadline_seconds),
-                           ("ttlSecondsAfterFinished", self.ttl_seconds_after_finished)):
+                           ("ttlSecondsAfterFinished", self.ttl_seconds_after_finished),
+                           ("tensors", self.tensors)):
             if value is not None:
                 spec[key] = value
         spec.update(self.extra)

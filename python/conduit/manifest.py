@@ -11,12 +11,13 @@ Pure data: no numpy, no torch. conduit.tensors lays out, fills and views buffers
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DTYPES", "Dtype", "Manifest", "TensorSpec", "byte_length", "dtype_bits"]
+__all__ = ["DTYPES", "MAX_SCATTER_OPS", "Dtype", "Manifest", "TensorSpec", "byte_length", "dtype_bits", "plan_subset"]
 
 
 @dataclass(frozen=True)
@@ -285,3 +286,61 @@ def _tensor_from_json(j: Any, path: str) -> TensorSpec:
     return TensorSpec(j["name"], j["dtype"], tuple(j["shape"]), j["offset"], j["length"])
 
 
+
+
+#: The most ops one scatter batch takes (kMaxScatterOps in api/include/conduit/api/transfer.h).
+MAX_SCATTER_OPS = 65536
+
+
+def _quoted(name: str) -> str:
+    return json.dumps(name if len(name) <= 128 else name[:128] + "...")
+
+
+def _described(t: TensorSpec) -> str:
+    return f"{t.dtype} {_shape_text(t.shape)}"
+
+
+def plan_subset(source: Manifest, target: Manifest, patterns: Sequence[str]) -> list[tuple[int, int, int]]:
+    """The scatter ops ``(source_offset, target_offset, length)`` that move SOURCE's tensors selected by
+    PATTERNS (names or fnmatch globs, which cross dots: ``"model.layers.0.*"``) into the same tensors of
+    TARGET: one per tensor in source order, runs back to back on both sides merged. The planner of
+    api/tensor_subset.h, with its errors (ValueError naming the pattern or the tensor): no patterns, a
+    pattern matching no source tensor, a tensor missing in the target or of another dtype or shape there,
+    nothing to move (only empty tensors), more than MAX_SCATTER_OPS ops.
+
+        plan_subset(a.manifest("model"), b.manifest("model"), ["lm_head.weight"])   # [(4096, 4096, 1024)]
+    """
+    patterns = list(patterns)
+    if not patterns:
+        raise ValueError("tensors: name at least one tensor (a name or a glob)")
+    by_name = {t.name: t for t in target.tensors}
+    used = [False] * len(patterns)
+    ops: list[tuple[int, int, int]] = []
+    for t in source.tensors:
+        selected = False
+        for i, pattern in enumerate(patterns):
+            if fnmatch.fnmatchcase(t.name, pattern):
+                selected = used[i] = True
+        if not selected:
+            continue
+        there = by_name.get(t.name)
+        if there is None:
+            raise ValueError(f"tensor {_quoted(t.name)} is not in the target region's manifest")
+        if there.dtype != t.dtype or list(there.shape) != list(t.shape):
+            raise ValueError(f"tensor {_quoted(t.name)} is {_described(t)} in the source but "
+                             f"{_described(there)} in the target")
+        if t.length == 0:
+            continue  # matched, and nothing to move
+        if ops and ops[-1][0] + ops[-1][2] == t.offset and ops[-1][1] + ops[-1][2] == there.offset:
+            ops[-1] = (ops[-1][0], ops[-1][1], ops[-1][2] + t.length)
+            continue
+        if len(ops) == MAX_SCATTER_OPS:
+            raise ValueError(f"tensors: the subset takes more than {MAX_SCATTER_OPS} separate ranges (at tensor "
+                             f"{_quoted(t.name)}): name fewer tensors or move the region")
+        ops.append((t.offset, there.offset, t.length))
+    for i, pattern in enumerate(patterns):
+        if not used[i]:
+            raise ValueError(f"tensors[{i}]: {_quoted(pattern)} matches no tensor in the source region's manifest")
+    if not ops:
+        raise ValueError("tensors: the selected tensors are all empty: there is nothing to move")
+    return ops

@@ -279,6 +279,7 @@ class FakeAgents : public AgentApi {
     t.id = "t-" + std::to_string(++starts);
     t.state = "Running";
     t.bytes_total = request.length * request.targets.size();
+    for (const auto& op : request.ops) t.bytes_total += op.length;  // as the agent counts a scatter batch
     t.targets.resize(request.targets.size(), {"Running", 0, ""});
     transfers[t.id] = t;
     requests[t.id] = request;

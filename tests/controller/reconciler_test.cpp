@@ -1136,5 +1136,135 @@ TEST_F(ReconcilerTest, TargetRegionsAJobCreatesHoldTheSourcesManifest) {
   EXPECT_EQ(agents.nodes["node-c"].manifests.count("weights"), 0U);
 }
 
+// A model's manifest for the subset stories: layer 0 (two 1 KiB tensors back to back), layer 1, the head,
+// laid out from `base` in the region.
+api::Manifest model_manifest(std::uint64_t base = 0, const std::string& head_dtype = "BF16") {
+  auto tensor = [](const char* name, const std::string& dtype, std::uint64_t offset) {
+    return api::Tensor{name, dtype, {512}, offset, 1024};
+  };
+  return {{tensor("model.layers.0.q.weight", "BF16", base),
+           tensor("model.layers.0.k.weight", "BF16", base + 1024),
+           tensor("model.layers.1.q.weight", "BF16", base + 2048),
+           tensor("lm_head.weight", head_dtype, base + 4096)},
+          {}};
+}
+
+// spec.tensors: source region "model" on node-a into region "model" on node-b, which exists with `target`.
+json subset_job(const std::string& name, const json& tensors) {
+  return job(name, {{"source", {{"node", "node-a"}, {"file", nullptr}, {"region", "model"}}},
+                    {"targets", {{{"node", "node-b"}, {"region", "model"}}}},
+                    {"verify", "none"},
+                    {"tensors", tensors}});
+}
+
+TEST_F(ReconcilerTest, TensorsMoveOnlyTheNamedTensorsAsOneScatterBatch) {
+  ASSERT_TRUE(agents.create_region(
+      "node-a", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  // The target holds the same tensors 1 MiB further in.
+  ASSERT_TRUE(agents.create_region(
+      "node-b", api::CreateRegion{.name = "model", .bytes = 2 * MiB, .manifest = model_manifest(MiB)}));
+  store.put(subset_job("subset", {"model.layers.0.*", "lm_head.weight"}));
+  start("subset");
+  const api::TransferRequest& sent = agents.requests.at("t-1");
+  ASSERT_EQ(sent.ops.size(), 2U) << "layer 0 as one range, the head as another";
+  EXPECT_EQ(sent.ops[0].source_offset, 0U);
+  EXPECT_EQ(sent.ops[0].target_offset, MiB);
+  EXPECT_EQ(sent.ops[0].length, 2048U);
+  EXPECT_EQ(sent.ops[1].source_offset, 4096U);
+  EXPECT_EQ(sent.ops[1].target_offset, MiB + 4096);
+  EXPECT_EQ(sent.length, 0U) << "an op list carries its own ranges";
+  auto body = api::TransferRequest::from_json(sent.to_json());
+  EXPECT_TRUE(body) << "the agent refuses the body: " << body.error().message;
+
+  agents.finish("Succeeded");
+  reconcile("subset");
+  EXPECT_EQ(phase("subset"), "Succeeded");
+  EXPECT_EQ(status("subset").value("bytesTotal", 0U), 3072U) << "the subset's bytes, not the region's";
+}
+
+TEST_F(ReconcilerTest, TensorsReachTheTargetRegionsAJobCreatesWithTheSourcesManifest) {
+  ASSERT_TRUE(agents.create_region(
+      "node-a", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  json spec = subset_job("created", {"lm_head.weight"});
+  spec["spec"]["targets"][0]["create"] = {{"bytes", 8192}};
+  spec["spec"]["targets"][0]["region"] = "copy";
+  store.put(spec);
+  start("created");
+  EXPECT_EQ(agents.nodes["node-b"].manifests.at("copy").to_json(), model_manifest().to_json());
+  ASSERT_EQ(agents.requests.at("t-1").ops.size(), 1U);
+  EXPECT_EQ(agents.requests.at("t-1").ops[0].target_offset, 4096U);
+}
+
+TEST_F(ReconcilerTest, TensorsThatDoNotMatchTheTargetFailTheJobNamingTheTensorBeforeAByteMoves) {
+  ASSERT_TRUE(agents.create_region(
+      "node-a", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  ASSERT_TRUE(agents.create_region(
+      "node-b", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest(0, "F16")}));
+  ASSERT_TRUE(agents.create_region("node-c", "plain", 8192, "host", ""));
+  struct Case {
+    const char* name;
+    json tensors;
+    const char* node = "node-b";
+    const char* region = "model";
+    const char* says;
+  };
+  const Case cases[] = {
+      {"dtype",
+       {"lm_head.weight"},
+       "node-b",
+       "model",
+       "\"lm_head.weight\" is BF16 [512] in the source but F16 [512] in the target"},
+      {"unmatched", {"model.layers.7.*"}, "node-b", "model", "\"model.layers.7.*\" matches no tensor"},
+      {"unnamed",
+       {"lm_head.weight"},
+       "node-c",
+       "plain",
+       "target region \"plain\" on node \"node-c\" has no manifest"},
+  };
+  for (const Case& c : cases) {
+    json spec = subset_job(c.name, c.tensors);
+    spec["spec"]["targets"][0]["node"] = c.node;
+    spec["spec"]["targets"][0]["region"] = c.region;
+    store.put(spec);
+    for (int i = 0; i < 3 && phase(c.name) != "Failed"; ++i) reconcile(c.name);
+    EXPECT_EQ(phase(c.name), "Failed") << c.name;
+    const json failed = condition(c.name, "Failed");
+    EXPECT_EQ(failed.value("reason", ""), "TensorMismatch") << c.name;
+    EXPECT_NE(failed.value("message", "").find(c.says), std::string::npos) << c.name << ": " << failed.dump();
+  }
+  EXPECT_EQ(agents.starts, 0) << "no transfer started";
+  EXPECT_EQ(agents.grants_made, 0) << "no grant handed out";
+}
+
+TEST_F(ReconcilerTest, TensorsAreRefusedWhereAScatterBatchCannotRun) {
+  const struct {
+    json overrides;
+    const char* says;
+  } cases[] = {
+      {{{"tensors", {"a"}}, {"verify", "none"}}, "spec.tensors: needs source.region"},
+      {{{"tensors", {"a"}}}, "needs verify: none"},
+  };
+  for (const auto& c : cases) {
+    json spec = job("x", c.overrides)["spec"];
+    auto parsed = TransferJobSpec::parse(spec);
+    ASSERT_FALSE(parsed) << spec.dump();
+    EXPECT_NE(parsed.error().message.find(c.says), std::string::npos) << parsed.error().message;
+  }
+  json chain = job("x", testing::fanout_to_b_and_c())["spec"];
+  chain["strategy"] = "Chain";
+  chain["verify"] = "none";
+  chain["source"] = {{"node", "node-a"}, {"region", "model"}};
+  chain["tensors"] = {"a"};
+  auto refused = TransferJobSpec::parse(chain);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("cannot be used with strategy Chain"), std::string::npos);
+  json empty = job("x", {{"source", {{"file", nullptr}, {"region", "model"}}}, {"verify", "none"}})["spec"];
+  empty["tensors"] = json::array();
+  refused = TransferJobSpec::parse(empty);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("spec.tensors: must hold 1 to 128"), std::string::npos)
+      << refused.error().message;
+}
+
 }  // namespace
 }  // namespace conduit::controller

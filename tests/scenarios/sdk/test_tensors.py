@@ -376,3 +376,34 @@ def test_views_over_shared_buffers_apply_what_a_transfer_moved(nodes: Callable[.
         assert torch.equal(replica.state_dict()[name], t), name
     report(f"a 300-parameter model packed into node-a's shared buffer, moved to node-b's ({nbytes} bytes), "
            "applied from views of it")
+
+
+def test_plan_subset_moves_the_named_tensors_and_refuses_as_the_agents_planner() -> None:
+    # The cases of tests/api/tensor_subset_test.cpp, so the SDK and the controller plan alike.
+    def t(name: str, dtype: str, shape: list[int], offset: int, length: int) -> dict[str, object]:
+        return {"name": name, "dtype": dtype, "shape": shape, "offset": offset, "length": length}
+
+    def m(*tensors: dict[str, object]) -> Manifest:
+        return Manifest.from_json({"tensors": list(tensors)})
+
+    src = m(t("model.layers.0.q.weight", "F32", [4], 0, 16), t("model.layers.0.k.weight", "F32", [4], 16, 16),
+            t("model.layers.1.q.weight", "F32", [4], 32, 16), t("model.none", "F32", [0], 48, 0),
+            t("lm_head.weight", "BF16", [8], 48, 16))
+    plan = conduit.manifest.plan_subset
+    assert plan(src, src, ["model.layers.0.*", "lm_head.weight"]) == [(0, 0, 32), (48, 48, 16)]
+    moved = m(t("lm_head.weight", "BF16", [8], 0, 16), t("model.layers.0.k.weight", "F32", [4], 64, 16),
+              t("model.layers.0.q.weight", "F32", [4], 80, 16))
+    assert plan(src, moved, ["model.layers.0.?.weight", "lm_head.weight"]) == [(0, 80, 16), (16, 64, 16),
+                                                                               (48, 0, 16)]
+    assert plan(src, src, ["model.none", "model.layers.[1]*"]) == [(32, 32, 16)], "empty tensors match, move nothing"
+    other = m(t("lm_head.weight", "F16", [8], 0, 16), t("model.layers.0.q.weight", "F32", [2, 2], 16, 16))
+    for target, patterns, says in [
+            (src, [], "name at least one tensor"),
+            (src, ["lm_head.weight", "x.*"], 'tensors[1]: "x.*" matches no tensor in the source'),
+            (other, ["model.layers.1.*"], '"model.layers.1.q.weight" is not in the target'),
+            (other, ["lm_head.weight"], '"lm_head.weight" is BF16 [8] in the source but F16 [8] in the target'),
+            (other, ["model.layers.0.q.weight"], "is F32 [4] in the source but F32 [2,2] in the target"),
+            (src, ["model.none"], "nothing to move")]:
+        with pytest.raises(ValueError) as e:
+            plan(src, target, patterns)
+        assert says in str(e.value), (patterns, str(e.value))
