@@ -15,14 +15,17 @@
 
 #include "conduit/common/unique_fd.h"
 #include "conduit/remote_key.h"
+#include "import_open.h"
 #include "inventory.h"
 
 namespace conduit::agent {
 
 namespace {
 
-constexpr std::size_t kMaxRequest = 4096;
-constexpr std::size_t kMaxReply = 64 * 1024;
+// Room for a manifest of thousands of tensors in an import line, and for one in the answer to an open line.
+constexpr std::size_t kMaxRequest = std::size_t{1} << 20;
+constexpr std::size_t kMaxReply = std::size_t{4} << 20;
+constexpr std::size_t kReadPiece = 64 * 1024;
 // A client that connects and then says nothing must not hold the (single) accept thread for long.
 constexpr int kRequestTimeoutMs = 5000;
 constexpr int kReplyTimeoutMs = 30000;
@@ -71,11 +74,11 @@ struct Request {
 Result<Request> read_request(int conn, int stop_fd) {
   Request req;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(kRequestTimeoutMs);
-  char buf[kMaxRequest + 1];
+  std::vector<char> buf(kReadPiece);
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFdsPerMessage)];
   for (;;) {
     if (auto ready = wait_readable(conn, stop_fd, deadline); !ready) return ready.error();
-    iovec iov{buf, sizeof buf};
+    iovec iov{buf.data(), buf.size()};
     msghdr msg{};
     msg.msg_iov = &iov;
     msg.msg_iovlen = 1;
@@ -94,7 +97,7 @@ Result<Request> read_request(int conn, int stop_fd) {
       }
     }
     if (n == 0) return req;  // EOF ends the request as a newline would
-    req.line.append(buf, static_cast<std::size_t>(n));
+    req.line.append(buf.data(), static_cast<std::size_t>(n));
     if (const auto nl = req.line.find('\n'); nl != std::string::npos) {
       req.line.resize(nl);
       return req;
@@ -192,83 +195,107 @@ void ImportSocket::serve() {
       continue;
     }
 
+    // An answer (a manifest can be megabytes) to a client that stops reading must not hold the thread.
+    const timeval send_limit{kRequestTimeoutMs / 1000, 0};
+    (void)::setsockopt(conn.get(), SOL_SOCKET, SO_SNDTIMEO, &send_limit, sizeof send_limit);
     // Who is there, as the kernel says: recorded on the region (and its pod found by the controller).
     const std::optional<Importer> importer = importer_of(conn.get());
     auto req = read_request(conn.get(), stop_fd_);
     nlohmann::json reply;
+    UniqueFd outgoing;  // the region's descriptor answering an open line
     if (!req) {
       if (req.error().code == ErrorCode::Cancelled) return;
       reply = error_json(req.error());
     } else {
-      bool identify = false;
-      auto parsed = [&]() -> Result<RegionPtr> {
-        const auto body = nlohmann::json::parse(req->line, nullptr, /*allow_exceptions=*/false);
-        if (body.is_discarded() || !body.is_object()) {
-          return make_error(ErrorCode::InvalidArgument, "import request is not a JSON object");
-        }
-        if (body.contains("identify")) {
-          if (body.size() != 1 || body["identify"] != true || !req->fds.empty()) {
-            return make_error(ErrorCode::InvalidArgument,
-                              "{\"identify\": true} comes alone, without other fields or an fd");
-          }
-          identify = true;
-          return RegionPtr();
-        }
-        for (const auto& [key, value] : body.items()) {
-          if (key != "name" && key != "bytes" && key != "cudaIpcHandle" && key != "device") {
-            return make_error(ErrorCode::InvalidArgument, "unknown field \"" + key + "\" in import request");
-          }
-        }
-        if (!body.contains("name") || !body["name"].is_string()) {
-          return make_error(ErrorCode::InvalidArgument, "import request needs \"name\" (a string)");
-        }
-        std::uint64_t bytes = 0;
-        if (body.contains("bytes")) {
-          if (!body["bytes"].is_number_unsigned()) {
-            return make_error(ErrorCode::InvalidArgument, "\"bytes\" must be a non-negative integer");
-          }
-          bytes = body["bytes"].get<std::uint64_t>();
-        }
-        if (body.contains("cudaIpcHandle")) {
-          // GPU memory of the sender: a CUDA IPC handle (hex) instead of an fd; see docs/gpu.md.
-          if (!req->fds.empty() || !body["cudaIpcHandle"].is_string()) {
-            return make_error(ErrorCode::InvalidArgument,
-                              "\"cudaIpcHandle\" must be a hex string and comes without an fd");
-          }
-          auto handle = from_hex(body["cudaIpcHandle"].get<std::string>());
-          if (!handle)
-            return make_error(ErrorCode::InvalidArgument, "\"cudaIpcHandle\": " + handle.error().message);
-          int device = 0;
-          if (body.contains("device")) {
-            if (!body["device"].is_number_unsigned() || body["device"].get<std::uint64_t>() > 999) {
-              return make_error(ErrorCode::InvalidArgument, "\"device\" must be a CUDA ordinal (0-999)");
-            }
-            device = body["device"].get<int>();
-          }
-          return regions_.import_cuda_ipc(body["name"].get<std::string>(), *handle, bytes, device, importer);
-        }
-        if (req->fds.size() != 1) {
-          return make_error(
-              ErrorCode::InvalidArgument,
-              "import request needs exactly one fd (SCM_RIGHTS), got " + std::to_string(req->fds.size()));
-        }
-        return regions_.import_fd(body["name"].get<std::string>(), req->fds.front().release(), bytes,
-                                  importer);
-      }();
-      // Closed before replying, so a client that sees the answer sees no fd of its still open here.
-      req->fds.clear();
-      const nlohmann::json agent{{"node", node_}, {"instance", instance_id()}};
-      if (!parsed) {
-        reply = error_json(parsed.error());
-      } else if (identify) {
-        reply = {{"ok", true}, {"agent", agent}};
-      } else {
-        reply = {{"ok", true}, {"region", (*parsed)->to_json()}, {"agent", agent}};
-      }
+      Answer answer = answer_request(req->line, std::move(req->fds), importer);
+      reply = std::move(answer.reply);
+      outgoing = std::move(answer.fd);
     }
     // Messages quote the sender's own strings; replace, rather than throw on, any invalid UTF-8 in them.
-    (void)send_all(conn.get(), reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    const std::string line = reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    (void)(outgoing ? send_with_fd(conn.get(), line, outgoing.get()) : send_all(conn.get(), line));
   }
+}
+
+ImportSocket::Answer ImportSocket::answer_request(const std::string& line, std::vector<UniqueFd> fds,
+                                                  const std::optional<Importer>& peer) {
+  const nlohmann::json agent{{"node", node_}, {"instance", instance_id()}};
+  const auto body = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object())
+    return {error_json(make_error(ErrorCode::InvalidArgument, "import request is not a JSON object")), {}};
+  if (body.contains("identify")) {
+    if (body.size() != 1 || body["identify"] != true || !fds.empty()) {
+      return {error_json(make_error(ErrorCode::InvalidArgument,
+                                    "{\"identify\": true} comes alone, without other fields or an fd")),
+              {}};
+    }
+    return {{{"ok", true}, {"agent", agent}}, {}};
+  }
+  if (body.contains("open")) {
+    if (!fds.empty()) {
+      return {error_json(make_error(ErrorCode::InvalidArgument, "an open request comes without an fd")), {}};
+    }
+    auto opened = open_region(regions_, body, peer);
+    if (!opened) return {error_json(opened.error()), {}};
+    nlohmann::json reply{{"ok", true}, {"region", opened->region->to_json()}, {"agent", agent}};
+    if (const auto manifest = opened->region->manifest()) reply["manifest"] = manifest->to_json();
+    return {std::move(reply), std::move(opened->fd)};
+  }
+  auto imported = import_line(body, fds, peer);
+  // Closed before replying, so a client that sees the answer sees no fd of its still open here.
+  fds.clear();
+  if (!imported) return {error_json(imported.error()), {}};
+  return {{{"ok", true}, {"region", (*imported)->to_json()}, {"agent", agent}}, {}};
+}
+
+Result<RegionPtr> ImportSocket::import_line(const nlohmann::json& body, std::vector<UniqueFd>& fds,
+                                            const std::optional<Importer>& peer) {
+  for (const auto& [key, value] : body.items()) {
+    if (key != "name" && key != "bytes" && key != "cudaIpcHandle" && key != "device" && key != "manifest")
+      return make_error(ErrorCode::InvalidArgument, "unknown field \"" + key + "\" in import request");
+  }
+  if (!body.contains("name") || !body["name"].is_string())
+    return make_error(ErrorCode::InvalidArgument, "import request needs \"name\" (a string)");
+  std::uint64_t bytes = 0;
+  if (body.contains("bytes")) {
+    if (!body["bytes"].is_number_unsigned())
+      return make_error(ErrorCode::InvalidArgument, "\"bytes\" must be a non-negative integer");
+    bytes = body["bytes"].get<std::uint64_t>();
+  }
+  const std::string name = body["name"].get<std::string>();
+  if (body.contains("cudaIpcHandle")) {
+    // GPU memory of the sender: a CUDA IPC handle (hex) instead of an fd; see docs/gpu.md.
+    if (!fds.empty() || !body["cudaIpcHandle"].is_string()) {
+      return make_error(ErrorCode::InvalidArgument,
+                        "\"cudaIpcHandle\" must be a hex string and comes without an fd");
+    }
+    if (body.contains("manifest")) {
+      return make_error(
+          ErrorCode::InvalidArgument,
+          "\"manifest\" comes with an fd import (PUT /v1/regions/{name}/manifest for this one)");
+    }
+    auto handle = from_hex(body["cudaIpcHandle"].get<std::string>());
+    if (!handle)
+      return make_error(ErrorCode::InvalidArgument, "\"cudaIpcHandle\": " + handle.error().message);
+    int device = 0;
+    if (body.contains("device")) {
+      if (!body["device"].is_number_unsigned() || body["device"].get<std::uint64_t>() > 999)
+        return make_error(ErrorCode::InvalidArgument, "\"device\" must be a CUDA ordinal (0-999)");
+      device = body["device"].get<int>();
+    }
+    return regions_.import_cuda_ipc(name, *handle, bytes, device, peer);
+  }
+  if (fds.size() != 1) {
+    return make_error(ErrorCode::InvalidArgument,
+                      "import request needs exactly one fd (SCM_RIGHTS), got " + std::to_string(fds.size()));
+  }
+  const nlohmann::json* manifest = nullptr;
+  if (body.contains("manifest")) {
+    if (!body["manifest"].is_object())
+      return make_error(ErrorCode::InvalidArgument, "\"manifest\" must be an object {tensors, metadata}");
+    manifest = &body["manifest"];
+  }
+  return regions_.import_fd(name, fds.front().release(), bytes, peer, manifest);
 }
 
 Status send_with_fd(int socket, std::string_view line, int fd) {

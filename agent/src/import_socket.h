@@ -2,7 +2,10 @@
 // {"name": "...", "bytes": N} with a memfd attached (SCM_RIGHTS); the agent maps it as a region and answers
 // one line {"ok": true, "region": {...}, "agent": {"node", "instance"}} or {"error": {"code", "message"}}.
 // GPU memory comes as {"name", "bytes", "cudaIpcHandle": <hex of cuIpcGetMemHandle's 64 bytes>, "device": N}
-// with no fd (docs/gpu.md). {"identify": true} imports nothing and answers {"ok": true, "agent": {...}}: a
+// with no fd (docs/gpu.md); an fd import may carry "manifest" (the region's named tensors, checked against
+// its bytes: a bad one imports nothing). {"open": "<region>", "writable": false} hands a descriptor of a
+// shareable region's memory back (import_open.h): {"ok": true, "region", "manifest"?, "agent"} with the fd
+// attached. {"identify": true} imports nothing and answers {"ok": true, "agent": {...}}: a
 // client checks that the socket belongs to the agent it talks REST to (the instance of GET /v1/node) before
 // it imports anything. Only processes that can open the socket file (mode 0660) can import.
 #pragma once
@@ -11,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "regions.h"
 
@@ -26,6 +30,15 @@ class ImportSocket {
 
  private:
   void serve();
+  // One request line, with the fds that came with it, answered: the reply, and the fd to send with it.
+  struct Answer {
+    nlohmann::json reply;
+    UniqueFd fd;
+  };
+  Answer answer_request(const std::string& line, std::vector<UniqueFd> fds,
+                        const std::optional<Importer>& peer);
+  Result<RegionPtr> import_line(const nlohmann::json& body, std::vector<UniqueFd>& fds,
+                                const std::optional<Importer>& peer);
   RegionStore& regions_;
   std::string path_;
   std::string node_;

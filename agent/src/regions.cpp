@@ -22,6 +22,7 @@
 #include "conduit/cuda_staging.h"
 #include "files/save_file.h"
 #include "files/source_reader.h"
+#include "shared_memory.h"
 
 namespace conduit::agent {
 
@@ -139,13 +140,23 @@ Status write_device(SaveFile& out, const MemoryRegion& memory, std::uint64_t len
 }  // namespace
 
 Region::Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy,
-               std::optional<Importer> importer)
+               std::optional<Importer> importer, UniqueFd fd)
     : name_(std::move(name)),
       memory_(std::move(memory)),
       source_(std::move(source)),
       tenancy_(std::move(tenancy)),
       importer_(std::move(importer)),
+      fd_(std::move(fd)),
       created_(std::chrono::system_clock::now()) {}
+
+Result<UniqueFd> Region::open_shared(bool writable) const {
+  if (!shareable()) {
+    return make_error(ErrorCode::InvalidArgument, "region " + quoted(name_) +
+                                                      " is not shareable: made without shareable:true (" +
+                                                      memory_label() + " memory, " + source_ + ")");
+  }
+  return reopen_shared(fd_.get(), writable);
+}
 
 std::string Region::memory_label() const {
   if (memory_.kind() == MemoryKind::Cuda) return "cuda:" + std::to_string(memory_.device());
@@ -230,6 +241,7 @@ nlohmann::json Region::to_json() const {
   tenancy_.add_to(j);
   if (importer_) j["importedBy"] = importer_->to_json();
   if (const auto m = manifest()) j["tensors"] = m->tensors.size();
+  if (shareable()) j["shareable"] = true;
   return j;
 }
 
@@ -277,11 +289,11 @@ Result<MemoryRegion> RegionStore::host_memory(std::uint64_t bytes, Populate popu
 }
 
 Result<RegionPtr> RegionStore::insert(const std::string& name, MemoryRegion memory, std::string source,
-                                      Tenancy tenancy, std::optional<Importer> importer) {
+                                      Tenancy tenancy, std::optional<Importer> importer, UniqueFd fd) {
   std::lock_guard lock(mu_);
   if (auto room = check_room(regions_, *scratch_, name, memory.size(), cap_); !room) return room.error();
   auto region = std::make_shared<Region>(name, std::move(memory), std::move(source), std::move(tenancy),
-                                         std::move(importer));
+                                         std::move(importer), std::move(fd));
   regions_.emplace(name, region);
   added_.notify_all();
   return region;
@@ -305,6 +317,17 @@ Result<RegionPtr> RegionStore::create(const std::string& name, std::uint64_t byt
   auto allocated = device >= 0 ? cuda::allocate(device, bytes) : host_memory(bytes, Populate::Background);
   if (!allocated) return allocated.error();
   return insert(name, std::move(allocated).value(), "allocated", std::move(tenancy));
+}
+
+Result<RegionPtr> RegionStore::create_shareable(const std::string& name, std::uint64_t bytes,
+                                                Tenancy tenancy) {
+  if (auto valid = api::validate_name(name); !valid) return valid.error();
+  if (bytes == 0) return make_error(ErrorCode::InvalidArgument, "region size must be at least 1 byte");
+  if (auto room = reserve(name, bytes); !room) return room.error();
+  auto shared = create_shared_memory(name, bytes);
+  if (!shared) return shared.error();
+  return insert(name, std::move(shared->memory), "allocated", std::move(tenancy), std::nullopt,
+                std::move(shared->fd));
 }
 
 Result<SourceFile> RegionStore::open_file(const std::string& file, const std::string& ns) const {
@@ -382,7 +405,7 @@ Result<RegionPtr> RegionStore::load(const std::string& name, const std::string& 
 }
 
 Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, std::uint64_t bytes,
-                                         std::optional<Importer> importer) {
+                                         std::optional<Importer> importer, const nlohmann::json* manifest) {
   UniqueFd fd(raw_fd);
   if (auto valid = api::validate_name(name); !valid) return valid.error();
   if (fd.get() < 0) return make_error(ErrorCode::InvalidArgument, "no file descriptor to import");
@@ -395,29 +418,20 @@ Result<RegionPtr> RegionStore::import_fd(const std::string& name, int raw_fd, st
     return make_error(ErrorCode::InvalidArgument, "asked to import " + std::to_string(bytes) +
                                                       " bytes but the fd holds only " + std::to_string(size));
   }
-  if (auto room = reserve(name, bytes); !room) return room.error();
-
-  // Truncating the memfd below a live mapping would SIGBUS the agent on its next access. Sealing against
-  // shrinking prevents that where the sender allowed seals; without MFD_ALLOW_SEALING this fails and the
-  // region still works, trusting the sender as any shared-memory peer must.
-  (void)::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK);
-
-  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (p == MAP_FAILED) {
-    const int err = errno;
-    if (err == EACCES || err == EPERM || err == ENODEV || err == EINVAL) {
-      return make_error(
-          ErrorCode::InvalidArgument,
-          std::string("the imported fd cannot be mapped shared read/write: ") + std::strerror(err));
-    }
-    return io_error("mapping the imported fd", err);
+  std::optional<api::Manifest> tensors;
+  if (manifest != nullptr) {
+    auto read = api::Manifest::from_json(*manifest, bytes);
+    if (!read) return make_error(ErrorCode::InvalidArgument, "manifest." + read.error().message);
+    tensors = std::move(*read);
   }
-  const int owned = fd.release();
-  auto memory = MemoryRegion::borrow(MemoryKind::Host, p, bytes, -1, [p, bytes, owned] {
-    ::munmap(p, bytes);
-    ::close(owned);
-  });
-  return insert(name, std::move(memory), "imported", {}, std::move(importer));
+  if (auto room = reserve(name, bytes); !room) return room.error();
+  auto shared = map_shared_memory(std::move(fd), bytes);
+  if (!shared) return shared.error();
+  auto region =
+      insert(name, std::move(shared->memory), "imported", {}, std::move(importer), std::move(shared->fd));
+  // Checked against these bytes above, so it cannot be refused now.
+  if (region && tensors) (void)(*region)->set_manifest(std::move(*tensors));
+  return region;
 }
 
 Result<RegionPtr> RegionStore::import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,

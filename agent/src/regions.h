@@ -35,8 +35,9 @@ namespace conduit::agent {
 
 class Region {
  public:
+  // `fd`: the memfd behind `memory` when a local process may map it too (shared_memory.h); none otherwise.
   Region(std::string name, MemoryRegion memory, std::string source, Tenancy tenancy = {},
-         std::optional<Importer> importer = std::nullopt);
+         std::optional<Importer> importer = std::nullopt, UniqueFd fd = {});
 
   const std::string& name() const { return name_; }
   const MemoryRegion& memory() const { return memory_; }
@@ -46,6 +47,11 @@ class Region {
   const Tenancy& tenancy() const { return tenancy_; }    // fixed when made
   // The process that shared it over the import socket (importer.h); nullopt for any other region.
   const std::optional<Importer>& importer() const { return importer_; }
+  // Backed by a memfd (made with "shareable": true, or imported): another local process may map it.
+  bool shareable() const { return fd_.valid(); }
+  // A descriptor of its memory for another process (read-only unless `writable`, shared_memory.h);
+  // InvalidArgument when it is not shareable.
+  Result<UniqueFd> open_shared(bool writable) const;
 
   // Users: transfers and grants that reference the region. Held through RegionUse.
   int users() const { return users_.load(); }
@@ -80,7 +86,8 @@ class Region {
   // Checked against the region's bytes first: InvalidArgument naming the tensor, and nothing changed.
   Status set_manifest(api::Manifest manifest);
 
-  // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt, tensors}
+  // {name, bytes, memory, source, users, hugePages, createdAt, version, updatedBy, updatedAt, tensors,
+  // shareable}
   nlohmann::json to_json() const;
 
   // Which version each reader applied (region_acks.h); goes with the region.
@@ -92,6 +99,7 @@ class Region {
   std::string source_;
   Tenancy tenancy_;
   std::optional<Importer> importer_;
+  UniqueFd fd_;  // the memfd behind memory_ when shareable; none otherwise
   std::atomic<int> users_{0};
   std::chrono::system_clock::time_point created_;
   mutable std::mutex update_mu_;
@@ -158,6 +166,9 @@ class RegionStore {
   // 422).
   Result<RegionPtr> create(const std::string& name, std::uint64_t bytes, const std::string& memory,
                            Tenancy tenancy = {});
+  // Host memory in a memfd the agent makes (shared_memory.h), which local processes may then open over the
+  // import socket. Counted against the memory cap like any region; never from the pool.
+  Result<RegionPtr> create_shareable(const std::string& name, std::uint64_t bytes, Tenancy tenancy = {});
   // Loads `file` (relative to the data directory, never escaping it) into a new host region. `ns`: the
   // namespace whose directory the file must resolve in, "" for any in the data directory (DataDir). A file
   // named *.safetensors is read as one: the region holds its data section, and its header is the region's
@@ -165,8 +176,11 @@ class RegionStore {
   Result<RegionPtr> load(const std::string& name, const std::string& file, Tenancy tenancy = {},
                          const std::string& ns = "");
   // Maps a memfd (or any mappable fd) shared by a local process; takes ownership of fd. bytes 0 = its size.
+  // `manifest` (JSON, as PUT /v1/regions/{name}/manifest takes it) is checked against those bytes first: a
+  // bad one is InvalidArgument ("manifest.<what>") and nothing is imported.
   Result<RegionPtr> import_fd(const std::string& name, int fd, std::uint64_t bytes,
-                              std::optional<Importer> importer = std::nullopt);
+                              std::optional<Importer> importer = std::nullopt,
+                              const nlohmann::json* manifest = nullptr);
   // Opens a CUDA IPC handle (64 bytes) of a local process's allocation on `device`; the exporter keeps it
   // allocated while the region lives.
   Result<RegionPtr> import_cuda_ipc(const std::string& name, std::span<const std::byte> handle,
@@ -209,7 +223,8 @@ class RegionStore {
 
  private:
   Result<RegionPtr> insert(const std::string& name, MemoryRegion memory, std::string source,
-                           Tenancy tenancy = {}, std::optional<Importer> importer = std::nullopt);
+                           Tenancy tenancy = {}, std::optional<Importer> importer = std::nullopt,
+                           UniqueFd fd = {});
   Status reserve(const std::string& name, std::uint64_t bytes) const;  // name free and under the cap
   // Host memory for a new region: a kept block of its size when the pool has one (zeroed, faulted in),
   // else fresh, kept memory unmapped first where the fresh would not fit beside it under the cap.

@@ -44,7 +44,8 @@ void add_tenancy(json& body, const std::string& ns, const std::vector<std::strin
 // Both bodies are read at once, so that one of the two forms in fields of the other is told what it mixed
 // ("memory: applies only with bytes") rather than "unknown field".
 Result<RegionRequest> region_request_from_json(const json& body) {
-  Fields f(body, {"name", "bytes", "memory", "file", "mode", "namespace", "sharedWith", "manifest"});
+  Fields f(body,
+           {"name", "bytes", "memory", "file", "mode", "namespace", "sharedWith", "manifest", "shareable"});
   const std::string ns = parse_namespace(f);
   std::vector<std::string> shared_with = parse_shared_with(f);
   std::string name;
@@ -67,6 +68,13 @@ Result<RegionRequest> region_request_from_json(const json& body) {
       request.memory = std::move(*memory);
     }
     if (f.has("mode")) f.fail("mode", "applies only with file");
+    if (auto shareable = f.boolean("shareable")) {
+      // Another process maps a memfd of host memory; device memory is shared by CUDA IPC, not this way.
+      if (*shareable && request.memory != "host")
+        f.fail("shareable", "applies only to host memory, not " + quoted_text(request.memory) +
+                                " (a local process maps host memory through a file descriptor)");
+      request.shareable = *shareable;
+    }
     if (!f.ok()) return f.status().error();
     if (const json* manifest = f.object("manifest")) {
       auto read = Manifest::from_json(*manifest, request.bytes);
@@ -86,6 +94,7 @@ Result<RegionRequest> region_request_from_json(const json& body) {
   }
   // A loaded file always lands in host memory; accepting "memory" here would suggest otherwise.
   if (f.has("memory")) f.fail("memory", "applies only with bytes");
+  if (f.has("shareable")) f.fail("shareable", "applies only with bytes (a loaded region is not shareable)");
   if (f.has("manifest"))
     f.fail("manifest", "applies only with bytes (a .safetensors file brings its own; or PUT one after)");
   if (!f.ok()) return f.status().error();
@@ -103,6 +112,7 @@ json CreateRegion::to_json() const {
   json body{{"name", name}, {"bytes", bytes}, {"memory", memory}};
   add_tenancy(body, ns, shared_with);
   if (manifest) body["manifest"] = manifest->to_json();
+  if (shareable) body["shareable"] = true;
   return body;
 }
 
@@ -149,6 +159,7 @@ Region Region::from_json(const json& body) {
   if (const auto it = body.find("importedBy"); it != body.end() && it->is_object()) r.imported_by = *it;
   if (const auto it = body.find("tensors"); it != body.end() && it->is_number_unsigned())
     r.tensors = it->get<std::uint64_t>();
+  r.shareable = body.value("shareable", false);
   if (const auto it = body.find("sharedWith"); it != body.end() && it->is_array()) {
     for (const auto& item : *it) {
       if (item.is_string()) r.shared_with.push_back(item.get<std::string>());
@@ -168,6 +179,7 @@ json Region::to_json() const {
   if (!shared_with.empty()) out["sharedWith"] = shared_with;
   if (imported_by.is_object()) out["importedBy"] = imported_by;
   if (tensors) out["tensors"] = *tensors;
+  if (shareable) out["shareable"] = true;
   return out;
 }
 

@@ -120,11 +120,13 @@ class Agent(Client):
         return Region.from_json(self.request("GET", f"/v1/regions/{check_name(name)}"))
 
     def create_region(self, name: str, nbytes: int, memory: str = "host", *, namespace: str | None = None,
-                      shared_with: Iterable[str] = (), manifest: Manifest | None = None) -> Region:
+                      shared_with: Iterable[str] = (), manifest: Manifest | None = None,
+                      shareable: bool = False) -> Region:
         """Allocate NBYTES of zeroed memory (``host`` or ``cuda:N``) as region NAME, owned by the agent.
         ``namespace``: only TransferJobs of that namespace, or of one in ``shared_with`` (``"*"``: all), may
         use it (docs/security.md, "Tenancy"); without one any job may. ``manifest``: the named tensors it
-        will hold (docs/tensors.md), checked by the agent against NBYTES."""
+        will hold (docs/tensors.md), checked by the agent against NBYTES. ``shareable``: host memory in a
+        memfd, which processes on this node map with :meth:`open_shared`."""
         body: dict[str, Any] = {"name": check_name(name), "bytes": nbytes, "memory": memory}
         if namespace is not None:
             body["namespace"] = namespace
@@ -132,6 +134,8 @@ class Agent(Client):
             body["sharedWith"] = list(shared_with)
         if manifest is not None:
             body["manifest"] = manifest.to_json()
+        if shareable:
+            body["shareable"] = True
         return Region.from_json(self.request("POST", "/v1/regions", body))
 
     def manifest(self, name: str) -> Manifest:
@@ -360,6 +364,16 @@ class Agent(Client):
         (:mod:`conduit.buffers`). ``prefault``: touch every page now, so the first transfer into it does not
         pay the page faults (the first step into fresh buffers ran 3x slower for them)."""
         return buffers.allocate(self, name, nbytes, prefault=prefault)
+
+    def open_shared(self, name: str, writable: bool = False) -> SharedBuffer:
+        """Region NAME that the agent holds in shared memory (``create_region(..., shareable=True)``, or
+        another process's :meth:`allocate`) mapped here without a copy, read-only unless WRITABLE
+        (:func:`conduit.buffers.open_shared`). Closing it leaves the region::
+
+            with agent.open_shared("weights") as buf:
+                w = buf.numpy(np.float32)      # read-only view of the bytes the agent holds
+        """
+        return buffers.open_shared(self, check_name(name), writable=writable)
 
     def share_cuda(self, name: str, tensor: Any) -> Region:
         """Hand the agent GPU memory of this process (any object with ``__cuda_array_interface__``) as

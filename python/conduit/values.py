@@ -57,13 +57,15 @@ class Region:
     updated_by: str
     updated_at: datetime | None
     raw: dict[str, Any] = field(repr=False, compare=False)
+    #: Backed by a memfd that processes on the agent's node may map (Agent.open_shared).
+    shareable: bool = False
 
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> Region:
         return cls(name=str(j["name"]), bytes=int(j["bytes"]), memory=str(j.get("memory", "host")),
                    source=str(j.get("source", "")), users=int(j.get("users") or 0),
                    version=int(j.get("version") or 0), updated_by=str(j.get("updatedBy") or ""),
-                   updated_at=parse_time(j.get("updatedAt")), raw=dict(j))
+                   updated_at=parse_time(j.get("updatedAt")), raw=dict(j), shareable=j.get("shareable") is True)
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,7 @@ TEST(WireSpec, RequestBodiesValidate) {
 TEST(WireSpec, RequestBodiesReadBackWhatClientsSend) {
   expect_reads_back(CreateRegion{"kv-cache", 4096, "cuda:0", "team-a", {"team-b", "*"}}, "/v1/regions");
   expect_reads_back(CreateRegion{"kv-cache", 4096}, "/v1/regions");
+  expect_reads_back(CreateRegion{.name = "weights", .bytes = 4096, .shareable = true}, "/v1/regions");
   expect_reads_back(LoadRegion{"weights", "a.bin", "team-a", {"*"}}, "/v1/regions");
   expect_reads_back(LoadRegion{"weights", "a.bin"}, "/v1/regions");
   expect_reads_back(SaveRegion{"a.bin", "team-a"}, "/v1/regions/{name}/save");
@@ -333,6 +334,13 @@ TEST(WireSpec, RequestBodiesReadBackWhatClientsSend) {
   EXPECT_TRUE(std::holds_alternative<LoadRegion>(*load));
   EXPECT_FALSE(CreateRegion::from_json(LoadRegion{"weights", "a.bin"}.to_json()));
   EXPECT_FALSE(LoadRegion::from_json(CreateRegion{"kv-cache", 4096}.to_json()));
+  // A memfd is host memory: shareable device memory is the body's own mistake, named.
+  const auto gpu = CreateRegion::from_json(
+      CreateRegion{.name = "kv", .bytes = 4096, .memory = "cuda:0", .shareable = true}.to_json());
+  ASSERT_FALSE(gpu);
+  EXPECT_NE(gpu.error().message.find("shareable: applies only to host memory"), std::string::npos)
+      << gpu.error().message;
+  EXPECT_FALSE(LoadRegion::from_json({{"name", "w"}, {"file", "a.bin"}, {"shareable", true}}));
 }
 
 // Every field each request schema names is one the reader takes and the writer writes back.

@@ -70,8 +70,10 @@ void made(Call& c, const std::string& name, const Result<RegionPtr>& region) {
 
 void allocate_region(Call& c, const api::CreateRegion& request) {
   if (c.out_of_scope(request.ns)) return;
-  auto region = c.state.regions.create(request.name, request.bytes, request.memory,
-                                       Tenancy{request.ns, request.shared_with});
+  Tenancy tenancy{request.ns, request.shared_with};
+  auto region = request.shareable
+                    ? c.state.regions.create_shareable(request.name, request.bytes, std::move(tenancy))
+                    : c.state.regions.create(request.name, request.bytes, request.memory, std::move(tenancy));
   // Checked against bytes as the body was read, so it cannot be refused now.
   if (region && request.manifest) (void)(*region)->set_manifest(*request.manifest);
   made(c, request.name, region);

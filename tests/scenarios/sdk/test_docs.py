@@ -101,6 +101,13 @@ def shared_buffers(d: Docs) -> None:
     d.names.update(a=a, b=b, nbytes=nbytes, new_weights=np.arange(nbytes // 4, dtype=np.float32))
 
 
+def open_shared(d: Docs) -> None:
+    a, b = d.nodes("node-a", "node-b")
+    nbytes = MiB
+    a.create_region("weights", nbytes)
+    d.names.update(a=a, b=b, nbytes=nbytes)
+
+
 def gpu(d: Docs) -> None:
     try:
         import torch
@@ -179,6 +186,7 @@ SETUP: dict[str, Callable[[Docs], None]] = {
     "Transfers": transfers,
     "KV-cache blocks (scatter-gather)": scatter,
     "Shared buffers (zero copy)": shared_buffers,
+    "One copy per node: open_shared": open_shared,
     "GPU memory": gpu,
     "Named tensors": named_tensors,
     "Region versions": versions,
@@ -213,6 +221,9 @@ def test_docs_example_runs(block: Block, request: pytest.FixtureRequest,
         sent = d.agents.work / "new_weights.bin"
         sent.write_bytes(names["new_weights"].tobytes())
         agents["node-b"].save_and_compare("weights", sent)
+    if block.heading == "One copy per node: open_shared":
+        assert not names["w"].flags.writeable and names["params"] is None
+        assert names["b"].region("weights").shareable, "closing the opener left the region"
     if block.heading == "Named tensors":
         import torch
         replica = names["replica"].state_dict()

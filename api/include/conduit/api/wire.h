@@ -18,7 +18,8 @@
 
 namespace conduit::api {
 
-// POST /v1/regions, allocating: AllocateRegion {name, bytes, memory, namespace, sharedWith}.
+// POST /v1/regions, allocating: AllocateRegion {name, bytes, memory, namespace, sharedWith, manifest,
+// shareable}.
 struct CreateRegion {
   std::string name;
   std::uint64_t bytes = 0;
@@ -26,6 +27,8 @@ struct CreateRegion {
   std::string ns{};             // the namespace it belongs to (docs/security.md, "Tenancy"); "": none
   std::vector<std::string> shared_with{};  // namespaces let in besides ns ("*": all)
   std::optional<Manifest> manifest{};      // the named tensors it will hold, checked against bytes
+  // Host memory in a memfd that local processes may map (opened over the import socket); not with cuda:N.
+  bool shareable = false;
   // A body that loads a file is InvalidArgument here (region_request_from_json reads either).
   static Result<CreateRegion> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
@@ -78,6 +81,7 @@ struct Region {
   // Shared over the import socket: {pid, uid, podUID?} of the process, as the kernel said; null otherwise.
   nlohmann::json imported_by{};
   std::optional<std::uint64_t> tensors{};  // how many tensors its manifest names; nullopt: it has none
+  bool shareable = false;  // backed by a memfd a local process may map (over the import socket)
   // Whether a job of namespace `job_ns` may use it (namespace_admits).
   bool admits(const std::string& job_ns) const { return namespace_admits(ns, shared_with, job_ns); }
   static Region from_json(const nlohmann::json& body);
