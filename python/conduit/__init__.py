@@ -18,6 +18,7 @@ from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidAr
                      TensorMismatch, TransferFailed, Unauthorized, Unavailable, Unprocessable)
 from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
 from .manifest import Manifest, TensorSpec
+from .publish import Published, Publisher, Subscriber, publish, subscribe
 from .transfers import Transfer, TransferStatus
 from .versions import DoubleBuffer, Slot, Update
 
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Ack", "Acks", "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
-    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Region", "SharedBuffer", "Slot", "Target",
+    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Published", "Publisher", "Subscriber", "Region", "SharedBuffer", "Slot", "Target",
     "TensorMismatch", "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
-    "Unavailable", "Unprocessable", "Update", "__version__",
+    "Unavailable", "Unprocessable", "Update", "__version__", "publish", "subscribe",
 ]
