@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import sys
+import warnings
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, overload
 
@@ -163,7 +164,14 @@ def _torch_bytes(buffer: Any) -> Any:
         if not buffer.is_contiguous():
             raise ValueError("the buffer must be contiguous")
         return buffer.detach().reshape(-1).view(torch.uint8)
-    return torch.from_numpy(_numpy_bytes(buffer))
+    raw = _numpy_bytes(buffer)
+    if raw.flags.writeable:
+        return torch.from_numpy(raw)
+    # A read-only buffer (Agent.open_shared's): torch warns that writing such a tensor is undefined; the views
+    # are read from (apply's source), and the reader's buffer says it is read-only (SharedBuffer.writable).
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+        return torch.from_numpy(raw)
 
 
 def _view(raw: Any, spec: TensorSpec, framework: str) -> Any:

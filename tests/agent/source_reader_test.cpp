@@ -96,20 +96,45 @@ TEST_F(SourceReaderTest, AFileThePageCacheHoldsIsCopiedOutOfIt) {
   EXPECT_EQ(reader.direct_bytes(), 0U);
 }
 
-TEST_F(SourceReaderTest, AnUnalignedOffsetOrAReaderToldNotToGoesThroughTheCache) {
+// A .safetensors data section starts 8 + its header's size into the file: whole blocks around it are read
+// directly into a bounce buffer and copied out, into memory that need not be aligned either.
+TEST_F(SourceReaderTest, AnUnalignedRangeOfAColdFileIsReadDirectlyThroughABounceBuffer) {
   make_cold();
   SourceReader reader(fd.get(), /*direct=*/true);
   std::byte* into = buffer(2 * kMiB);
   ASSERT_TRUE(reader.read(into, 2 * kMiB, 1, kMiB).ok());
   EXPECT_TRUE(same(into, expected(1, kMiB)));
-  EXPECT_EQ(reader.direct_bytes(), 0U);
+  EXPECT_EQ(reader.direct_bytes(), kMiB);
+  EXPECT_EQ(reader.cached_bytes(), 0U);
 
+  testing::drop_from_page_cache(path);
+  ASSERT_TRUE(reader.read(into + 3, 2 * kMiB - 3, 4096 + 5, kMiB + 7).ok());
+  EXPECT_TRUE(same(into + 3, expected(4096 + 5, kMiB + 7)));
+}
+
+TEST_F(SourceReaderTest, AReaderToldNotToGoesThroughTheCache) {
+  std::byte* into = buffer(2 * kMiB);
   testing::drop_from_page_cache(path);
   SourceReader cached(fd.get(), /*direct=*/false);
   ASSERT_TRUE(cached.read(into, 2 * kMiB, 0, kMiB).ok());
   EXPECT_TRUE(same(into, expected(0, kMiB)));
   EXPECT_EQ(cached.direct_bytes(), 0U);
   EXPECT_EQ(cached.cached_bytes(), kMiB);
+  ASSERT_TRUE(cached.read(into, 2 * kMiB, 1, kMiB).ok());
+  EXPECT_EQ(cached.direct_bytes(), 0U);
+}
+
+// An unaligned range past the file's end: what there was arrives, and the error says where the file ended.
+TEST_F(SourceReaderTest, AnUnalignedRangePastTheEndSaysWhereItEnded) {
+  testing::drop_from_page_cache(path);
+  SourceReader reader(fd.get(), /*direct=*/true);
+  std::byte* into = buffer(4 * kMiB);
+  const auto read = reader.read(into, 4 * kMiB, kSize - kMiB - 3, 2 * kMiB);
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.error().code, ErrorCode::Conflict);
+  EXPECT_NE(read.error().message.find("ended at byte " + std::to_string(kSize)), std::string::npos)
+      << read.error().message;
+  EXPECT_TRUE(same(into, expected(kSize - kMiB - 3, kMiB + 3)));
 }
 
 TEST_F(SourceReaderTest, AFileEndingBeforeTheRangeSaysWhereItEnded) {

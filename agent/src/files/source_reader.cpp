@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -18,6 +19,11 @@ namespace {
 using direct_io::kBlock;
 using direct_io::round_down;
 using direct_io::round_up;
+
+// A cold 1 GiB .safetensors file read through the page cache loaded at 0.43 GB/s against 2.0 GB/s for the
+// same bytes read directly (bench/safetensors_bench.py --cold): one more copy, out of a bounce buffer of this
+// size, costs far less than that.
+constexpr std::uint64_t kBounceBytes = 8u << 20;
 
 Error read_error(int err) {
   return make_error(ErrorCode::Io, std::string("reading the source file: ") + std::strerror(err));
@@ -62,12 +68,41 @@ Result<std::uint64_t> SourceReader::read_direct(std::byte* into, std::uint64_t p
   return std::min(done, length);
 }
 
+void SourceReader::FreeAligned::operator()(std::byte* p) const { std::free(p); }
+
+Result<std::uint64_t> SourceReader::read_bounced(std::byte* into, std::uint64_t pos, std::uint64_t length) {
+  if (!bounce_) {
+    bounce_.reset(static_cast<std::byte*>(std::aligned_alloc(kBlock, kBounceBytes)));
+    if (!bounce_) return std::uint64_t{0};  // no memory for it: the page cache reads the whole range
+  }
+  std::uint64_t done = 0;
+  while (done < length && direct_fd_) {
+    const std::uint64_t at = round_down(pos + done);
+    const std::uint64_t skip = pos + done - at;
+    const std::uint64_t want = std::min(length - done, kBounceBytes - skip);
+    auto got = read_direct(bounce_.get(), at, skip + want);
+    if (!got) return got.error();
+    if (*got <= skip) break;  // the file ended or refused: the page cache says which
+    const std::uint64_t n = std::min(want, *got - skip);
+    std::memcpy(into + done, bounce_.get() + skip, n);
+    done += n;
+    if (n < want) break;
+  }
+  return done;
+}
+
 Status SourceReader::read(std::byte* into, std::uint64_t room, std::uint64_t pos, std::uint64_t length) {
   std::uint64_t done = 0;
   // Whole blocks directly; a last partial block too where its whole block fits in `room`.
   const std::uint64_t direct = round_up(length) <= room ? length : round_down(length);
   if (direct_fd_ && direct_io::aligned(pos, into) && direct > 0 && !mostly_cached(pos, direct)) {
     auto got = read_direct(into, pos, direct);
+    if (!got) return got.error();
+    done = *got;
+    direct_bytes_ += done;
+  } else if (direct_fd_ && !direct_io::aligned(pos, into) && length > 0 &&
+             !mostly_cached(round_down(pos), round_up(pos + length) - round_down(pos))) {
+    auto got = read_bounced(into, pos, length);
     if (!got) return got.error();
     done = *got;
     direct_bytes_ += done;

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "conduit/common/result.h"
 #include "conduit/common/unique_fd.h"
@@ -36,8 +37,16 @@ class SourceReader {
   // came back short or this file system refused O_DIRECT: the rest goes through the page cache).
   // Called only where the whole blocks over [pos, pos + length) fit in `into`.
   Result<std::uint64_t> read_direct(std::byte* into, std::uint64_t pos, std::uint64_t length);
+  // [pos, pos + length) where pos or `into` is not block-aligned (a .safetensors data section starts 8 + its
+  // header's size into the file): whole blocks read directly into an aligned bounce buffer, then copied
+  // out; returns the bytes of [0, length) it read, as read_direct.
+  Result<std::uint64_t> read_bounced(std::byte* into, std::uint64_t pos, std::uint64_t length);
 
   int fd_;
+  struct FreeAligned {
+    void operator()(std::byte* p) const;
+  };
+  std::unique_ptr<std::byte, FreeAligned> bounce_;  // kBounceBytes, block-aligned; made on first use
   UniqueFd direct_fd_;  // the same open file again with O_DIRECT; invalid: every read uses the page cache
   std::uint64_t cached_bytes_ = 0;
   std::uint64_t direct_bytes_ = 0;
