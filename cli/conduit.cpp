@@ -212,7 +212,9 @@ int cmd_regions(const Globals& g, std::vector<std::string> args) {
     desc.add_options()("name", po::value<std::string>(), "region name")(
         "bytes", po::value(&bytes)->value_name("SIZE"), "allocate this many bytes (e.g. 256MiB)")(
         "memory", po::value(&memory)->value_name("KIND"), "host (default) or cuda:N")(
-        "file", po::value(&file)->value_name("PATH"), "load this file (under the agent's data directory)");
+        "file", po::value(&file)->value_name("PATH"),
+        "load this file (under the agent's data directory; a *.safetensors file: its tensors, with its "
+        "header as the region's manifest)");
     const auto vm = parse_args(args, desc, {"name"});
     const std::string name = vm["name"].as<std::string>();
     if (bytes.empty() == file.empty()) usage("regions create: say --bytes SIZE or --file PATH");
