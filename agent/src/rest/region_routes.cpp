@@ -97,7 +97,7 @@ void create_region(Call& c) {
 // At once as it is; with timeoutSeconds, a region not made yet is waited for (a long-poll): 200 as soon as it
 // is made, loaded or imported, 404 when the time is up.
 void get_region(Call& c) {
-  const auto wait = parse_region_wait_query(c.req.params);
+  const auto wait = parse_seconds_query(c.req.params, "timeoutSeconds");
   if (!wait) return c.fail(wait.error());
   if (wait->count() > 0 && !c.state.regions.get(c.name)) {
     auto made = long_poll(c.state, *wait, [&](std::chrono::seconds limit) {

@@ -67,21 +67,6 @@ Result<VersionQuery> parse_version_query(const httplib::Params& params) {
   return query;
 }
 
-Result<std::chrono::seconds> parse_region_wait_query(const httplib::Params& params) {
-  std::chrono::seconds wait{0};
-  for (const auto& [key, value] : params) {
-    if (key != "timeoutSeconds") return invalid("unknown query parameter " + quoted_text(key));
-    if (params.count(key) > 1)
-      return invalid("query parameter " + quoted_text(key) + " given more than once");
-    const auto parsed = parse_decimal(value);
-    if (!parsed || *parsed > 60)
-      return invalid("query parameter \"timeoutSeconds\" must be an integer from 0 to 60, not " +
-                     quoted_text(value));
-    wait = std::chrono::seconds(*parsed);
-  }
-  return wait;
-}
-
 Result<AcksQuery> parse_acks_query(const httplib::Params& params) {
   AcksQuery query;
   for (const auto& [key, value] : params) {
@@ -110,16 +95,17 @@ Result<AcksQuery> parse_acks_query(const httplib::Params& params) {
   return query;
 }
 
-Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too) {
+Result<std::chrono::seconds> parse_seconds_query(const httplib::Params& params, const std::string& name,
+                                                 bool namespace_too) {
   std::chrono::seconds wait{0};
   for (const auto& [key, value] : params) {
     if (namespace_too && key == "namespace") continue;  // the route's own (Call::ns)
-    if (key != "waitSeconds") return invalid("unknown query parameter " + quoted_text(key));
+    if (key != name) return invalid("unknown query parameter " + quoted_text(key));
     if (params.count(key) > 1)
       return invalid("query parameter " + quoted_text(key) + " given more than once");
     const auto parsed = parse_decimal(value);
     if (!parsed || *parsed > 60)
-      return invalid("query parameter \"waitSeconds\" must be an integer from 0 to 60, not " +
+      return invalid("query parameter " + quoted_text(name) + " must be an integer from 0 to 60, not " +
                      quoted_text(value));
     wait = std::chrono::seconds(*parsed);
   }

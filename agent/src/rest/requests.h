@@ -26,9 +26,6 @@ struct VersionQuery {
 };
 Result<VersionQuery> parse_version_query(const httplib::Params& params);
 
-// ?timeoutSeconds= of GET /v1/regions/{name}: wait up to that long (at most 60 s) for the region to be made.
-Result<std::chrono::seconds> parse_region_wait_query(const httplib::Params& params);
-
 // GET /v1/regions/{name}/acks?version=&readers=&timeoutSeconds=: answers once at least `readers` readers
 // acked a version >= `version`, or after `timeout` (at most 60 s) with the acks as they are. `readers` is
 // at most RegionAcks::kMaxReaders (more could never be done).
@@ -39,9 +36,12 @@ struct AcksQuery {
 };
 Result<AcksQuery> parse_acks_query(const httplib::Params& params);
 
-// ?waitSeconds= of POST /v1/transfers and GET /v1/transfers/{id} (at most 60; absent: 0, no wait).
-// `namespace_too`: the route also takes ?namespace= (checked by the router: Call::ns).
-Result<std::chrono::seconds> parse_wait_query(const httplib::Params& params, bool namespace_too = false);
+// The one query parameter `name` of a route that waits, in seconds (at most 60; absent: 0, no wait):
+// ?waitSeconds= of POST /v1/transfers and GET /v1/transfers/{id}, ?timeoutSeconds= of GET
+// /v1/regions/{name} (wait for the region to be made). `namespace_too`: the route also takes ?namespace=
+// (checked by the router: Call::ns).
+Result<std::chrono::seconds> parse_seconds_query(const httplib::Params& params, const std::string& name,
+                                                 bool namespace_too = false);
 
 // Grant and transfer ids in paths: short, printable, no separators.
 Status validate_id(const std::string& id);

@@ -109,7 +109,7 @@ struct Admitted {
 // answering. TransferManager::start then checks it against what only the run knows: the source's size and
 // memory, the targets' transports and grants.
 std::optional<Admitted> admit_transfer(const Call& c) {
-  const auto wait = parse_wait_query(c.req.params);
+  const auto wait = parse_seconds_query(c.req.params, "waitSeconds");
   if (!wait) {
     c.fail(wait.error());
     return std::nullopt;
@@ -169,7 +169,7 @@ std::optional<std::string> path_transfer_refusal(const Call& c, const char* only
 
 // A long-poll for the transfer's end with ?waitSeconds; 429 when no slot is free.
 void get_transfer(Call& c) {
-  const auto wait = parse_wait_query(c.req.params, /*namespace_too=*/true);
+  const auto wait = parse_seconds_query(c.req.params, "waitSeconds", /*namespace_too=*/true);
   if (!wait) return c.fail(wait.error());
   if (c.denied(path_transfer_refusal(c, "it sees only the transfers it asked for"))) return;
   std::optional<Result<TransferStatus>> status;
