@@ -112,6 +112,23 @@ TEST_F(SourceReaderTest, AnUnalignedRangeOfAColdFileIsReadDirectlyThroughABounce
   EXPECT_TRUE(same(into + 3, expected(4096 + 5, kMiB + 7)));
 }
 
+// Larger than the bounce buffer (8 MiB): piece after piece read and copied out, every byte in its place.
+TEST_F(SourceReaderTest, AnUnalignedRangeOfManyBouncePiecesArrivesWhole) {
+  std::vector<std::byte> big(21 * kMiB + 11);
+  fill_pattern(big, 9);
+  const fs::path big_path = dir.path() / "big.bin";
+  testing::write_file(big_path, big);
+  if (const auto why = testing::make_cold(big_path); !why.empty()) GTEST_SKIP() << why;
+  UniqueFd big_fd(::open(big_path.c_str(), O_RDONLY | O_CLOEXEC));
+  ASSERT_TRUE(big_fd.valid());
+  SourceReader reader(big_fd.get(), /*direct=*/true);
+  const std::uint64_t pos = 48240, length = big.size() - pos;
+  std::byte* into = buffer(length);
+  ASSERT_TRUE(reader.read(into, length, pos, length).ok());
+  EXPECT_TRUE(same(into, std::span<const std::byte>(big).subspan(pos)));
+  EXPECT_GE(reader.direct_bytes(), length - 4096) << "read directly, all but at most a last partial block";
+}
+
 TEST_F(SourceReaderTest, AReaderToldNotToGoesThroughTheCache) {
   std::byte* into = buffer(2 * kMiB);
   testing::drop_from_page_cache(path);

@@ -136,6 +136,20 @@ def named_tensors(d: Docs) -> None:
     d.names.update(a=a, b=b, model=model(1), replica=model(2))
 
 
+def publishing(d: Docs) -> None:
+    try:
+        import torch
+    except ImportError:
+        pytest.skip("no torch: the publishing example moves a torch model")
+    a, b = d.nodes("node-a", "node-b")
+
+    def model(seed: int) -> Any:
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Linear(64, 64).to(torch.bfloat16))
+
+    d.names.update(a=a, b=b, model=model(1), engine_model=model(2))
+
+
 def versions(d: Docs) -> None:
     a, b = d.nodes("node-a", "node-b")
     a.create_region("weights", MiB)
@@ -189,6 +203,7 @@ SETUP: dict[str, Callable[[Docs], None]] = {
     "One copy per node: open_shared": open_shared,
     "GPU memory": gpu,
     "Named tensors": named_tensors,
+    "Publishing a model": publishing,
     "Region versions": versions,
     "DoubleBuffer": double_buffer,
     "Acknowledgements": versions,
@@ -229,6 +244,14 @@ def test_docs_example_runs(block: Block, request: pytest.FixtureRequest,
         replica = names["replica"].state_dict()
         for name, t in names["model"].state_dict().items():
             assert torch.equal(replica[name], t), f"{name} was not applied"
+    if block.heading == "Publishing a model":
+        import torch
+        engine = names["engine_model"].state_dict()
+        for name, t in names["model"].state_dict().items():
+            assert torch.equal(engine[name], t), f"{name} was not applied"
+        assert names["upd"].manifest.metadata == {"step": "1"}
+        names["sub"].close()
+        names["pub"].close()
 
 def test_every_section_with_an_example_is_tested() -> None:
     assert {b.heading for b in blocks()} <= set(SETUP), "docs/python.md has an example this file does not run"
