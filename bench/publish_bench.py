@@ -5,6 +5,8 @@ bytes between the same agents, in the same run (docs/tensors.md, "Measured").
   publish   the trainer's push (its module adopted: nothing copied in) of the whole arena to node-b, and both
             reader processes there woken, applying every tensor in place into their own model (torch copy_)
             and acking; timed from the push to the publisher's wait_acks returning
+  adopted   the same with readers whose models adopted the node's copy (Subscriber.adopt): woken, apply
+            checks and copies nothing, ack (a second publisher of the same model, its own two readers)
   plain     Agent.transfer of a buffer of the same bytes from node-a to a region on node-b, waited for
   push      the push alone, of the publish time: until the bytes landed on node-b and its version is known
   regs      the registrations node-a's agent made (conduit_agent_registration_duration_seconds_count) for the
@@ -70,11 +72,14 @@ from publish_bench import model
 from conduit.publish import subscribe
 agent = conduit.Agent(sys.argv[1], token_file=sys.argv[2], import_socket=sys.argv[3])
 mine = model({tensors}, {nbytes}, seed=1)
-with subscribe(agent, {name!r}, timeout=120) as sub:
+adopt = sys.argv[4] == "adopt"
+with subscribe(agent, sys.argv[5], timeout=120) as sub:
     print("ready", flush=True)
-    for _ in range({rounds}):
+    for i in range({rounds}):
         upd = sub.wait_update(timeout=300)
         t0 = time.monotonic()
+        if adopt and i == 0:
+            sub.adopt(upd, mine)
         sub.apply(upd, mine)
         t1 = time.monotonic()
         sub.ack(upd)
@@ -94,33 +99,46 @@ def run_model(agents, tensors, nbytes, rounds, work):
     name = f"m{tensors}"
     state = model(tensors, nbytes, seed=0)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(ROOT, "python"), HERE]))
-    script = READER.format(here=HERE, tensors=tensors, nbytes=nbytes, name=name, rounds=rounds)
+    script = READER.format(here=HERE, tensors=tensors, nbytes=nbytes, rounds=rounds)
     readers = []
     before = registrations(agents, "node-a")
     t0 = time.monotonic()
     pub = publish(a, name, state)
     pub.adopt(state)  # the trainer's tensors are the arena's: a push copies nothing in
     publish_s = time.monotonic() - t0
+    pub_a = None
     try:
         pub.push([b])  # makes the region on node-b (first push), version 1
         arena_regs = registrations(agents, "node-a") - before
-        readers = [subprocess.Popen([sys.executable, "-c", script, b.url, agents.token, os.path.join(work, "node-b.sock")], env=env,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        # A second publisher of a model equal to the first, for the readers that adopt.
+        adopted_state = model(tensors, nbytes, seed=0)
+        pub_a = publish(a, name + "-a", adopted_state)
+        pub_a.adopt(adopted_state)
+        pub_a.push([b])
+        sock = os.path.join(work, "node-b.sock")
+        readers = [subprocess.Popen([sys.executable, "-c", script, b.url, agents.token, sock, mode, region],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                   for mode, region in [("copy", name)] * 2 + [("adopt", name + "-a")] * 2]
         for r in readers:
             if r.stdout.readline().strip() != "ready":
                 sys.exit(f"a reader did not start: {r.stderr.read()}")
         # The readers' first update is version 1, pushed above: taken and acked before the rounds start.
         pub.wait_acks(readers=2, timeout=120)
+        pub_a.wait_acks(readers=2, timeout=120)
         with a.allocate(name + "-plain", pub.buffer.nbytes) as plain:
             plain.numpy()[:] = 1
             b.create_region(name + "-plain", pub.buffer.nbytes)
-            pubs, pushes, plains = [], [], []
+            pubs, adopts, pushes, plains = [], [], [], []
             for _ in range(rounds - 1):
                 t0 = time.monotonic()
                 pub.push([b])
                 pushes.append(time.monotonic() - t0)
                 pub.wait_acks(readers=2, timeout=300)
                 pubs.append(time.monotonic() - t0)
+                t0 = time.monotonic()
+                pub_a.push([b])
+                pub_a.wait_acks(readers=2, timeout=300)
+                adopts.append(time.monotonic() - t0)
                 t0 = time.monotonic()
                 a.transfer(name + "-plain", [Target(b, name + "-plain")]).wait(timeout=300)
                 plains.append(time.monotonic() - t0)
@@ -135,10 +153,13 @@ def run_model(agents, tensors, nbytes, rounds, work):
         for r in readers:
             r.kill()
         pub.close()
-        try:
-            b.delete_region(name)
-        except conduit.ConduitError:
-            pass
+        if pub_a is not None:
+            pub_a.close()
+        for n in (name, name + "-a"):
+            try:
+                b.delete_region(n)
+            except conduit.ConduitError:
+                pass
     ratios = [p / q for p, q in zip(pubs, plains, strict=True)]
     mib = pub.buffer.nbytes / (1 << 20)
     print(f"{tensors} tensors, {mib:.0f} MiB: publish->2 readers applied+acked {median_range(pubs)} s, "
@@ -146,6 +167,8 @@ def run_model(agents, tensors, nbytes, rounds, work):
     print(f"  of which the push (landed on node-b, version known) {median_range(pushes)} s, ratio to plain "
           f"{median_range([p / q for p, q in zip(pushes, plains, strict=True)])}; the rest is the readers' wake, "
           "apply (a copy each) and ack")
+    print(f"  readers adopted (no copy): publish->2 readers applied+acked {median_range(adopts)} s, ratio to plain "
+          f"{median_range([p / q for p, q in zip(adopts, plains, strict=True)])}")
     # One region per tensor, as without an arena: a registration each.
     before = registrations(agents, "node-a")
     t0 = time.monotonic()

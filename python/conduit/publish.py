@@ -25,6 +25,11 @@ one copy per node, not per process.
 Readers apply from the node's copy while the next push could land in it: a publisher that waits for the acks
 of version K before pushing K+1 (as above) never tears a reader's apply. Readers that cannot be waited for
 take a :class:`~conduit.versions.DoubleBuffer` instead.
+
+A reader may skip its copy: ``sub.adopt(upd, engine_model)`` makes the model's tensors views of the node's
+copy (read-only), so every later version lands in them with no copy per reader and ``apply`` only checks.
+Pushes then land while the model may be reading: adopt where the loop already sequences weight syncs with
+generation (the engines paused for the push, as NCCL-based syncs require too).
 """
 
 from __future__ import annotations
@@ -55,13 +60,6 @@ def _framework_of(state: Any) -> str:
     """"torch" when STATE (a module or state_dict) holds torch tensors, else "numpy"."""
     named = _tensors._named(state, "state_dict")
     return "torch" if any(_tensors._is_torch(x) for x in named.values()) else "numpy"
-
-
-def _address(x: Any) -> int:
-    """Where X's first element is in this process's memory (0 for a tensor off the CPU)."""
-    if _tensors._is_torch(x):
-        return int(x.data_ptr()) if x.device.type == "cpu" else 0
-    return int(x.__array_interface__["data"][0])
 
 
 class Publisher:
@@ -116,8 +114,7 @@ class Publisher:
             raise ValueError(f"nothing adopted: the module is not the one published ({', '.join(missing[:10])} in "
                              "one and not the other)")
         self.update(module)
-        for name, t in named.items():
-            t.data = self._arena[name]  # the same Parameter object, its storage now the arena's
+        _tensors.adopt(self._arena, module)  # the same Parameter objects, their storage now the arena's
 
     def update(self, state_dict: Any = None) -> int:
         """Copy STATE_DICT (default: the one published) into the arena, each tensor that is not already the
@@ -125,7 +122,7 @@ class Publisher:
         Returns the bytes copied."""
         named = _tensors._named(self._source if state_dict is None else state_dict, "state_dict")
         moved = {n: x for n, x in named.items()
-                 if n not in self._arena or _address(x) != _address(self._arena[n]) or
+                 if n not in self._arena or _tensors._address(x) != _tensors._address(self._arena[n]) or
                  (_tensors._is_torch(x) and x.device.type != "cpu")}
         if not moved:
             return 0
@@ -221,6 +218,7 @@ class Subscriber:
         agent.wait_region(name, timeout)
         self.buffer: SharedBuffer = agent.open_shared(name)
         self.seen = 0
+        self._adopted: dict[str, tuple[int, int]] = {}  # adopted tensors' (offset, length) in the region
 
     def __repr__(self) -> str:
         return f"Subscriber({self.name!r} on {self.agent.url}, seen version {self.seen})"
@@ -241,8 +239,27 @@ class Subscriber:
         """UPDATE's tensors into STATE_DICT (a torch module or a state_dict of numpy arrays or torch tensors) in
         place (``conduit._tensors.apply``): every selected dtype and shape checked first, nothing written on a
         mismatch (ValueError naming each tensor). TENSORS: names or globs of the update's, to apply only those.
-        Returns the names applied."""
+        Tensors adopted (``adopt``) are the node's copy already: checked, not copied. Returns the names
+        applied."""
+        moved = [t.name for t in update.manifest.tensors
+                 if t.name in self._adopted and self._adopted[t.name] != (t.offset, t.length)]
+        if moved:
+            raise ValueError(f"nothing applied: {', '.join(map(repr, moved[:10]))} moved in region {self.name} "
+                             "since adopt(): adopt(update, model) again")
         return _tensors.apply(update.tensors(_framework_of(state_dict)), state_dict, tensors)
+
+    def adopt(self, update: Published, module: Any, tensors: str | Iterable[str] | None = None) -> list[str]:
+        """Make MODULE's parameters and buffers (a torch module) views of the node's copy, checked as ``apply``
+        checks: no copy per reader, now or on any later version, which lands in them as it lands on the
+        node; ``apply`` then only checks. Two things follow, said in docs/tensors.md: the views are
+        read-only (a write to them faults), and a push lands while the module may be reading, so take it
+        where pushes are sequenced with the engine (a weight sync between steps, generation paused: the
+        publisher waits for every reader's ack of "ready" before pushing), else ``apply`` into the module's
+        own memory or use a DoubleBuffer. Returns the names adopted."""
+        names = _tensors.adopt(update.tensors("torch"), module, tensors)
+        chosen = set(names)
+        self._adopted.update({t.name: (t.offset, t.length) for t in update.manifest.tensors if t.name in chosen})
+        return names
 
     def ack(self, update: Published) -> Acks:
         """Tell the agent this reader applied UPDATE (what the publisher's ``wait_acks`` waits for)."""

@@ -274,19 +274,23 @@ def _nothing(done: str, problems: dict[str, list[str]], hint: str = "") -> str:
     return f"nothing {done}: {count} not match: {'; '.join(shown)}{more}{hint}"
 
 
-def apply(update: Any, state_dict: Any, tensors: str | Iterable[str] | None = None) -> list[str]:
-    """Copy UPDATE's tensors (``{name: view}`` from :func:`views`, or any state_dict) into STATE_DICT's tensors
-    of the same names, in place: a torch module's parameters and buffers keep their storage (``data_ptr()``),
-    a numpy array its memory. TENSORS selects names or globs (``"model.layers.*.mlp.*"``) of UPDATE; each must
-    select something.
+def _address(x: Any) -> int:
+    """Where X's first element is in this process's memory (0 for a tensor off the CPU)."""
+    if _is_torch(x):
+        return int(x.data_ptr()) if x.device.type == "cpu" else 0
+    return int(x.__array_interface__["data"][0])
 
-    Every selected name, dtype and shape is checked before anything is written: a name STATE_DICT lacks, a
-    dtype or shape that differs, a read-only array writes nothing and raises ValueError naming each tensor
-    and what differs. numpy views of BF16/F8_* hold raw bits (uint16/uint8), which are not a torch model's
-    bfloat16: apply torch views to a torch model. Returns the names applied, in UPDATE's order.
 
-        apply(views(buf, manifest, "torch"), model, tensors=["lm_head.*"])
-    """
+def _same_memory(a: Any, b: Any) -> bool:
+    """True when A and B are views of the same bytes (an adopted tensor and the update's view of it)."""
+    nbytes = (lambda x: x.numel() * x.element_size() if _is_torch(x) else x.nbytes)
+    return _address(a) != 0 and _address(a) == _address(b) and nbytes(a) == nbytes(b)
+
+
+def _checked(update: Any, state_dict: Any, tensors: str | Iterable[str] | None, done: str, *,
+             writable: bool) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    """The names of UPDATE selected by TENSORS, each checked against STATE_DICT's tensor of that name (present,
+    same dtype and shape, writable if WRITABLE): ValueError naming every one that is not, "nothing DONE"."""
     source = _named(update, "update")
     target = _named(state_dict, "state_dict")
     if tensors is None:
@@ -295,7 +299,7 @@ def apply(update: Any, state_dict: Any, tensors: str | Iterable[str] | None = No
         patterns = [tensors] if isinstance(tensors, str) else list(tensors)
         unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in source)]
         if unmatched:
-            raise ValueError(f"nothing applied: {', '.join(map(repr, unmatched))} select no tensor of the update")
+            raise ValueError(f"nothing {done}: {', '.join(map(repr, unmatched))} select no tensor of the update")
         names = [n for n in source if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
     problems: dict[str, list[str]] = {}
     raw_bits = False
@@ -314,11 +318,48 @@ def apply(update: Any, state_dict: Any, tensors: str | Iterable[str] | None = No
         if tuple(src.shape) != tuple(dst.shape):
             problems.setdefault(n, []).append(f"shape {list(src.shape)} in the update, {list(dst.shape)} in the "
                                               "state_dict")
-        if isinstance(dst, np.ndarray) and not dst.flags.writeable:
+        if writable and isinstance(dst, np.ndarray) and not dst.flags.writeable and not _same_memory(dst, src):
             problems.setdefault(n, []).append("the state_dict's array is read-only")
     if problems:
-        hint = " (numpy views of BF16 and F8_* hold raw bits: apply views(..., 'torch') to torch tensors)"
-        raise ValueError(_nothing("applied", problems, hint if raw_bits else ""))
+        hint = f" (numpy views of BF16 and F8_* hold raw bits: {done} views(..., 'torch') to torch tensors)"
+        raise ValueError(_nothing(done, problems, hint if raw_bits else ""))
+    return names, source, target
+
+
+def apply(update: Any, state_dict: Any, tensors: str | Iterable[str] | None = None) -> list[str]:
+    """Copy UPDATE's tensors (``{name: view}`` from :func:`views`, or any state_dict) into STATE_DICT's tensors
+    of the same names, in place: a torch module's parameters and buffers keep their storage (``data_ptr()``),
+    a numpy array its memory. TENSORS selects names or globs (``"model.layers.*.mlp.*"``) of UPDATE; each must
+    select something. A tensor that already is the update's memory (:func:`adopt`) is checked, not copied.
+
+    Every selected name, dtype and shape is checked before anything is written: a name STATE_DICT lacks, a
+    dtype or shape that differs, a read-only array writes nothing and raises ValueError naming each tensor
+    and what differs. numpy views of BF16/F8_* hold raw bits (uint16/uint8), which are not a torch model's
+    bfloat16: apply torch views to a torch model. Returns the names applied, in UPDATE's order.
+
+        apply(views(buf, manifest, "torch"), model, tensors=["lm_head.*"])
+    """
+    names, source, target = _checked(update, state_dict, tensors, "applied", writable=True)
     for n in names:
-        _copy(target[n], source[n])
+        if not _same_memory(target[n], source[n]):
+            _copy(target[n], source[n])
+    return names
+
+
+def adopt(update: Any, module: Any, tensors: str | Iterable[str] | None = None) -> list[str]:
+    """Make MODULE's parameters and buffers (a torch module) of UPDATE's names views of UPDATE's torch tensors
+    (``Parameter.data`` rebound: the same Parameter objects, their storage now UPDATE's): nothing is copied,
+    and what later lands in UPDATE's memory is what the module holds. Checked as :func:`apply` checks, nothing
+    rebound on a mismatch. Returns the names adopted."""
+    nn = getattr(sys.modules.get("torch"), "nn", None)
+    if nn is None or not isinstance(module, nn.Module):
+        raise TypeError(f"adopt takes a torch.nn.Module, not {type(module).__name__}: numpy arrays cannot be "
+                        "rebound; apply() copies into them")
+    names, source, target = _checked(update, module, tensors, "adopted", writable=False)
+    not_torch = [n for n in names if not _is_torch(source[n])]
+    if not_torch:
+        raise TypeError(f"nothing adopted: the update's {not_torch[0]!r} is not a torch tensor (take "
+                        "views(..., 'torch'))")
+    for n in names:
+        target[n].data = source[n]
     return names

@@ -1,6 +1,7 @@
 """A model published to readers on another node (conduit.publish): a torch module of 450 tensors (~256 MiB,
 float32, float16, bfloat16, int8) published on node-a and applied on node-b, in place, by two processes sharing
-the node's one copy, with the publisher waiting for both acks; a reader whose model differs applies nothing and
+the node's one copy (one reader copying into its model, the other's model adopting the node's copy), with the
+publisher waiting for both acks; a reader whose model differs applies nothing and
 is told which tensor; numpy state_dicts alike, without torch."""
 
 from __future__ import annotations
@@ -27,11 +28,17 @@ import sys, torch, conduit
 from conduit.publish import subscribe
 from publish_model import Model, same
 agent = conduit.Agent(sys.argv[1], token_file=sys.argv[2], import_socket=sys.argv[3])
+adopt = sys.argv[4] == "adopt"
 model = Model(seed=1)                                   # initialised unlike the publisher's
 ptrs = {n: t.data_ptr() for n, t in model.state_dict().items()}
 with subscribe(agent, "policy", timeout=60) as sub:
     for step in (1, 2):
         upd = sub.wait_update(timeout=60)
+        if adopt and step == 1:                         # the model's tensors become views of the node's copy
+            assert len(sub.adopt(upd, model)) == 450
+            ptrs = {n: t.data_ptr() for n, t in model.state_dict().items()}
+            base = upd.tensors("torch")[upd.manifest.tensors[0].name].data_ptr()
+            assert all(base <= p < base + sub.buffer.nbytes for p in ptrs.values()), "not the node's copy"
         applied = sub.apply(upd, model)
         want = Model(seed=step * 10)                    # what the publisher trained to at this step
         assert not same(model, want), f"step {step}: differ: {same(model, want)[:5]}"
@@ -41,9 +48,10 @@ with subscribe(agent, "policy", timeout=60) as sub:
 """
 
 
-def reader(agent: conduit.Agent, agents: AgentPool) -> subprocess.Popen[str]:
+def reader(agent: conduit.Agent, agents: AgentPool, mode: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PYTHON_DIR), str(HERE), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.Popen([sys.executable, "-c", READER, agent.url, str(agents.token_file), str(agent.import_socket)], env=env,
+    return subprocess.Popen([sys.executable, "-c", READER, agent.url, str(agents.token_file), str(agent.import_socket), mode],
+                            env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -53,7 +61,7 @@ def test_a_torch_model_reaches_two_readers_on_another_node_in_place_with_acks(
     from publish_model import Model
 
     a, b = nodes("node-a", "node-b")
-    readers = [reader(b, agents) for _ in range(2)]
+    readers = [reader(b, agents, mode) for mode in ("copy", "adopt")]  # one copies, one adopts the node's copy
     try:
         model = Model(seed=0)
         with publish(a, "policy", model) as pub:

@@ -18,7 +18,7 @@ import pytest
 
 import conduit
 from conduit import Manifest, Target, TensorSpec
-from conduit.tensors import apply, layout, pack, views
+from conduit.tensors import adopt, apply, layout, pack, views
 
 PYTHON_DIR = Path(__file__).resolve().parents[3] / "python"
 
@@ -161,6 +161,31 @@ def test_a_300_parameter_module_is_applied_in_place(report: Callable[[str], None
     for name, p in replica.named_parameters():
         assert p is params[name] and p.requires_grad, f"{name} is not the same Parameter"
     report(f"300 parameters ({nbytes} bytes, bf16/f16/f32) applied in place: same data_ptr, torch.equal")
+
+
+def test_an_adopted_module_holds_the_buffer_and_apply_then_copies_nothing() -> None:
+    torch = importorskip_torch()
+    trained, replica = model(1), model(2)
+    m, nbytes = layout(trained)
+    arena = bytearray(nbytes)
+    pack(trained, arena, m)
+    params = dict(replica.named_parameters())
+    other = torch.nn.Linear(3, 3)
+    with pytest.raises(ValueError, match=r"nothing adopted: .*not in the state_dict"):
+        adopt(views(arena, m, "torch"), other)
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        adopt(views(arena, m, "torch"), {})  # a state_dict's tensors cannot be rebound
+    assert len(adopt(views(arena, m, "torch"), replica)) == 302
+    base = views(arena, m, "torch")
+    for name, t in replica.state_dict(keep_vars=True).items():
+        assert t.data_ptr() == base[name].data_ptr(), f"{name} is not a view of the buffer"
+        assert torch.equal(t, trained.state_dict()[name])
+    for name, p in replica.named_parameters():
+        assert p is params[name], f"{name} is not the same Parameter"
+    # What lands in the buffer is what the module holds; apply over it checks and copies nothing.
+    pack(model(3), arena, m)
+    assert apply(views(arena, m, "torch"), replica) and all(
+        torch.equal(t, model(3).state_dict()[n]) for n, t in replica.state_dict().items())
 
 
 def test_tensors_selects_a_subset_by_name_or_glob() -> None:
