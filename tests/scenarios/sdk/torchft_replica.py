@@ -1,14 +1,18 @@
 """One torchft replica group (one rank, gloo, on the CPU) training a small model with a real Manager whose
 checkpoint transport is ConduitTransport; test_torchft.py starts two, kills one and restarts it.
 
-    python torchft_replica.py AGENT_URL TOKEN_FILE IMPORT_SOCKET LIGHTHOUSE REPLICA SEED STEPS OUT
+    python torchft_replica.py AGENT_URL TOKEN_FILE IMPORT_SOCKET LIGHTHOUSE REPLICA SEED STEPS OUT [DIE_AT]
 
 Prints "step N" after each step; writes OUT (JSON: the step reached, the parameters, the steps it healed to).
+DIE_AT: SIGKILL itself once at that step (a crash mid-training at a known point: steps take milliseconds, so
+a kill from outside would land anywhere, or after the end).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 from datetime import timedelta
 
@@ -23,7 +27,8 @@ from conduit.integrations.torchft import ConduitTransport
 
 
 def main() -> None:
-    url, token_file, socket, lighthouse, replica, seed, steps, out = sys.argv[1:]
+    url, token_file, socket, lighthouse, replica, seed, steps, out = sys.argv[1:9]
+    die_at = int(sys.argv[9]) if len(sys.argv) > 9 else -1
     agent = conduit.Agent(url, token_file=token_file, import_socket=socket)
     torch.manual_seed(int(seed))
     model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 2))
@@ -58,6 +63,8 @@ def main() -> None:
         ((ddp(x) - y) ** 2).mean().backward()
         opt.step()
         print(f"step {manager.current_step()}", flush=True)
+        if manager.current_step() == die_at:
+            os.kill(os.getpid(), signal.SIGKILL)
     with open(out, "w") as f:
         json.dump({"step": manager.current_step(), "healed": healed, "healed_to": max(healed, default=-1),
                    "params": {k: v.tolist() for k, v in model.state_dict().items()}}, f)
