@@ -305,6 +305,39 @@ class Agent(Client):
                 grant.agent._revoke_quietly(grant.id)  # refused, or failed: ended, and nothing is left
             raise
 
+    def pull(self, region: str, source_url: str, source_region: str, grant_key: Any, *, offset: int = 0,
+             source_offset: int = 0, length: int = 0, verify: str = "crc32c", chunk_bytes: int | None = None,
+             window: int | None = None, deadline_seconds: int | None = None) -> Transfer:
+        """Read LENGTH bytes of SOURCE_REGION on the agent at SOURCE_URL, from SOURCE_OFFSET (where the grant's
+        range starts), into REGION of this agent from OFFSET: this agent runs the transfer (``op: read``, as
+        ``conduit transfer --pull``) through a read grant the source's owner made (GRANT_KEY: its
+        ``Grant.key``, handed over by whoever owns it). LENGTH 0: to the end of REGION past OFFSET.
+        ``verify="crc32c"`` checks every slice against the source agent's checksum of it. The grant stays the
+        owner's to revoke: revoking it fails a pull in flight and refuses the next. Returns a
+        :class:`~conduit.transfers.Transfer`: ``wait()`` it.
+
+            b.pull("ckpt", a.url, "ckpt", grant.key).wait(timeout=60)
+        """
+        check_name(region)
+        check_name(source_region)
+        wire_verify = _verify(verify)
+        if length == 0:
+            length = self.region(region).bytes - offset
+            if length <= 0:
+                raise InvalidArgument(f"offset {offset} is at or past the end of region {region}", "InvalidArgument")
+        body: dict[str, Any] = {
+            "source": {"region": region, "offset": offset, "length": length},
+            "targets": [{"grant": dict(grant_key), "url": source_url, "region": source_region,
+                         "regionOffset": source_offset}],
+            "op": "read",
+            "verify": wire_verify,
+        }
+        for key, value in (("chunkBytes", chunk_bytes), ("window", window), ("deadlineSeconds", deadline_seconds)):
+            if value is not None:
+                body[key] = value
+        status = self.request("POST", "/v1/transfers", body)
+        return Transfer(self, str(status["id"]))
+
     def _transfer_tensors(self, source_region: str, targets: list[Target], tensors: list[str],
                           verify: str | bool | None, writer: str | None, grant_ttl_seconds: int,
                           provider: str | None, window: int | None, offset: int, length: int,
