@@ -220,3 +220,14 @@ def test_a_push_whose_manifest_is_not_the_engines_applies_nothing(
     assert not [n for n, p in engine_parameters(llm).items() if not torch.equal(p, held[n])], "something applied"
     assert outputs(llm) == answers, "the engine's weights changed"
     trainer.shutdown()
+
+
+def test_another_vllm_version_is_refused_naming_the_one_tested(monkeypatch: pytest.MonkeyPatch) -> None:
+    from conduit.integrations.vllm import check_vllm_version
+    monkeypatch.delenv("CONDUIT_VLLM_ANY_VERSION", raising=False)
+    check_vllm_version("0.32.0")
+    check_vllm_version("0.32.1+cpu")
+    with pytest.raises(RuntimeError, match=r"tested with vLLM 0\.32 and this is vLLM 0\.33\.0"):
+        check_vllm_version("0.33.0")
+    monkeypatch.setenv("CONDUIT_VLLM_ANY_VERSION", "1")
+    check_vllm_version("0.33.0")
