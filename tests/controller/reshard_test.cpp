@@ -203,28 +203,59 @@ class FakePods : public PodDirectory {
   std::map<std::string, std::vector<json>> by_query;
 };
 
-ReconcilerOptions with(PodDirectory* pods) {
+ReconcilerOptions with(PodDirectory* pods, FabricFacts* facts) {
   ReconcilerOptions o;
   o.pods = pods;
+  o.facts = facts;
   return o;
 }
 
-api::Tensor tensor(const std::string& name, std::uint64_t offset, std::uint64_t rows, std::uint64_t cols) {
-  return {.name = name, .dtype = "F32", .shape = {rows, cols}, .offset = offset, .length = rows * cols * 4};
+// An F32 [rows, cols] slice at `offset` of a [global_rows, global_cols] tensor, starting at [row, col].
+api::Tensor tensor(const std::string& name, std::uint64_t offset, std::vector<std::uint64_t> shape,
+                   std::vector<std::uint64_t> global, std::vector<std::uint64_t> start) {
+  return {.name = name,
+          .dtype = "F32",
+          .shape = shape,
+          .offset = offset,
+          .length = shape[0] * shape[1] * 4,
+          .placement = api::Placement{std::move(global), std::move(start)}};
+}
+
+// A [4, 8] tensor "w" and a [6, 4] tensor "b": by rows on the trainer ranks, by columns on the inference
+// ranks.
+api::Manifest rows(std::uint64_t rank) {
+  return {{tensor("w", 0, {2, 8}, {4, 8}, {2 * rank, 0}), tensor("b", 64, {3, 4}, {6, 4}, {3 * rank, 0})}};
+}
+api::Manifest columns(std::uint64_t rank) {
+  return {{tensor("w", 0, {4, 4}, {4, 8}, {0, 4 * rank}), tensor("b", 64, {6, 2}, {6, 4}, {0, 2 * rank})}};
 }
 
 // trainer-0 on node-a and trainer-1 on node-b, infer-0 on node-c and infer-1 on node-d, each sharing its
 // region "weights" with its node's agent.
 class ReshardReconcilerTest : public testing::ReconcilerFixture {
  protected:
-  ReshardReconcilerTest() : ReconcilerFixture(with(&directory)) {
+  ReshardReconcilerTest() : ReconcilerFixture(with(&directory, &facts)) {
     agents.add_node("node-d");
     directory.by_query["app=trainer"] = {pod("trainer-0", "node-a"), pod("trainer-1", "node-b")};
     directory.by_query["app=infer"] = {pod("infer-0", "node-c"), pod("infer-1", "node-d")};
-    for (const auto& [node, name] : {std::pair{"node-a", "trainer-0"}, std::pair{"node-b", "trainer-1"},
-                                     std::pair{"node-c", "infer-0"}, std::pair{"node-d", "infer-1"}}) {
-      shares(node, name, api::Manifest{{tensor("w", 0, 4, 4)}});
+    shares("node-a", "trainer-0", rows(0));
+    shares("node-b", "trainer-1", rows(1));
+    shares("node-c", "infer-0", columns(0));
+    shares("node-d", "infer-1", columns(1));
+  }
+  // The transfer of the batch from source pod `s` to target pod `t` (started last for that pair).
+  api::TransferStatus& batch(std::uint32_t s, std::uint32_t t) {
+    const auto run = RunState::from_job(store.job("sync"));
+    for (const auto& b : run.reshard->batches) {
+      if (b.source == s && b.target == t) return agents.transfers.at(b.transfer);
     }
+    throw std::runtime_error("no such batch");
+  }
+  void ends(api::TransferStatus& t, const std::string& state, const std::string& reason = "") {
+    t.state = state;
+    t.reason = reason;
+    t.message = reason.empty() ? "" : "the sums differ";
+    t.bytes_done = state == "Succeeded" ? t.bytes_total : 0;
   }
   void shares(const std::string& node, const std::string& pod_name, const std::optional<api::Manifest>& m) {
     api::Region r{"weights", 1 << 10, "host"};
@@ -243,7 +274,116 @@ class ReshardReconcilerTest : public testing::ReconcilerFixture {
   }
 
   FakePods directory;
+  FabricFacts facts;
 };
+
+TEST_F(ReshardReconcilerTest, PlansFromThePodsManifestsRetriesAFailedBatchAloneAndCommitsOnlyOnceAllLanded) {
+  for (const char* node : {"node-a", "node-b", "node-c", "node-d"}) {
+    NodeFacts f = NodeFacts::answered(json{{"linkBytesPerSecond", 1000}}, clock.now());
+    facts.set(node, f);
+  }
+  put("sync", {{"backoffLimit", 2}});
+  reconcile("sync");
+  ASSERT_EQ(phase("sync"), "Running") << status("sync").dump(2);
+  // Four pairs, one batch each, all at once; one write grant per target region.
+  EXPECT_EQ(agents.starts, 4);
+  EXPECT_EQ(agents.grants_made, 2);
+  for (const auto& [id, request] : agents.requests) {
+    EXPECT_EQ(request.source_region, "weights");
+    EXPECT_EQ(request.verify, api::Verify::Crc32c);
+    ASSERT_EQ(request.targets.size(), 1U);
+    EXPECT_FALSE(request.targets[0].grant_id.empty()) << "crc32c sums the ops at the target's grant";
+    EXPECT_FALSE(request.ops.empty());
+  }
+  // trainer-0 holds rows 0-1 of w, infer-1 its columns 4-7: row 0's and row 1's halves, 16 bytes each.
+  const auto& t01 = agents.requests.at(batch(0, 1).id);
+  ASSERT_EQ(t01.ops.size(), 5U) << "w's two row pieces, then b's three rows' columns 2-3";
+  EXPECT_EQ(t01.ops[0].source_offset, 16U);
+  EXPECT_EQ(t01.ops[0].target_offset, 0U);
+  EXPECT_EQ(t01.ops[0].length, 16U);
+  json r = status("sync")["reshard"];
+  EXPECT_EQ(r["pairs"], 4);
+  EXPECT_EQ(r["batches"], 4);
+  EXPECT_EQ(r["bytes"], 4 * 8 * 4 + 6 * 4 * 4);
+  EXPECT_EQ(r["version"], 1);
+  EXPECT_EQ(r["busiest"]["bytes"], 112);
+  EXPECT_DOUBLE_EQ(r["lowerBoundSeconds"].get<double>(), 0.112);
+  EXPECT_FALSE(r.value("fingerprint", "").empty());
+
+  // Three land, trainer-1 -> infer-0 fails its checksum: nothing commits, only that batch goes again.
+  ends(batch(0, 0), "Succeeded");
+  ends(batch(0, 1), "Succeeded");
+  ends(batch(1, 1), "Succeeded");
+  ends(batch(1, 0), "Failed", "ChecksumMismatch");
+  clock.advance(100ms);
+  reconcile("sync");
+  EXPECT_EQ(phase("sync"), "Running");
+  EXPECT_TRUE(agents.commits.empty());
+  EXPECT_EQ(events("Warning/BatchFailed"), 1);
+  EXPECT_EQ(agents.starts, 4) << "not before its backoff";
+  clock.advance(1s);
+  reconcile("sync");
+  ASSERT_EQ(agents.starts, 5);
+  EXPECT_EQ(agents.requests.at("t-5").source_region, "weights");
+  EXPECT_EQ(batch(1, 0).id, "t-5") << "the failed pair, alone";
+  EXPECT_TRUE(agents.commits.empty());
+  const json targets = status("sync")["targets"];
+  EXPECT_EQ(targets[1]["state"], "Committing") << "every byte of infer-1 in, waiting for the others";
+  EXPECT_EQ(targets[0]["version"], 0);
+
+  ends(batch(1, 0), "Succeeded");
+  clock.advance(100ms);
+  reconcile("sync");
+  ASSERT_EQ(phase("sync"), "Succeeded") << status("sync").dump(2);
+  EXPECT_EQ(agents.commits, (std::vector<std::string>{"node-c:weights@1", "node-d:weights@1"}));
+  EXPECT_EQ(agents.live_grants(), 0U) << "the grants go with the job";
+  const json s = status("sync");
+  EXPECT_EQ(s["targets"][0]["pod"], "infer-0");
+  EXPECT_EQ(s["targets"][0]["version"], 1);
+  EXPECT_EQ(s["targets"][1]["state"], "Succeeded");
+  EXPECT_EQ(s["bytesTransferred"], s["bytesTotal"]);
+  for (const auto& pair : s["reshard"]["pairList"]) {
+    EXPECT_EQ(pair["state"], "Succeeded");
+    EXPECT_EQ(pair["attempts"], pair["sourcePod"] == "trainer-1" && pair["targetPod"] == "infer-0" ? 2 : 1)
+        << pair.dump();
+  }
+  EXPECT_GT(s["reshard"]["seconds"].get<double>(), 1.0);
+  EXPECT_NEAR(s["reshard"]["againstLowerBound"].get<double>(), s["reshard"]["seconds"].get<double>() / 0.112,
+              1e-6);
+}
+
+TEST_F(ReshardReconcilerTest, APlannerRefusalFailsTheJobBeforeAnyGrant) {
+  api::Manifest other = columns(1);
+  other.tensors[1].placement->global_shape = {6, 6};  // b is [6, 4] at the sources
+  other.tensors[1].shape = {6, 2};
+  shares("node-d", "infer-1", other);
+  put("sync");
+  reconcile("sync");
+  ASSERT_EQ(phase("sync"), "Failed") << status("sync").dump(2);
+  const json failed = condition("sync", "Failed");
+  EXPECT_EQ(failed["reason"], "ReshardRefused");
+  EXPECT_NE(failed["message"].get<std::string>().find("\"b\""), std::string::npos) << failed["message"];
+  EXPECT_EQ(agents.grants_made, 0);
+  EXPECT_EQ(agents.starts, 0);
+  EXPECT_EQ(agents.nodes["node-c"].regions["weights"].version, 0U);
+}
+
+TEST_F(ReshardReconcilerTest, AFailedReshardCommitsNothing) {
+  put("sync", {{"backoffLimit", 0}});
+  reconcile("sync");
+  ASSERT_EQ(agents.starts, 4);
+  ends(batch(0, 0), "Succeeded");
+  ends(batch(1, 1), "Failed", "ChecksumMismatch");
+  reconcile("sync");
+  ASSERT_EQ(phase("sync"), "Failed") << status("sync").dump(2);
+  EXPECT_EQ(condition("sync", "Failed")["reason"], "BackoffLimitExceeded");
+  EXPECT_NE(condition("sync", "Failed")["message"].get<std::string>().find("batch trainer-1 -> infer-1"),
+            std::string::npos);
+  EXPECT_TRUE(agents.commits.empty());
+  EXPECT_EQ(agents.live_grants(), 0U);
+  EXPECT_EQ(agents.cancelled.size(), 2U) << "the batches still running stop";
+  EXPECT_EQ(status("sync")["targets"][0]["version"], 0);
+}
 
 TEST_F(ReshardReconcilerTest, TargetsAtDifferentVersionsAreRefusedBeforeAnyGrant) {
   agents.nodes["node-c"].regions["weights"].version = 3;
