@@ -126,9 +126,17 @@ std::optional<Reconciler::AttemptError> Reconciler::start_reshard(Pass& p) {
   auto planned = plan_reshard(sources, targets);
   if (!planned) {
     const bool refused = planned.error().code == ErrorCode::InvalidArgument;
-    return AttemptError{refused ? reason::kReshardRefused : reason::kUnsupported,
-                        "the plan from the pods' manifests was refused: " + planned.error().message,
-                        /*permanent=*/true};
+    // The planner numbers the ranks: say which pod each is.
+    std::string ranks = "sources[i] and targets[i] are the pods in name order: sources";
+    for (const auto& s : spec.sources) ranks += " " + pod_name(s.pod) + ",";
+    ranks.back() = ';';
+    ranks += " targets";
+    for (const auto& t : spec.targets) ranks += " " + pod_name(t.pod) + ",";
+    ranks.pop_back();
+    return AttemptError{
+        refused ? reason::kReshardRefused : reason::kUnsupported,
+        "the plan from the pods' manifests was refused: " + planned.error().message + " (" + ranks + ")",
+        /*permanent=*/true};
   }
 
   // Recorded before any grant: a restart finds the attempt by it.
