@@ -112,6 +112,10 @@ void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, Objec
       const json memory = info->value("memory", json::object());
       status["memory"] = {{"capBytes", memory.value("cap", std::uint64_t{0})},
                           {"usedBytes", memory.value("used", std::uint64_t{0})}};
+      // What a Reshard plan's lower bound divides by (reshard.cpp), where the agent reports it.
+      if (const json rate = info->value("linkBytesPerSecond", json());
+          rate.is_number() && rate.get<double>() > 0)
+        status["linkBytesPerSecond"] = rate;
       status["lastSeen"] = now;
     } else {
       // What the node last reported stays; only reachability changes, and readiness becomes unknown.

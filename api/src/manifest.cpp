@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "conduit/common/json_fields.h"
@@ -31,16 +32,17 @@ std::string label(std::size_t i, const Tensor& t) {
 }
 
 // Elements x bits / 8, or why not: a product past 64 bits, or a sub-byte dtype whose elements end mid-byte.
-Result<std::uint64_t> byte_length(const Tensor& t, std::uint32_t bits) {
+Result<std::uint64_t> byte_length(const std::vector<std::uint64_t>& shape, const std::string& dtype,
+                                  std::uint32_t bits) {
   std::uint64_t elements = 1;
-  for (const std::uint64_t d : t.shape) {
+  for (const std::uint64_t d : shape) {
     if (d != 0 && elements > UINT64_MAX / d) return bad("shape overflows 64 bits");
     elements *= d;
   }
   if (elements > UINT64_MAX / bits) return bad("shape overflows 64 bits");
   const std::uint64_t total_bits = elements * bits;
   if (total_bits % 8 != 0)
-    return bad(t.dtype + " elements end mid-byte: " + std::to_string(elements) + " of them");
+    return bad(dtype + " elements end mid-byte: " + std::to_string(elements) + " of them");
   return total_bits / 8;
 }
 
@@ -55,33 +57,108 @@ std::optional<std::uint64_t> natural(const json& v) {
   return std::nullopt;
 }
 
-// The dimensions of `shape` (an array), or why not, for `path`.
+// The dimensions of `shape` (an array), or why not, for the field at `path` ("tensors[0].shape").
 Result<std::vector<std::uint64_t>> dimensions(const json& shape, const std::string& path) {
   std::vector<std::uint64_t> out;
   for (const json& d : shape) {
     const auto n = natural(d);
     // int64, as the spec and torch hold them: a dimension past 2^63 - 1 is refused even beside a 0.
-    if (!n || *n > INT64_MAX) return bad(path + ".shape: each dimension must be an integer in [0, 2^63)");
+    if (!n || *n > INT64_MAX) return bad(path + ": each dimension must be an integer in [0, 2^63)");
     out.push_back(*n);
   }
   return out;
 }
 
+// A placement as REST bodies and a .safetensors header's kPlacementKey carry it: {globalShape, start}.
+Result<Placement> placement_from_json(const json& j, const std::string& path) {
+  JsonFields f(j, path);
+  f.only({"globalShape", "start"});
+  const json* global = f.array("globalShape", Need::Required);
+  const json* start = f.array("start", Need::Required);
+  if (!f.ok()) return f.status().error();
+  auto global_dims = dimensions(*global, path + ".globalShape");
+  if (!global_dims) return global_dims.error();
+  auto start_dims = dimensions(*start, path + ".start");
+  if (!start_dims) return start_dims.error();
+  return Placement{std::move(*global_dims), std::move(*start_dims)};
+}
+
+nlohmann::ordered_json placement_json(const Placement& p) {
+  return {{"globalShape", p.global_shape}, {"start", p.start}};
+}
+
+// Why `t`'s placement cannot be right (dtype and shape already checked), or "".
+std::string placement_problem(const Tensor& t, std::uint32_t bits) {
+  if (!t.placement) return "";
+  const Placement& p = *t.placement;
+  if (p.global_shape.size() != t.shape.size() || p.start.size() != t.shape.size()) {
+    return "placement: globalShape " + shape_text(p.global_shape) + " and start " + shape_text(p.start) +
+           " must have as many dimensions as shape " + shape_text(t.shape);
+  }
+  for (std::size_t d = 0; d < t.shape.size(); ++d) {
+    if (t.shape[d] > p.global_shape[d] || p.start[d] > p.global_shape[d] - t.shape[d]) {
+      return "placement: start " + shape_text(p.start) + " + shape " + shape_text(t.shape) +
+             " passes globalShape " + shape_text(p.global_shape) + " in dimension " + std::to_string(d);
+    }
+  }
+  if (bits % 8 != 0 && (p.global_shape != t.shape || std::any_of(p.start.begin(), p.start.end(),
+                                                                 [](std::uint64_t s) { return s != 0; }))) {
+    return "placement: a " + t.dtype +
+           " tensor is placed only whole (its elements share bytes): globalShape must be its shape and "
+           "start all 0";
+  }
+  if (auto length = byte_length(p.global_shape, t.dtype, bits); !length) {
+    return "placement: globalShape: " + length.error().message;
+  }
+  return "";
+}
+
 // One tensor as REST bodies carry it.
 Result<Tensor> tensor_from_json(const json& j, const std::string& path) {
   JsonFields f(j, path);
-  f.only({"name", "dtype", "shape", "offset", "length"});
+  f.only({"name", "dtype", "shape", "offset", "length", "placement"});
   Tensor t;
   t.name = f.text("name", Need::Required, Manifest::kMaxNameBytes).value_or("");
   t.dtype = f.text("dtype", Need::Required, 16).value_or("");
   const json* shape = f.array("shape", Need::Required);
   t.offset = f.u64("offset", Need::Required).value_or(0);
   t.length = f.u64("length", Need::Required).value_or(0);
+  const json* placement = f.object("placement");
   if (!f.ok()) return f.status().error();
-  auto dims = dimensions(*shape, path);
+  auto dims = dimensions(*shape, path + ".shape");
   if (!dims) return dims.error();
   t.shape = std::move(*dims);
+  if (placement != nullptr) {
+    auto p = placement_from_json(*placement, path + ".placement");
+    if (!p) return p.error();
+    t.placement = std::move(*p);
+  }
   return t;
+}
+
+// The placements a .safetensors header carries under __metadata__'s kPlacementKey, moved from `m`'s metadata
+// into its tensors, or why the value cannot be read.
+Status take_placements(Manifest& m) {
+  const auto found = m.metadata.find(std::string(Manifest::kPlacementKey));
+  if (found == m.metadata.end()) return {};
+  const std::string at = "__metadata__." + std::string(Manifest::kPlacementKey);
+  const json doc = json::parse(found->second, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return bad(at + ": must be a JSON object {tensor name: {globalShape, start}} in a string");
+  }
+  std::unordered_map<std::string_view, Tensor*> by_name;
+  for (Tensor& t : m.tensors) by_name.emplace(t.name, &t);
+  for (const auto& [name, entry] : doc.items()) {
+    const std::string shown = name.size() <= 128 ? name : name.substr(0, 128) + "...";
+    const auto t = by_name.find(name);
+    if (t == by_name.end())
+      return bad(at + ": names tensor \"" + shown + "\", which the header does not hold");
+    auto p = placement_from_json(entry, at + ".\"" + shown + "\"");
+    if (!p) return p.error();
+    t->second->placement = std::move(*p);
+  }
+  m.metadata.erase(found);
+  return {};
 }
 
 }  // namespace
@@ -91,6 +168,14 @@ std::optional<std::uint32_t> dtype_bits(std::string_view dtype) {
     if (name == dtype) return bits;
   }
   return std::nullopt;
+}
+
+std::vector<std::uint64_t> Tensor::global_shape() const {
+  return placement ? placement->global_shape : shape;
+}
+
+std::vector<std::uint64_t> Tensor::start() const {
+  return placement ? placement->start : std::vector<std::uint64_t>(shape.size(), 0);
 }
 
 Status Manifest::check(std::uint64_t region_bytes) const {
@@ -106,12 +191,13 @@ Status Manifest::check(std::uint64_t region_bytes) const {
     const auto bits = dtype_bits(t.dtype);
     if (!bits) return bad(at + ": dtype \"" + t.dtype + "\" is not one of safetensors' (F32, BF16, I8, ...)");
     if (t.shape.size() > kMaxRank) return bad(at + ": more than " + std::to_string(kMaxRank) + " dimensions");
-    auto length = byte_length(t, *bits);
+    auto length = byte_length(t.shape, t.dtype, *bits);
     if (!length) return bad(at + ": " + length.error().message);
     if (*length != t.length) {
       return bad(at + ": length " + std::to_string(t.length) + " is not what " + t.dtype + " " +
                  shape_text(t.shape) + " takes (" + std::to_string(*length) + " bytes)");
     }
+    if (const std::string why = placement_problem(t, *bits); !why.empty()) return bad(at + ": " + why);
     if (t.offset > region_bytes || t.length > region_bytes - t.offset) {
       return bad(at + ": bytes [" + std::to_string(t.offset) + ", +" + std::to_string(t.length) +
                  ") are outside the " + std::to_string(region_bytes) + "-byte region");
@@ -124,6 +210,10 @@ Status Manifest::check(std::uint64_t region_bytes) const {
                    " (tensors are listed by offset and do not overlap)");
       }
     }
+  }
+  if (metadata.contains(std::string(kPlacementKey))) {
+    return bad("metadata." + std::string(kPlacementKey) +
+               ": the key is reserved for the placements a .safetensors file carries");
   }
   if (metadata.size() > kMaxMetadataEntries)
     return bad("metadata: at most " + std::to_string(kMaxMetadataEntries) + " entries");
@@ -162,11 +252,11 @@ Result<Manifest> Manifest::from_json(const json& body, std::uint64_t region_byte
 json Manifest::to_json() const {
   json list = json::array();
   for (const Tensor& t : tensors) {
-    list.push_back({{"name", t.name},
-                    {"dtype", t.dtype},
-                    {"shape", t.shape},
-                    {"offset", t.offset},
-                    {"length", t.length}});
+    json entry = {
+        {"name", t.name}, {"dtype", t.dtype}, {"shape", t.shape}, {"offset", t.offset}, {"length", t.length}};
+    if (t.placement)
+      entry["placement"] = {{"globalShape", t.placement->global_shape}, {"start", t.placement->start}};
+    list.push_back(std::move(entry));
   }
   return {{"tensors", std::move(list)}, {"metadata", metadata}};
 }
@@ -222,7 +312,7 @@ Result<Manifest> Manifest::from_safetensors_header(std::string_view header, std:
     const json* shape = f.array("shape", Need::Required);
     const json* offsets = f.array("data_offsets", Need::Required);
     if (!f.ok()) return f.status().error();
-    auto dims = dimensions(*shape, path);
+    auto dims = dimensions(*shape, path + ".shape");
     if (!dims) return dims.error();
     t.shape = std::move(*dims);
     if (offsets->size() != 2) return bad(path + ".data_offsets: must be [begin, end]");
@@ -234,6 +324,7 @@ Result<Manifest> Manifest::from_safetensors_header(std::string_view header, std:
     t.length = end - begin;
     m.tensors.push_back(std::move(t));
   }
+  if (auto placed = take_placements(m); !placed) return placed.error();
   // By offset, as the data section holds them; a zero-length tensor before a longer one at the same offset.
   std::stable_sort(m.tensors.begin(), m.tensors.end(), [](const Tensor& a, const Tensor& b) {
     return a.offset != b.offset ? a.offset < b.offset : a.length < b.length;
@@ -258,7 +349,20 @@ Result<Manifest> Manifest::from_safetensors_header(std::string_view header, std:
 
 Result<std::string> Manifest::safetensors_header() const {
   nlohmann::ordered_json doc = nlohmann::ordered_json::object();
-  if (!metadata.empty()) doc[std::string(kMetadataKey)] = metadata;
+  nlohmann::ordered_json placements = nlohmann::ordered_json::object();
+  for (const Tensor& t : tensors) {
+    if (t.placement) placements[t.name] = placement_json(*t.placement);
+  }
+  if (!metadata.empty() || !placements.empty()) {
+    auto meta = nlohmann::ordered_json(metadata);
+    // std::map's order, kPlacementKey among the others: as a writer sorting its keys puts it.
+    if (!placements.empty()) {
+      std::map<std::string, std::string> all = metadata;
+      all.emplace(kPlacementKey, placements.dump());
+      meta = all;
+    }
+    doc[std::string(kMetadataKey)] = std::move(meta);
+  }
   std::uint64_t expected = 0;
   for (const Tensor& t : tensors) {
     if (t.offset != expected) {

@@ -132,6 +132,16 @@ Status HttpAgentApi::revoke_grant(const std::string& node, const std::string& id
   return c->revoke_grant(id, ns);
 }
 
+Status HttpAgentApi::commit_grant(const std::string& node, const std::string& id, std::uint64_t bytes,
+                                  std::uint64_t version) {
+  auto c = client(node);
+  if (!c) return c.error();
+  (void)id;
+  (void)bytes;
+  (void)version;
+  return make_error(ErrorCode::Unsupported, "this controller's agent client has no versioned commit yet");
+}
+
 Result<api::TransferStatus> HttpAgentApi::start_transfer(const std::string& node,
                                                          const api::TransferRequest& request) {
   auto c = client(node);

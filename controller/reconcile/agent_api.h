@@ -75,6 +75,11 @@ class AgentApi {
                                           const std::string& ns) = 0;
   virtual Result<api::Grant> grant(const std::string& node, const GrantAsk& ask) = 0;
   virtual Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) = 0;
+  // POST /v1/grants/{id}/commit {bytes, version}: the region behind a plain write grant (one no landing
+  // reports went to: a scatter batch's) moves to `version` now; Conflict, naming the version it is at,
+  // unless it is at version - 1.
+  virtual Status commit_grant(const std::string& node, const std::string& id, std::uint64_t bytes,
+                              std::uint64_t version) = 0;
   virtual Result<api::TransferStatus> start_transfer(const std::string& node,
                                                      const api::TransferRequest& request) = 0;
   virtual Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,
@@ -106,6 +111,8 @@ class HttpAgentApi : public AgentApi {
                                   const std::string& ns) override;
   Result<api::Grant> grant(const std::string& node, const GrantAsk& ask) override;
   Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) override;
+  Status commit_grant(const std::string& node, const std::string& id, std::uint64_t bytes,
+                      std::uint64_t version) override;
   Result<api::TransferStatus> start_transfer(const std::string& node,
                                              const api::TransferRequest& request) override;
   Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,

@@ -10,91 +10,16 @@
 #include "in_parallel.h"
 #include "job_status.h"
 #include "pass.h"
+#include "region_checks.h"
 
 namespace conduit::controller {
 
 using json = nlohmann::json;
 
-namespace {
-
-// The agent's errors as reasons. NotFound and AlreadyExists depend on what was asked, so callers say.
-std::string reason_for(const Error& e) {
-  switch (e.code) {
-    case ErrorCode::PeerUnreachable:
-      return reason::kPeerUnreachable;
-    case ErrorCode::ResourceExhausted:
-      return reason::kInsufficientMemory;
-    case ErrorCode::Unsupported:
-      return reason::kUnsupported;
-    case ErrorCode::InvalidArgument:
-      return reason::kInvalidSpec;
-    case ErrorCode::Forbidden:  // 403, TLS trust: the agent refuses who asks or what (tenancy, identity)
-      return reason::kRemoteAccessDenied;
-    case ErrorCode::RemoteAccess:  // 401: credentials it does not take now (a token mid-rotation)
-      return reason::kAccessLost;
-    default:
-      return reason::kAgentError;
-  }
-}
-
-std::string on(const std::string& node) { return " on node \"" + node + "\""; }
-
-// A job reaches only its own namespace's regions and those shared with it; the agent checks again.
-std::optional<std::string> not_shared(const api::Region& r, const std::string& what,
-                                      const std::string& job_ns) {
-  if (r.admits(job_ns)) return std::nullopt;
-  return what + " belongs to namespace " + r.ns + ", which does not share it with namespace " + job_ns +
-         " (the region's sharedWith: docs/security.md)";
-}
-
-// A pod's region belongs to the pod: a podSelector job's region must be one its pod shared with the agent
-// (importedBy.podUID, which the agent reads from the process's cgroup), and a region a pod shared is reached
-// only through a podSelector that picks that pod. The agent checks both again (agent/src/tenancy.h).
-std::optional<Reconciler::AttemptError> pod_ownership(const api::Region& r, const std::string& what,
-                                                      const std::string& job_ns,
-                                                      const std::optional<PodRef>& pod) {
-  // importedBy as the agent wrote it: {pid, uid, podUID?, containerID?}; anything else reads as absent.
-  const auto field = [&r](const char* key) {
-    const auto& by = r.imported_by;
-    if (!by.is_object() || !by.contains(key)) return std::string();
-    return by[key].is_string() ? by[key].get<std::string>() : by[key].dump();
-  };
-  const std::string uid = field("podUID");
-  auto refuse = [](const char* reason, std::string message) {
-    return Reconciler::AttemptError{reason, std::move(message), /*permanent=*/true};
-  };
-  const bool admitted = api::pod_admits(uid, job_ns, pod ? pod->uid : "");
-  if (!pod) {
-    if (admitted) return std::nullopt;
-    return refuse(
-        reason::kRegionOwnedByPod,
-        what + " was shared by pod UID " + uid +
-            ": a TransferJob reaches it only through a podSelector that picks that pod (docs/pods.md)");
-  }
-  if (admitted) {
-    // The pod's: with a container named, that container's too (the agent knows pods, not containers).
-    if (pod->container_id.empty() || field("containerID") == pod->container_id) return std::nullopt;
-    return refuse(reason::kRegionNotOwnedByPod, what + " was shared by another container of pod " +
-                                                    pod->name + " than the one the job names (container ID " +
-                                                    pod->container_id + ")");
-  }
-  const std::string maker = !r.imported_by.is_object() ? "the agent's API"
-                            : uid.empty()              ? "process " + field("pid") + ", which runs in no pod"
-                                                       : "another pod (UID " + uid + ")";
-  return refuse(reason::kRegionNotOwnedByPod, what + " was not shared by pod " + pod->name + " (UID " +
-                                                  pod->uid + ") but made by " + maker);
-}
-
-std::string missing(const std::string& what, const std::optional<PodRef>& pod) {
-  if (!pod) return what + " does not exist";
-  return what + " does not exist: pod " + pod->name + " has not shared it (yet)";
-}
-
-}  // namespace
-
 std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   // Every node has an agent and answers: the pre-flight said so (hold.cpp).
   const auto& spec = p.spec();
+  if (spec.strategy == Strategy::Reshard) return start_reshard(p);
   if (spec.strategy == Strategy::Chain) {
     // Each hop forwards from its region what landed there: every target needs one, in host memory.
     for (std::size_t i = 0; i < spec.targets.size(); ++i) {
@@ -111,27 +36,7 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   if (spec.targets.size() > 16) {
     return AttemptError{reason::kUnsupported, "an agent transfer reaches at most 16 targets; split the job"};
   }
-
-  p.run.attempt += 1;
-  p.run.not_before.reset();
-  // Keys an earlier attempt could not revoke (their node did not answer) go before new ones are handed out.
-  if (!p.run.unrevoked.empty()) release(p, /*drop_source=*/false);
-  if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now, TimePrecision::Millis);
-  p.status["phase"] = phase::kRunning;
-  set_condition(p.status, "Accepted", true, "Accepted", "the spec is valid and every node has an agent",
-                p.now, p.generation);
-  json targets = json::array();
-  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
-    const auto& t = spec.targets[i];
-    json entry = target_entry(t);
-    entry["state"] = "Preparing";
-    if (p.run.target_landed(i)) {
-      entry["state"] = "Succeeded";  // in an earlier attempt: not sent again
-      entry["bytes"] = p.run.length;
-    }
-    targets.push_back(std::move(entry));
-  }
-  p.status["targets"] = std::move(targets);
+  begin_attempt(p);
 
   // Each step records what it is about to hold first; when that record could not be written (p.store_error)
   // it returns no error but must not be followed: a transfer started on grants we could not record could
@@ -241,6 +146,30 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
                                  {"attempt", std::to_string(p.run.attempt)},
                                  {"bytes", std::to_string(p.run.length)}});
   return std::nullopt;
+}
+
+void Reconciler::begin_attempt(Pass& p) {
+  const auto& spec = p.spec();
+  p.run.attempt += 1;
+  p.run.not_before.reset();
+  // Keys an earlier attempt could not revoke (their node did not answer) go before new ones are handed out.
+  if (!p.run.unrevoked.empty()) release(p, /*drop_source=*/false);
+  if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now, TimePrecision::Millis);
+  p.status["phase"] = phase::kRunning;
+  set_condition(p.status, "Accepted", true, "Accepted", "the spec is valid and every node has an agent",
+                p.now, p.generation);
+  json targets = json::array();
+  for (std::size_t i = 0; i < spec.targets.size(); ++i) {
+    const auto& t = spec.targets[i];
+    json entry = target_entry(t);
+    entry["state"] = "Preparing";
+    if (p.run.target_landed(i)) {
+      entry["state"] = "Succeeded";  // in an earlier attempt: not sent again
+      entry["bytes"] = p.run.length;
+    }
+    targets.push_back(std::move(entry));
+  }
+  p.status["targets"] = std::move(targets);
 }
 
 std::vector<std::uint32_t> Reconciler::targets_to_send(const Pass& p) {

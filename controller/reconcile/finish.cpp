@@ -2,6 +2,7 @@
 #include <thread>
 
 #include "conduit/common/log.h"
+#include "in_parallel.h"
 #include "job_status.h"
 #include "pass.h"
 
@@ -254,6 +255,24 @@ void Reconciler::release(Pass& p, bool drop_source) {
       }
     }
     p.run.transfer.reset();
+  }
+  if (p.run.reshard) {
+    // Every batch still running stops before its grant goes (the grant's revoke would fail it anyway).
+    std::vector<NodeRef> running;
+    for (const auto& b : p.run.reshard->batches) {
+      if (b.state == ReshardBatch::State::Running && b.source < p.spec().sources.size())
+        running.push_back({p.spec().sources[b.source].node, b.transfer});
+    }
+    in_parallel_bounded<bool>(running.size(), 16, [&](std::size_t i) {
+      const auto s = agents_.cancel_transfer(running[i].node, running[i].name, p.key.ns);
+      if (!s && s.error().code != ErrorCode::NotFound) {
+        log::warn("cancelling a reshard batch failed",
+                  {{"job", p.job_name()}, {"transfer", running[i].name}, {"error", s.error().message}});
+      }
+      return true;
+    });
+    p.run.reshard.reset();
+    p.memory.reshard.reset();
   }
   // A grant whose node does not answer stays on the list and is revoked again at the next release (and
   // before the next attempt): left alone it would stay valid for its whole TTL after the transfer.

@@ -73,6 +73,9 @@ Preflight Reconciler::check_nodes(Pass& p, bool ask_all) {
   // The source and every target: one that landed earlier is asked too, whether its region still holds the
   // bytes (prepare_targets), before the job may say it does.
   std::vector<std::string> names{spec.source.node};
+  for (const auto& s : spec.sources) {  // Reshard: every source pod's node
+    if (std::find(names.begin(), names.end(), s.node) == names.end()) names.push_back(s.node);
+  }
   for (const auto& t : spec.targets) {
     if (std::find(names.begin(), names.end(), t.node) == names.end()) names.push_back(t.node);
   }

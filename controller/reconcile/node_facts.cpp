@@ -24,6 +24,8 @@ NodeFacts NodeFacts::answered(const json& info, TimePoint when) {
   for (const auto& t : info.value("fabric", json::array())) {
     if (t.is_object()) f.transports.push_back(transport_name(t.value("provider", "")));
   }
+  if (const json rate = info.value("linkBytesPerSecond", json()); rate.is_number() && rate.get<double>() > 0)
+    f.link_bytes_per_second = rate.get<double>();
   return f;
 }
 

@@ -24,6 +24,9 @@ struct NodeFacts {
   std::optional<bool> rdma_ready;  // the agent's rdma check; nullopt: unknown (never answered)
   std::string rdma_why;
   std::vector<std::string> transports;  // short names (transport_name): efa, verbs, tcp, shm
+  // The node's link rate as its agent reports it (linkBytesPerSecond; FabricNode status too): what a Reshard
+  // plan's lower bound divides by. nullopt: not reported, the bound is left unknown.
+  std::optional<double> link_bytes_per_second;
   TimePoint observed;
 
   // From an agent's GET /v1/node answer.

@@ -145,7 +145,8 @@ PodResolution resolve_pods(const TransferJobSpec& spec, const std::string& ns, c
       }
       return PodResolution{PodResolution::Verdict::Wait, reason::kNoReadyPods, message, {}};
     }
-    if (source && ready.size() > 1) {
+    // Reshard's source is every trainer pod: each holds a shard.
+    if (source && ready.size() > 1 && spec.strategy != Strategy::Reshard) {
       return PodResolution{PodResolution::Verdict::Fail,
                            reason::kAmbiguousPodSelector,
                            "source." + selector_text(s, ns) + " matches " + std::to_string(ready.size()) +
@@ -185,6 +186,15 @@ Result<TransferJobSpec> with_pods(const TransferJobSpec& spec, const std::vector
     out.source.node = p->node;
     out.source.pod = PodRef{p->name, p->uid, p->container_id};
     out.source.pod_selector.reset();
+    if (spec.strategy == Strategy::Reshard) {
+      for (const auto& pick : pods) {
+        if (!pick.source || !pick.selected) continue;
+        SourceSpec one = out.source;
+        one.node = pick.node;
+        one.pod = PodRef{pick.name, pick.uid, pick.container_id};
+        out.sources.push_back(std::move(one));
+      }
+    }
   }
   out.targets.clear();
   for (std::uint32_t i = 0; i < spec.targets.size(); ++i) {
@@ -217,7 +227,7 @@ Result<TransferJobSpec> with_pods(const TransferJobSpec& spec, const std::vector
                                                       std::to_string(out.targets.size()) +
                                                       " targets, more than the 64 a job may have");
   }
-  if (out.targets.size() == 1) out.strategy = Strategy::PointToPoint;
+  if (out.targets.size() == 1 && out.strategy != Strategy::Reshard) out.strategy = Strategy::PointToPoint;
   if (auto ok = out.check_resolved(); !ok) return ok.error();
   return out;
 }

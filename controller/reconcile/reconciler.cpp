@@ -316,6 +316,10 @@ bool Reconciler::run_step(Pass& p, const Step& step) {
       return false;
     }
     case StepKind::Track: {
+      if (p.run.reshard) {
+        track_reshard(p);
+        return is_terminal_phase(p.status.value("phase", ""));  // the TTL may be due at once
+      }
       // Watched, the end reaches the queue when it happens; otherwise a look near the end waits for it here.
       const bool answered = p.seen.kind == Observation::Kind::Answered;
       const bool watched = answered && watch_end(p);

@@ -79,6 +79,15 @@ class Reconciler {
     std::vector<std::uint64_t> committed;  // per target, as the agent last reported it
     bool ending = false;  // the last look expected the transfer to end within a second: the next one waits
     std::optional<TimePoint> attempt_started;  // when this replica started the current attempt
+    // Strategy Reshard: what the run annotation does not keep (reshard.cpp). Lost with a restart, when the
+    // batches still running are followed to their end and a batch to send again restarts the attempt.
+    struct Reshard {
+      std::string fingerprint;                       // the plan these are of
+      std::vector<std::vector<api::ScatterOp>> ops;  // per batch
+      std::vector<api::Grant> grants;                // per target, as its agent answered (the keys)
+    };
+    std::optional<Reshard> reshard;
+    std::map<std::string, TimePoint> batch_unreachable_since;  // by transfer id
   };
   struct Pass;
 
@@ -97,6 +106,23 @@ class Reconciler {
   // Has the watcher long-poll the current transfer's end; false when it cannot (stopped, or at its bound).
   bool watch_end(const Pass& p);
   std::optional<AttemptError> start_attempt(Pass& p);
+  // What every attempt does first: count it, release keys an earlier one could not revoke, status Running.
+  void begin_attempt(Pass& p);
+  // Strategy Reshard (reshard.cpp): read the pods' manifests and versions, plan, take one write grant per
+  // target region, start every batch.
+  std::optional<AttemptError> start_reshard(Pass& p);
+  // Looks at the running batches and steps them (reshard_run.h): retries a failed one alone, commits every
+  // target to one version once all landed, completes or fails the job.
+  void track_reshard(Pass& p);
+  // Starts `batches` (indices into run.reshard's) from their source pods' agents; false when the plan or the
+  // grant keys are not in memory (a restarted controller), so the attempt must start again.
+  bool start_batches(Pass& p, const std::vector<std::size_t>& batches);
+  // Every target not yet committed to version K: false with an error when one cannot reach it.
+  std::optional<AttemptError> commit_targets(Pass& p);
+  void complete_reshard(Pass& p);
+  // status.reshard, status.targets and the progress fields from run.reshard; `throughput`: the running
+  // batches' together.
+  void reshard_status(Pass& p, double throughput);
   bool streams_source(const Pass& p);
   std::optional<AttemptError> prepare_source(Pass& p);
   // The source's manifest into p.source_manifest when `source` (as its agent answered) names tensors.

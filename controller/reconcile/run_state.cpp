@@ -80,6 +80,7 @@ RunState RunState::from_job(const json& job) {
       if (auto pick = PodPick::from_json(p)) run.pods.push_back(std::move(*pick));
     }
   }
+  if (j.contains("reshard")) run.reshard = ReshardRun::from_json(j["reshard"]);
   return run;
 }
 
@@ -112,6 +113,7 @@ json RunState::to_json() const {
     j["pods"] = json::array();
     for (const auto& p : pods) j["pods"].push_back(p.to_json(/*with_entry=*/true));
   }
+  if (reshard) j["reshard"] = reshard->to_json();
   return j;
 }
 

@@ -12,6 +12,7 @@
 
 #include "clock.h"
 #include "pods.h"
+#include "reshard_run.h"
 
 namespace conduit::controller {
 
@@ -54,6 +55,9 @@ struct RunState {
   std::vector<NodeRef> unrevoked;
   // What the job's podSelectors picked at its first attempt (pods.h): every later attempt runs over them.
   std::vector<PodPick> pods;
+  // Strategy Reshard: the current attempt's batches (their transfers instead of `transfer`) and commits; the
+  // targets' long-lived write grants are `grants`, in spec.targets order.
+  std::optional<ReshardRun> reshard;
 
   static RunState from_job(const nlohmann::json& job);  // empty when the annotation is absent or unreadable
   nlohmann::json to_json() const;

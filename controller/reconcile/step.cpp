@@ -48,7 +48,8 @@ bool is_permanent(const std::string& r) {
          r == reason::kTransportUnavailable || r == reason::kDeadlineExceeded || r == reason::kNoSpaceLeft ||
          r == reason::kSourceFileChanged || r == reason::kRemoteAccessDenied ||
          r == reason::kRegionNotShared || r == reason::kRegionNotOwnedByPod ||
-         r == reason::kRegionOwnedByPod || r == reason::kTensorMismatch;
+         r == reason::kRegionOwnedByPod || r == reason::kTensorMismatch || r == reason::kReshardRefused ||
+         r == reason::kTargetVersionsDiffer || r == reason::kVersionConflict;
 }
 
 milliseconds backoff_delay(std::uint32_t retries) {
@@ -144,7 +145,8 @@ Step decide(const JobView& job, const RunState& run, const Observation& seen, Ti
   const TransferJobSpec& spec = *job.spec;
 
   if (spec.suspend) {
-    const bool settled = job.phase == phase::kSuspended && !run.transfer && run.grants.empty();
+    const bool settled =
+        job.phase == phase::kSuspended && !run.transfer && !run.reshard && run.grants.empty();
     return settled ? idle() : Step{StepKind::Suspend, "", "", std::nullopt};
   }
   if (job.phase == phase::kSuspended) return {StepKind::Resume, "", "", std::nullopt};
@@ -173,6 +175,9 @@ Step decide(const JobView& job, const RunState& run, const Observation& seen, Ti
   };
 
   if (run.transfer) return by_deadline(follow_transfer(job, spec, seen, options));
+  // A Reshard attempt's batches are many transfers: the reconciler looks at each and steps them
+  // (reshard_run.h); its grants are held for the whole attempt, so they are no sign of a lost start.
+  if (run.reshard) return by_deadline({StepKind::Track, "", "", options.poll_interval});
   if (!run.grants.empty()) return {StepKind::Fence, "", "", std::nullopt};
   if (run.not_before && now < *run.not_before) {
     return by_deadline({StepKind::WaitBackoff, "", "", until(*run.not_before, now)});

@@ -61,6 +61,12 @@ inline constexpr const char* kAmbiguousPodSelector = "AmbiguousPodSelector";
 inline constexpr const char* kRegionNotOwnedByPod = "RegionNotOwnedByPod";
 inline constexpr const char* kRegionOwnedByPod = "RegionOwnedByPod";
 inline constexpr const char* kPodsUnknown = "PodsUnknown";
+// Reshard (docs/reshard.md): the planner refused the pods' manifests (a dtype or global shape that differs,
+// a target range no source holds; the message names the tensor and range); the target regions are not at one
+// version; a target region moved on while the job ran (another writer), so it cannot reach the job's version.
+inline constexpr const char* kReshardRefused = "ReshardRefused";
+inline constexpr const char* kTargetVersionsDiffer = "TargetVersionsDiffer";
+inline constexpr const char* kVersionConflict = "VersionConflict";
 }  // namespace reason
 
 // A job held Pending names why (PeerUnreachable, NoReadyPods) and what it waits for in its Running condition.

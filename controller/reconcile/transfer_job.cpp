@@ -20,6 +20,8 @@ std::string_view to_string(Strategy strategy) {
       return "Fanout";
     case Strategy::Chain:
       return "Chain";
+    case Strategy::Reshard:
+      return "Reshard";
   }
   return "PointToPoint";
 }
@@ -277,8 +279,47 @@ void check_tensors(Checker& c, const TransferJobSpec& s) {
   }
 }
 
+// Reshard: every trainer pod's region into every inference pod's (docs/reshard.md), so one podSelector on
+// each side and nothing a scatter batch cannot do (a file, a region to create, a subset, a pace).
+void check_reshard(Checker& c, const TransferJobSpec& s, bool resolved) {
+  if (s.strategy != Strategy::Reshard) return;
+  const bool source_selects = s.source.pod_selector.has_value() || !s.sources.empty();
+  if (!source_selects || !s.source.file.empty())
+    c.fail("spec.source", "strategy Reshard needs source.podSelector with region: the trainer pods' regions");
+  if (!resolved && s.targets.size() != 1)
+    c.fail("spec.targets", "strategy Reshard needs exactly one target, a podSelector: the inference pods");
+  for (const auto& t : s.targets) {
+    if ((!resolved && !t.pod_selector) || !t.file.empty() || t.create || t.region.empty()) {
+      c.fail("spec.targets",
+             "strategy Reshard needs a podSelector target with region, and neither node, file nor create: "
+             "each inference pod's region, holding its shards' manifest");
+      break;
+    }
+  }
+  if (!s.tensors.empty())
+    c.fail("spec.tensors", "cannot be used with strategy Reshard: the manifests say which tensors move");
+  if (s.max_bytes_per_second != 0)
+    c.fail("spec.maxBytesPerSecond", "cannot be used with strategy Reshard: a scatter batch is not paced");
+  if (!resolved) return;
+  // Over its pods: no region both a source and a target, none a source twice.
+  std::set<std::pair<std::string, std::string>> sources;
+  for (const auto& src : s.sources) {
+    if (!sources.insert({src.node, src.region}).second) {
+      c.fail("spec.source",
+             "two source pods' regions are one region (\"" + src.region + "\" on node \"" + src.node + "\")");
+    }
+  }
+  for (const auto& t : s.targets) {
+    if (sources.count({t.node, t.region}) > 0) {
+      c.fail("spec", "a target pod's region is a source pod's region (\"" + t.region + "\" on node \"" +
+                         t.node + "\")");
+    }
+  }
+}
+
 void check_cross_field(Checker& c, const TransferJobSpec& s, bool resolved) {
   check_tensors(c, s);
+  check_reshard(c, s, resolved);
   const auto n = s.targets.size();
   const bool selects = std::any_of(s.targets.begin(), s.targets.end(),
                                    [](const TargetSpec& t) { return t.pod_selector.has_value(); });
@@ -331,7 +372,8 @@ Result<TransferJobSpec> TransferJobSpec::parse(const json& spec) {
   s.strategy = c.one_of<Strategy>(f, "strategy",
                                   {{"PointToPoint", Strategy::PointToPoint},
                                    {"Fanout", Strategy::Fanout},
-                                   {"Chain", Strategy::Chain}})
+                                   {"Chain", Strategy::Chain},
+                                   {"Reshard", Strategy::Reshard}})
                    .value_or(Strategy::PointToPoint);
   if (const json* transport = f.object("transport")) {
     auto tf = c.fields(*transport, "spec.transport");

@@ -15,7 +15,9 @@
 
 namespace conduit::controller {
 
-enum class Strategy : std::uint8_t { PointToPoint, Fanout, Chain };
+// Reshard (docs/reshard.md): every source pod's shard of a model into every target pod's, each target byte
+// from the source rank holding it, one scatter batch per (source pod, target pod) pair.
+enum class Strategy : std::uint8_t { PointToPoint, Fanout, Chain, Reshard };
 enum class TransportType : std::uint8_t { Auto, Efa, Verbs, Tcp, Shm };
 
 std::string_view to_string(Strategy strategy);
@@ -56,6 +58,9 @@ struct TargetSpec {
 
 struct TransferJobSpec {
   SourceSpec source;
+  // Reshard, once its source podSelector is resolved: one source per selected pod, in pod-name order
+  // (`source` is then the first of them). Empty for every other strategy.
+  std::vector<SourceSpec> sources;
   std::vector<TargetSpec> targets;
   Strategy strategy = Strategy::PointToPoint;
   TransportType transport = TransportType::Auto;

@@ -121,6 +121,135 @@ TEST(SafetensorsHeader, RefusesMalformedHeadersWithTheReason) {
   refused("{\"a\": ", 0, "not JSON");
 }
 
+// A rank's slice of a larger tensor: rows [2, 4) of an F32 [6, 3].
+json placed(const std::string& name, const std::string& dtype, json shape, std::uint64_t offset,
+            std::uint64_t length, json global, json start) {
+  json t = tensor(name, dtype, std::move(shape), offset, length);
+  t["placement"] = {{"globalShape", std::move(global)}, {"start", std::move(start)}};
+  return t;
+}
+
+TEST(Placement, ReadsWritesBackAndSaysWhereTheSliceSits) {
+  const json body = {{"tensors", json::array({placed("w", "F32", {2, 3}, 0, 24, {6, 3}, {2, 0}),
+                                              tensor("norm", "BF16", {4}, 24, 8)})}};
+  auto m = Manifest::from_json(body, 32);
+  ASSERT_TRUE(m) << m.error().message;
+  ASSERT_TRUE(m->tensors[0].placement);
+  EXPECT_EQ(m->tensors[0].global_shape(), (std::vector<std::uint64_t>{6, 3}));
+  EXPECT_EQ(m->tensors[0].start(), (std::vector<std::uint64_t>{2, 0}));
+  EXPECT_FALSE(m->tensors[1].placement) << "no placement: the whole tensor";
+  EXPECT_EQ(m->tensors[1].global_shape(), (std::vector<std::uint64_t>{4}));
+  EXPECT_EQ(m->tensors[1].start(), (std::vector<std::uint64_t>{0}));
+  EXPECT_EQ(m->to_json()["tensors"], body["tensors"]);
+  // 0-d and empty slices are placements too: torch's uneven last shard may hold no rows.
+  EXPECT_TRUE(Manifest::from_json(
+      {{"tensors", json::array({placed("s", "I8", json::array(), 0, 1, json::array(), json::array()),
+                                placed("e", "F32", {0, 3}, 1, 0, {5, 3}, {5, 0})})}},
+      1));
+}
+
+TEST(Placement, RefusesWhatCannotBeTrueNamingTheTensor) {
+  struct Case {
+    const char* what;
+    json tensor;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"ranks", placed("w", "F32", {2, 3}, 0, 24, {6}, {2, 0}),
+       "tensors[0] (w): placement: globalShape [6] and start [2,0] must have as many dimensions as shape "
+       "[2,3]"},
+      {"past the end", placed("w", "F32", {2, 3}, 0, 24, {6, 3}, {5, 0}),
+       "tensors[0] (w): placement: start [5,0] + shape [2,3] passes globalShape [6,3] in dimension 0"},
+      {"wider than the whole", placed("w", "F32", {2, 3}, 0, 24, {6, 2}, {0, 0}), "in dimension 1"},
+      {"sub-byte sliced", placed("p", "F4", {2}, 0, 1, {4}, {2}),
+       "tensors[0] (p): placement: a F4 tensor is placed only whole (its elements share bytes)"},
+      {"global overflow", placed("w", "F64", {1, 1}, 0, 8, {1ULL << 40, 1ULL << 40}, {0, 0}),
+       "placement: globalShape: shape overflows 64 bits"},
+      {"unknown field",
+       [] {
+         json t = placed("w", "F32", {1}, 0, 4, {1}, {0});
+         t["placement"]["mesh"] = 1;
+         return t;
+       }(),
+       "tensors[0].placement.mesh: unknown field"},
+      {"start missing",
+       [] {
+         json t = tensor("w", "F32", {1}, 0, 4);
+         t["placement"] = {{"globalShape", {1}}};
+         return t;
+       }(),
+       "tensors[0].placement.start: is required"},
+      {"negative start", placed("w", "F32", {1}, 0, 4, {2}, {-1}),
+       "tensors[0].placement.start: each dimension must be an integer in [0, 2^63)"},
+      {"not an object",
+       [] {
+         json t = tensor("w", "F32", {1}, 0, 4);
+         t["placement"] = json::array();
+         return t;
+       }(),
+       "tensors[0].placement: must be an object"},
+  };
+  for (const Case& c : cases) {
+    auto m = Manifest::from_json({{"tensors", json::array({c.tensor})}}, 64);
+    ASSERT_FALSE(m) << c.what << " was accepted";
+    EXPECT_EQ(m.error().code, ErrorCode::InvalidArgument) << c.what;
+    EXPECT_NE(m.error().message.find(c.says), std::string::npos) << c.what << ": " << m.error().message;
+  }
+  // A whole sub-byte tensor may say so.
+  EXPECT_TRUE(Manifest::from_json({{"tensors", json::array({placed("p", "F4", {2}, 0, 1, {2}, {0})})}}, 1));
+  // The key a .safetensors file carries placements under is not the manifest's own to use.
+  auto reserved =
+      Manifest::from_json({{"tensors", json::array()}, {"metadata", {{"conduit.placement", "{}"}}}}, 0);
+  ASSERT_FALSE(reserved);
+  EXPECT_NE(reserved.error().message.find("metadata.conduit.placement: the key is reserved"),
+            std::string::npos)
+      << reserved.error().message;
+}
+
+TEST(Placement, ASafetensorsHeaderCarriesItInItsMetadata) {
+  auto m = Manifest::from_json({{"tensors", json::array({placed("w", "F32", {2, 3}, 0, 24, {6, 3}, {2, 0}),
+                                                         tensor("norm", "BF16", {4}, 24, 8)})},
+                                {"metadata", {{"format", "pt"}, {"step", "7"}}}},
+                               32);
+  ASSERT_TRUE(m) << m.error().message;
+  auto header = m->safetensors_header();
+  ASSERT_TRUE(header) << header.error().message;
+  const json doc = json::parse(*header);
+  EXPECT_EQ(doc["w"]["shape"], json::array({2, 3})) << "the file's shape is the slice's";
+  EXPECT_EQ(doc["__metadata__"]["conduit.placement"], R"({"w":{"globalShape":[6,3],"start":[2,0]}})");
+  EXPECT_EQ(doc["__metadata__"]["format"], "pt");
+  auto back = Manifest::from_safetensors_header(*header, 32);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->to_json(), m->to_json()) << "placements back in the tensors, the key out of the metadata";
+  EXPECT_FALSE(back->metadata.contains("conduit.placement"));
+
+  // Without a placement, no key: the header is what it was before placements existed.
+  auto plain = Manifest::from_json(body(), 34);
+  ASSERT_TRUE(plain) << plain.error().message;
+  EXPECT_EQ(plain->safetensors_header()->find("conduit.placement"), std::string::npos);
+}
+
+TEST(Placement, AMalformedPlacementInAHeaderIsRefusedWithTheReason) {
+  const auto header = [](const std::string& placement) {
+    return "{\"__metadata__\": {\"conduit.placement\": " + json(placement).dump() +
+           "}, \"w\": {\"dtype\": \"U8\", \"shape\": [2], \"data_offsets\": [0, 2]}}";
+  };
+  const auto refused = [&](const std::string& placement, const std::string& says) {
+    auto m = Manifest::from_safetensors_header(header(placement), 2);
+    ASSERT_FALSE(m) << placement;
+    EXPECT_NE(m.error().message.find(says), std::string::npos) << m.error().message;
+  };
+  refused("not json", "__metadata__.conduit.placement: must be a JSON object");
+  refused("[1]", "__metadata__.conduit.placement: must be a JSON object");
+  refused(R"({"v": {"globalShape": [2], "start": [0]}})",
+          "names tensor \"v\", which the header does not hold");
+  refused(R"({"w": {"globalShape": [2]}})", "__metadata__.conduit.placement.\"w\".start: is required");
+  refused(R"({"w": {"globalShape": [3], "start": [2]}})", "tensors[0] (w): placement: start [2] + shape [2]");
+  auto ok = Manifest::from_safetensors_header(header(R"({"w": {"globalShape": [4], "start": [2]}})"), 2);
+  ASSERT_TRUE(ok) << ok.error().message;
+  EXPECT_EQ(ok->tensors[0].start(), std::vector<std::uint64_t>{2});
+}
+
 TEST(SafetensorsHeader, ARegionWithGapsIsNotAFileAndSaysWhere) {
   auto m = Manifest::from_json(
       {{"tensors", json::array({tensor("a", "F32", {1}, 0, 4), tensor("b", "F32", {1}, 8, 4)})}}, 16);

@@ -269,6 +269,26 @@ class FakeAgents : public AgentApi {
     revoked.push_back(id);
     return {};
   }
+  // As the agent's versioned commit on a plain write grant: the region moves to `version` only from
+  // version - 1 (Conflict naming where it is otherwise).
+  Status commit_grant(const std::string& node, const std::string& id, std::uint64_t bytes,
+                      std::uint64_t version) override {
+    if (auto e = reach(node)) return *e;
+    auto& n = nodes[node];
+    if (n.grants.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: grant " + id);
+    auto& region = n.regions[n.grants[id]];
+    if (bytes == 0 || bytes > region.bytes) return make_error(ErrorCode::InvalidArgument, "bytes");
+    if (region.version + 1 != version) {
+      return make_error(ErrorCode::Conflict, "Conflict: region " + region.name + " is at version " +
+                                                 std::to_string(region.version) + ", not " +
+                                                 std::to_string(version - 1));
+    }
+    region.version = version;
+    commits.push_back(node + ":" + region.name + "@" + std::to_string(version));
+    return {};
+  }
+  std::vector<std::string> commits;  // "node:region@version", in order
+
   Result<api::TransferStatus> start_transfer(const std::string& node,
                                              const api::TransferRequest& request) override {
     if (auto e = reach(node)) return *e;

@@ -1,6 +1,7 @@
 // OpenSSL objects owned by unique_ptrs, OpenSSL's own error text and what a certificate says (its CN, its
 // times): for the certificate work on both ends of a node certificate (the agent's request, the controller's
-// review and issuing) and the agent's TLS server. Header-only; no other common/ header names an OpenSSL type.
+// review and issuing) and the agent's TLS server, and digests (the reshard planner's fingerprints).
+// Header-only; no other common/ header names an OpenSSL type.
 #pragma once
 
 #include <openssl/bio.h>
@@ -30,6 +31,7 @@ using Req = std::unique_ptr<X509_REQ, Deleter<X509_REQ, X509_REQ_free>>;
 using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 using Ext = std::unique_ptr<X509_EXTENSION, Deleter<X509_EXTENSION, X509_EXTENSION_free>>;
 using AsnInteger = std::unique_ptr<ASN1_INTEGER, Deleter<ASN1_INTEGER, ASN1_INTEGER_free>>;
+using MdCtx = std::unique_ptr<EVP_MD_CTX, Deleter<EVP_MD_CTX, EVP_MD_CTX_free>>;
 
 // Drains this thread's OpenSSL error queue into one line, so a failure's text is the library's own and no
 // stale entry is left to confuse the next call. "unknown OpenSSL error" when the queue is empty.
