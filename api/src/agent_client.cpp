@@ -390,6 +390,19 @@ Status AgentClient::commit(const std::string& grant, std::uint64_t bytes, const 
   return done(call(Method::Post, "/v1/grants/" + grant + "/commit", &body, options_.slow_timeout));
 }
 
+Result<GrantChecksum> AgentClient::grant_checksum(const std::string& grant,
+                                                  const GrantChecksumRequest& request) const {
+  const json body = request.to_json();
+  auto answer = call(Method::Post, "/v1/grants/" + grant + "/checksum", &body, options_.read_timeout);
+  if (!answer) return answer.error();
+  auto sum = GrantChecksum::from_json(*answer);
+  if (!sum) {
+    return make_error(ErrorCode::Provider,
+                      who_ + " sent a malformed checksum answer: " + sum.error().message);
+  }
+  return sum;
+}
+
 Result<TransferStatus> AgentClient::start_transfer(const TransferRequest& request) const {
   const json body = request.to_json();
   return decoded<TransferStatus>(call(Method::Post, "/v1/transfers", &body, options_.read_timeout));

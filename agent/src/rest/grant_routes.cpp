@@ -1,11 +1,13 @@
 // Grants, the only way a region becomes remotely reachable (grants.h): made on a region or as a ring in
-// front of a file, renewed, looked at and revoked; and what a writer tells the grant it writes through:
-// which bytes landed, and that all of them did (the commit).
+// front of a file, renewed, looked at and revoked; what a writer tells the grant it writes through: which
+// bytes landed, and that all of them did (the commit); and what ranges of it sum to (a verified scatter
+// batch's check).
 #include <algorithm>
 #include <string>
 
 #include "conduit/api/errors.h"
 #include "conduit/api/grant.h"
+#include "conduit/cuda_staging.h"
 #include "rest/access.h"
 #include "rest/reply.h"
 #include "rest/routes.h"
@@ -20,6 +22,7 @@ constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
 constexpr const char* kGrant = "/v1/grants/{id}";
 constexpr const char* kGrantLanded = "/v1/grants/{id}/landed";
 constexpr const char* kGrantCommit = "/v1/grants/{id}/commit";
+constexpr const char* kGrantChecksum = "/v1/grants/{id}/checksum";
 constexpr const char* kGrantRenew = "/v1/grants/{id}/renew";
 // A ring grant's ring is a multiple of this, so a writer can cut it into equal segments.
 constexpr std::uint64_t kRingUnit = 64u << 10;
@@ -166,6 +169,46 @@ void grant_commit(Call& c) {
   c.reply(200, answer);
 }
 
+// The agent that sent a verified scatter-gather batch through the grant asks for one CRC32C over the ops'
+// ranges of the grant, in op order (api::GrantChecksumRequest), to compare with the sum of its own ranges
+// (transfer/scatter_verify.h). Only the grant's peer may ask (and the controller and operators), only of
+// ranges inside the grant, at most kMaxScatterOps of them and kMaxScatterBytes in all: bounded work. A CUDA
+// region is read through a pinned host buffer.
+void grant_checksum(Call& c) {
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  const auto request = c.body(api::GrantChecksumRequest::from_json);
+  if (!request) return;
+  auto found = c.state.grants.get(c.id);
+  if (!found) return c.fail(found.error());
+  const Grant& grant = **found;
+  if (grant.expires_at() <= std::chrono::system_clock::now())
+    return c.fail(make_error(ErrorCode::NotFound, "grant " + c.id + " has expired"));
+  if (grant.landing && grant.landing->ring()) {
+    return c.fail(make_error(ErrorCode::Conflict, "grant " + c.id +
+                                                      " is a ring in front of a file: what passes through it "
+                                                      "is not kept to be summed"));
+  }
+  std::vector<cuda::CrcRange> ranges;
+  ranges.reserve(request->ranges.size());
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < request->ranges.size(); ++i) {
+    const auto& r = request->ranges[i];
+    if (r.offset > grant.length || r.length > grant.length - r.offset) {
+      return c.fail(make_error(ErrorCode::InvalidArgument,
+                               "rangesPacked: range " + std::to_string(i) + " [" + std::to_string(r.offset) +
+                                   ", +" + std::to_string(r.length) + ") is outside the grant's " +
+                                   std::to_string(grant.length) + " bytes"));
+    }
+    ranges.push_back({grant.offset + r.offset, r.length});
+    bytes += r.length;
+  }
+  auto crc = cuda::region_crc32c_ranges(grant.region->memory(), ranges);
+  if (!crc) return c.fail(crc.error());
+  c.reply(
+      200,
+      api::GrantChecksum{.grant = c.id, .ranges = ranges.size(), .bytes = bytes, .crc32c = *crc}.to_json());
+}
+
 void renew_grant(Call& c) {
   const auto request = c.body(api::RenewGrant::from_json);
   if (!request) return;
@@ -208,6 +251,7 @@ void install_grant_routes(Router& r) {
   r.post("/v1/grants", create_ring_grant);
   r.post(kGrantLanded, grant_landed, RouteAccess::Peer);
   r.post(kGrantCommit, grant_commit, RouteAccess::Peer);
+  r.post(kGrantChecksum, grant_checksum, RouteAccess::Peer);
   r.post(kGrantRenew, renew_grant);
   r.get("/v1/grants", list_grants);
   r.get(kGrant, get_grant);

@@ -97,6 +97,8 @@ class AgentClient {
   Result<Landed> landed(const std::string& grant, const LandedReport& report) const;  // .../landed
   // .../commit; `manifest` (may be null) becomes the region's with its new version
   Status commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest = nullptr) const;
+  // .../checksum: one CRC32C over the ranges of the granted range, in order (a verified scatter's target sum)
+  Result<GrantChecksum> grant_checksum(const std::string& grant, const GrantChecksumRequest& request) const;
 
   Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
   // GET /v1/transfers/{id}
