@@ -382,8 +382,9 @@ Result<Landed> AgentClient::landed(const std::string& grant, const LandedReport&
   return Landed::from_json(*answer);
 }
 
-Status AgentClient::commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest) const {
-  CommitRequest request{.bytes = bytes};
+Status AgentClient::commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest,
+                           std::optional<std::uint64_t> version) const {
+  CommitRequest request{.bytes = bytes, .version = version};
   if (manifest != nullptr) request.manifest = *manifest;
   const json body = request.to_json();
   // fsync of a whole checkpoint can take long on a slow disk.

@@ -189,10 +189,11 @@ Result<Landed> Landed::from_json(const json& body) {
 
 Result<CommitRequest> CommitRequest::from_json(const json& body) {
   JsonFields f(body, "");
-  f.only({"bytes", "manifest"});
+  f.only({"bytes", "manifest", "version"});
   const auto bytes = f.u64("bytes", Need::Required, 1, kMaxStreamBytes);
+  const auto version = f.u64("version", Need::Optional, 1);
   if (!f.ok()) return f.status().error();
-  CommitRequest request{.bytes = *bytes};
+  CommitRequest request{.bytes = *bytes, .version = version};
   if (body.contains("manifest")) {
     // Checked here as a manifest; whether it fits the region is the route's to say.
     auto manifest = Manifest::from_json(body["manifest"], kMaxStreamBytes);
@@ -205,6 +206,7 @@ Result<CommitRequest> CommitRequest::from_json(const json& body) {
 json CommitRequest::to_json() const {
   json body{{"bytes", bytes}};
   if (manifest) body["manifest"] = manifest->to_json();
+  if (version) body["version"] = *version;
   return body;
 }
 

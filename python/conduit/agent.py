@@ -184,6 +184,29 @@ class Agent(Client):
             body["provider"] = provider  # the target agent's transport the key is for (default: its first)
         return Grant.from_json(self.request("POST", f"/v1/regions/{check_name(region)}/grants", body), self)
 
+    def commit(self, grant: Grant | str, nbytes: int, *, version: int | None = None,
+               manifest: Manifest | None = None) -> Update:
+        """Say every byte written through GRANT (a write grant of this agent) landed: its region gets a new
+        version, written by the grant's writer, with MANIFEST when given (checked against the region first).
+        NBYTES is how far the write reached in the grant. Returns the region's update.
+
+            b.commit(grant, grant.length, version=step)   # after every batch of this step landed
+
+        A plain write grant (a scatter batch's, kept for many calls) commits each time it is asked; one that
+        took landing reports commits what they reported, once. VERSION: the version the region must reach
+        by this commit, refused with :class:`Conflict` naming the version it is at unless it is at
+        VERSION - 1, nothing changed: an orchestrator moving several regions to step K together commits each
+        with ``version=K`` only once every region has every byte (docs/tensors.md, "Versions"), and a
+        retried commit is refused rather than counted twice. A read grant never commits (Conflict)."""
+        grant_id = grant.id if isinstance(grant, Grant) else grant
+        body: dict[str, Any] = {"bytes": int(nbytes)}
+        if version is not None:
+            body["version"] = int(version)
+        if manifest is not None:
+            body["manifest"] = manifest.to_json()
+        j = self.request("POST", f"/v1/grants/{check_id(grant_id, 'grant id')}/commit", body, timeout=600)
+        return Update.from_json(j.get("region") or {})
+
     def grants(self) -> list[Grant]:
         return [Grant.from_json(j, self) for j in self.request("GET", "/v1/grants").get("items", [])]
 

@@ -324,6 +324,7 @@ TEST(WireSpec, RequestBodiesReadBackWhatClientsSend) {
   expect_reads_back(CommitRequest{.bytes = 1 << 20}, "/v1/grants/{id}/commit");
   expect_reads_back(CommitRequest{.bytes = 16, .manifest = Manifest{.tensors = {{"b", "BOOL", {16}, 0, 16}}}},
                     "/v1/grants/{id}/commit");
+  expect_reads_back(CommitRequest{.bytes = 4096, .version = 7}, "/v1/grants/{id}/commit");
   expect_reads_back(GrantChecksumRequest{.ranges = {{0, 1}, {1ULL << 40, 4096}}}, "/v1/grants/{id}/checksum");
   expect_reads_back(Ack{.reader = "node-b/4242", .version = 3}, "/v1/regions/{name}/acks");
 

@@ -140,31 +140,81 @@ void grant_landed(Call& c) {
                 {"saved", report->saved}});
 }
 
+// The writer says every byte it wrote has landed: the grant's region gets a new version (waiters wake), with
+// the manifest the write carried (checked against the region first: a 400 naming the tensor changes
+// nothing) and, given `version`, only where that is the version it reaches (409 naming the version the
+// region is at, nothing changed). Two kinds of write grant commit:
+//   one that took landing reports commits what they reported, once (Landing::commit): a save goes in place,
+//   a region's write only once clean reports reached `bytes`; the same commit again changes nothing;
+//   a plain write grant, never reported to (a scatter batch's, a CUDA region's), commits on its holder's
+//   word, each time it is asked: `bytes` within the grant. A retried commit is one more version: give
+//   `version` and the retry is refused instead.
 void grant_commit(Call& c) {
   if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
   const auto request = c.body(api::CommitRequest::from_json);
   if (!request) return;
-  const auto landed = path_landing(c);
-  if (!landed) return;
-  const auto& landing = landed->landing;
-  const RegionPtr& region = landed->grant->region.get();
+  auto found = c.state.grants.get(c.id);
+  if (!found) return c.fail(found.error());
+  const Grant& grant = **found;
+  if (grant.access != Access::RemoteWrite) {
+    return c.fail(
+        make_error(ErrorCode::Conflict,
+                   "grant " + c.id + " is a read grant: only what is written through a write grant commits"));
+  }
+  const std::shared_ptr<Landing>& landing = grant.landing;
+  const RegionPtr& region = grant.region.get();
+  const bool ring = landing && landing->ring();
+  if (ring && request->version) {
+    return c.fail(
+        make_error(ErrorCode::InvalidArgument,
+                   "version: grant " + c.id + " is a ring in front of a file, which has no version"));
+  }
   // The manifest the write carries must fit the region before anything commits: a 400 naming the tensor
   // leaves the write uncommitted and the region's version and manifest as they were.
   std::shared_ptr<const api::Manifest> manifest;
-  if (request->manifest && region && !landing->ring()) {
+  if (request->manifest && region && !ring) {
     if (auto fits = request->manifest->check(region->bytes()); !fits)
       return c.fail(make_error(ErrorCode::InvalidArgument, "manifest: " + fits.error().message));
     manifest = std::make_shared<const api::Manifest>(std::move(*request->manifest));
+  }
+  const auto bump = [&]() -> Result<Region::Update> {
+    if (request->version) return region->bump_to(*request->version, grant.writer, std::move(manifest));
+    return region->bump(grant.writer, std::move(manifest));
+  };
+
+  if (!landing || (!landing->saves() && !ring && !landing->reported())) {
+    if (request->bytes > grant.length) {
+      return c.fail(make_error(ErrorCode::InvalidArgument, "bytes " + std::to_string(request->bytes) +
+                                                               " is past the grant's " +
+                                                               std::to_string(grant.length) + " bytes"));
+    }
+    auto update = bump();
+    if (!update) return c.fail(update.error());
+    json answer{{"id", c.id}, {"region", update->to_json(region->name())}};
+    if (landing) answer["landing"] = landing->to_json();
+    return c.reply(200, answer);
+  }
+
+  // Refused before the landing commits: a refused version leaves the write uncommitted, to commit again.
+  if (request->version && region) {
+    const std::uint64_t now = region->update().version;
+    if (now + 1 != *request->version) {
+      return c.fail(make_error(ErrorCode::Conflict,
+                               "region \"" + region->name() + "\" is at version " + std::to_string(now) +
+                                   ": a commit to version " + std::to_string(*request->version) +
+                                   " needs it at version " + std::to_string(*request->version - 1)));
+    }
   }
   auto committed = landing->commit(request->bytes);
   if (!committed) return c.fail(committed.error());
   json answer{{"id", c.id}, {"landing", landing->to_json()}};
   // Every byte of a write into a region landed: the region has a new version (waiters wake), with the
   // manifest the write carried.
-  if (region && !landing->ring()) {
-    answer["region"] = *committed
-                           ? region->bump(landing->writer(), std::move(manifest)).to_json(region->name())
-                           : region->update().to_json(region->name());
+  if (region && !ring) {
+    Result<Region::Update> update = region->update();
+    if (*committed) update = bump();
+    if (!update) return c.fail(update.error());  // another commit moved the region meanwhile
+    answer["region"] = update->to_json(region->name());
   }
   c.reply(200, answer);
 }

@@ -78,8 +78,13 @@ struct Landed {
   static Result<Landed> from_json(const nlohmann::json& body);
 };
 
-// POST /v1/grants/{id}/commit: CommitRequest {bytes, manifest}, every byte of the stream landed; the
-// manifest (checked against the grant's region) becomes the region's with its new version.
+// POST /v1/grants/{id}/commit: CommitRequest {bytes, manifest, version}, every byte of the write landed;
+// the region gets a new version, and the manifest (checked against the grant's region) becomes the region's
+// with it. A grant that took landing reports commits what they reported, once; a plain write grant (no
+// reports: a scatter batch's, a CUDA region's) commits on its holder's word, each time it is asked.
+// `version`: the version the region must reach by this commit, refused (Conflict, naming the region's
+// version now) unless the region is at version - 1: an orchestrator moving several regions to step K
+// together commits each only once every region has every byte (docs/tensors.md, "Versions").
 struct CommitRequest {
   std::uint64_t bytes = 0;
   std::optional<Manifest> manifest{};
