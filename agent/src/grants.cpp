@@ -113,6 +113,7 @@ Result<std::shared_ptr<const Grant>> GrantTable::create(RegionPtr region, std::u
   grant->provider = transport->capabilities().provider;
   grant->peer = peer;
   grant->job_namespace = job_namespace;
+  grant->writer = writer;
   grant->expire_at(std::chrono::ceil<std::chrono::seconds>(Clock::now() + ttl));
   const MemoryRegion* memory = &region->memory();
   grant->gpu_path = memory->kind() == MemoryKind::Cuda

@@ -31,6 +31,7 @@ struct Grant {
   // its identity, besides the controller's and operators', may (rest/identity.h). Empty: any agent's.
   std::string peer;
   std::string job_namespace;  // the namespace of the job it was made for ("" = an operator's request)
+  std::string writer;  // who writes through it (CreateGrant's writer): the region's updatedBy on commit
   // On a whole second, so the expiresAt shown is exactly when the key stops working (the grant lasts at
   // least its ttlSeconds and less than one second more). Atomic: a renewal moves it while others read it.
   std::chrono::system_clock::time_point expires_at() const {

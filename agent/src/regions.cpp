@@ -183,6 +183,27 @@ Region::Update Region::bump(std::string by, std::shared_ptr<const api::Manifest>
   return now;
 }
 
+Result<Region::Update> Region::bump_to(std::uint64_t version, std::string by,
+                                       std::shared_ptr<const api::Manifest> manifest) {
+  Update now;
+  {
+    std::lock_guard lock(update_mu_);
+    if (version == 0 || update_.version != version - 1) {
+      return make_error(ErrorCode::Conflict, "region \"" + name_ + "\" is at version " +
+                                                 std::to_string(update_.version) + ": a commit to version " +
+                                                 std::to_string(version) + " needs it at version " +
+                                                 std::to_string(version == 0 ? 0 : version - 1));
+    }
+    if (manifest) manifest_ = std::move(manifest);
+    update_.version = version;
+    update_.by = std::move(by);
+    update_.at = std::chrono::system_clock::now();
+    now = update_;
+  }
+  updated_.notify_all();
+  return now;
+}
+
 Region::Update Region::update() const {
   std::lock_guard lock(update_mu_);
   return update_;

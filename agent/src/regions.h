@@ -69,6 +69,10 @@ class Region {
   // One more version, written by `by`; a `manifest` given (checked by the caller against bytes()) becomes
   // the region's in the same step, so whoever wakes on the version reads the manifest that came with it.
   Update bump(std::string by, std::shared_ptr<const api::Manifest> manifest = nullptr);
+  // bump() only where it makes version `version` (the region is at version - 1): Conflict naming the version
+  // it is at otherwise, and nothing changed. How an orchestrator moves a group of regions to one step.
+  Result<Update> bump_to(std::uint64_t version, std::string by,
+                         std::shared_ptr<const api::Manifest> manifest = nullptr);
   Update update() const;
   // Waits at most `wait` for a version past `after`, or until `stop()` says so (checked every 200 ms).
   Update wait_newer(std::uint64_t after, std::chrono::milliseconds wait,

@@ -382,12 +382,26 @@ Result<Landed> AgentClient::landed(const std::string& grant, const LandedReport&
   return Landed::from_json(*answer);
 }
 
-Status AgentClient::commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest) const {
-  CommitRequest request{.bytes = bytes};
+Status AgentClient::commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest,
+                           std::optional<std::uint64_t> version) const {
+  CommitRequest request{.bytes = bytes, .version = version};
   if (manifest != nullptr) request.manifest = *manifest;
   const json body = request.to_json();
   // fsync of a whole checkpoint can take long on a slow disk.
   return done(call(Method::Post, "/v1/grants/" + grant + "/commit", &body, options_.slow_timeout));
+}
+
+Result<GrantChecksum> AgentClient::grant_checksum(const std::string& grant,
+                                                  const GrantChecksumRequest& request) const {
+  const json body = request.to_json();
+  auto answer = call(Method::Post, "/v1/grants/" + grant + "/checksum", &body, options_.read_timeout);
+  if (!answer) return answer.error();
+  auto sum = GrantChecksum::from_json(*answer);
+  if (!sum) {
+    return make_error(ErrorCode::Provider,
+                      who_ + " sent a malformed checksum answer: " + sum.error().message);
+  }
+  return sum;
 }
 
 Result<TransferStatus> AgentClient::start_transfer(const TransferRequest& request) const {

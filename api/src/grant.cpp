@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "conduit/api/names.h"
+#include "conduit/common/base64.h"
 #include "conduit/common/json_fields.h"
 
 namespace conduit::api {
@@ -188,10 +189,11 @@ Result<Landed> Landed::from_json(const json& body) {
 
 Result<CommitRequest> CommitRequest::from_json(const json& body) {
   JsonFields f(body, "");
-  f.only({"bytes", "manifest"});
+  f.only({"bytes", "manifest", "version"});
   const auto bytes = f.u64("bytes", Need::Required, 1, kMaxStreamBytes);
+  const auto version = f.u64("version", Need::Optional, 1);
   if (!f.ok()) return f.status().error();
-  CommitRequest request{.bytes = *bytes};
+  CommitRequest request{.bytes = *bytes, .version = version};
   if (body.contains("manifest")) {
     // Checked here as a manifest; whether it fits the region is the route's to say.
     auto manifest = Manifest::from_json(body["manifest"], kMaxStreamBytes);
@@ -204,7 +206,82 @@ Result<CommitRequest> CommitRequest::from_json(const json& body) {
 json CommitRequest::to_json() const {
   json body{{"bytes", bytes}};
   if (manifest) body["manifest"] = manifest->to_json();
+  if (version) body["version"] = *version;
   return body;
+}
+
+Result<GrantChecksumRequest> GrantChecksumRequest::from_json(const json& body) {
+  constexpr std::size_t kRangeBytes = 2 * sizeof(std::uint64_t);
+  JsonFields f(body, "");
+  f.only({"rangesPacked"});
+  const auto packed = f.string("rangesPacked", Need::Required);
+  if (!f.ok()) return f.status().error();
+  const auto bad = [](const std::string& why) {
+    return make_error(ErrorCode::InvalidArgument, "rangesPacked: " + why);
+  };
+  auto bytes = base64_decode(*packed);
+  if (!bytes) return bad(bytes.error().message);
+  if (bytes->empty() || bytes->size() % kRangeBytes != 0) {
+    return bad("must decode to whole ranges of 16 bytes (two little-endian uint64: offset, length), got " +
+               std::to_string(bytes->size()) + " bytes");
+  }
+  const std::size_t count = bytes->size() / kRangeBytes;
+  if (count > kMaxScatterOps) {
+    return bad("must hold 1 to " + std::to_string(kMaxScatterOps) + " ranges, got " + std::to_string(count));
+  }
+  const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
+  auto u64 = [&in] {
+    std::uint64_t v = 0;
+    for (int b = 7; b >= 0; --b) v = (v << 8) | in[b];  // little-endian whatever this machine is
+    in += sizeof(std::uint64_t);
+    return v;
+  };
+  GrantChecksumRequest request;
+  request.ranges.resize(count);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    Range& r = request.ranges[i];
+    r.offset = u64();
+    r.length = u64();
+    const std::string name = "range " + std::to_string(i);
+    if (r.length == 0) return bad(name + ": length must be at least 1");
+    if (r.length > kMaxScatterBytes - total)
+      return bad("more than " + std::to_string(kMaxScatterBytes) + " bytes in all (up to " + name + ")");
+    total += r.length;
+  }
+  return request;
+}
+
+json GrantChecksumRequest::to_json() const {
+  std::string raw;
+  raw.reserve(ranges.size() * 16);
+  for (const Range& r : ranges) {
+    for (std::uint64_t v : {r.offset, r.length}) {
+      for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+    }
+  }
+  return {{"rangesPacked", base64_encode(raw)}};
+}
+
+Result<GrantChecksum> GrantChecksum::from_json(const json& body) {
+  const auto bad = [] {
+    return make_error(ErrorCode::InvalidArgument,
+                      "a grant checksum answer needs grant, ranges, bytes and crc32c");
+  };
+  if (!body.is_object()) return bad();
+  const auto crc = body.find("crc32c");
+  if (crc == body.end() || !crc->is_number_unsigned() || crc->get<std::uint64_t>() > 0xffffffffULL)
+    return bad();
+  GrantChecksum out;
+  out.grant = string_or_empty(body, "grant");
+  out.ranges = body.value("ranges", std::uint64_t{0});
+  out.bytes = body.value("bytes", std::uint64_t{0});
+  out.crc32c = static_cast<std::uint32_t>(crc->get<std::uint64_t>());
+  return out;
+}
+
+json GrantChecksum::to_json() const {
+  return {{"grant", grant}, {"ranges", ranges}, {"bytes", bytes}, {"crc32c", crc32c}};
 }
 
 Grant Grant::from_json(const json& body) {

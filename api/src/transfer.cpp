@@ -194,15 +194,17 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
     if (src_has_range) return bad("ops", "give the ranges in ops, not source.offset or source.length");
     if (r.targets.size() != 1) return bad("ops", "go to exactly one target");
     const TransferTarget& t = r.targets[0];
-    // A grantId only to release the grant at the end: an op list takes no landing reports.
+    // A grantId to release the grant at the end, or to ask its agent for the sum of the ops' ranges
+    // (verify crc32c): an op list takes no landing reports.
     if (t.offset != 0 || t.resume_offset != 0 || t.ring_bytes > 0 || t.save ||
-        (!t.grant_id.empty() && !t.release_grant))
+        (!t.grant_id.empty() && !t.release_grant && r.verify == Verify::None))
       return bad("ops",
-                 "the target takes only grant and url (and grantId with releaseGrant): offsets are the "
-                 "ops' own, and an op list is neither reported, resumed, ringed nor saved");
+                 "the target takes only grant and url (and grantId with releaseGrant or verify crc32c): "
+                 "offsets are the ops' own, and an op list is neither reported, resumed, ringed nor saved");
     if (r.chain || !r.follow_grant.empty()) return bad("ops", "are not forwarded along a chain");
-    if (r.verify != Verify::None)
-      return bad("ops", "take verify none (compare the regions' checksums after)");
+    if (r.verify == Verify::Crc32c && t.grant_id.empty())
+      return bad("targets[0].grantId",
+                 "is required when ops are verified: the grant's agent sums the ops' ranges of that grant");
     if (r.max_bytes_per_second != 0) return bad("ops", "are not paced: leave out maxBytesPerSecond");
   }
   if (body.contains("manifest")) {

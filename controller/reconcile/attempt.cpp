@@ -88,7 +88,8 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
   // Resuming is safe only because verify checks every byte of the range, claimed or sent; a run whose
   // length changed (another source) starts over.
   // A target that saves as bytes land writes a new file each attempt, so it starts at 0 (its resume is 0).
-  const bool resume = spec.verify && p.run.resume.size() == spec.targets.size() &&
+  // A subset's op list is sent whole each attempt (an op list is not resumed).
+  const bool resume = spec.verify && p.subset.empty() && p.run.resume.size() == spec.targets.size() &&
                       std::all_of(p.run.resume.begin(), p.run.resume.end(),
                                   [&](std::uint64_t r) { return r <= p.run.length; });
   if (!resume) p.run.resume.clear();
@@ -104,8 +105,9 @@ std::optional<Reconciler::AttemptError> Reconciler::start_attempt(Pass& p) {
     // Landing reports wherever the grant takes them: verified and saved as the bytes land, a Chain's next hop
     // fed only what landed, and the final commit that gives the target region its new version (a process
     // waiting for new weights wakes then).
-    // A scatter batch (spec.tensors) takes no landing reports: the agent refuses a grantId beside ops.
-    if (g.takes_reports() && p.subset.empty()) target.grant_id = g.id;
+    // A scatter batch (spec.tensors) takes no landing reports: its grantId is only where the source asks
+    // for the sum of the ops' ranges once they landed (verify crc32c).
+    if (p.subset.empty() ? g.takes_reports() : spec.verify) target.grant_id = g.id;
     if (g.ring()) target.ring_bytes = g.length;
     target.save = restarts;
     request.targets.push_back(std::move(target));

@@ -268,9 +268,6 @@ void check_tensors(Checker& c, const TransferJobSpec& s) {
     c.fail("spec.tensors", "cannot be used with strategy Chain: a hop forwards whole ranges, not tensors");
   if (s.strategy == Strategy::Fanout)
     c.fail("spec.tensors", "needs strategy PointToPoint for now: one scatter batch reaches one target");
-  if (s.verify)
-    c.fail("spec.tensors",
-           "needs verify: none: a scatter batch is not checked as it lands (compare the tensors after)");
   if (s.max_bytes_per_second != 0)
     c.fail("spec.tensors", "cannot be used with maxBytesPerSecond: a scatter batch is not paced");
   for (const auto& t : s.targets) {

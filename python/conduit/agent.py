@@ -184,6 +184,29 @@ class Agent(Client):
             body["provider"] = provider  # the target agent's transport the key is for (default: its first)
         return Grant.from_json(self.request("POST", f"/v1/regions/{check_name(region)}/grants", body), self)
 
+    def commit(self, grant: Grant | str, nbytes: int, *, version: int | None = None,
+               manifest: Manifest | None = None) -> Update:
+        """Say every byte written through GRANT (a write grant of this agent) landed: its region gets a new
+        version, written by the grant's writer, with MANIFEST when given (checked against the region first).
+        NBYTES is how far the write reached in the grant. Returns the region's update.
+
+            b.commit(grant, grant.length, version=step)   # after every batch of this step landed
+
+        A plain write grant (a scatter batch's, kept for many calls) commits each time it is asked; one that
+        took landing reports commits what they reported, once. VERSION: the version the region must reach
+        by this commit, refused with :class:`Conflict` naming the version it is at unless it is at
+        VERSION - 1, nothing changed: an orchestrator moving several regions to step K together commits each
+        with ``version=K`` only once every region has every byte (docs/tensors.md, "Versions"), and a
+        retried commit is refused rather than counted twice. A read grant never commits (Conflict)."""
+        grant_id = grant.id if isinstance(grant, Grant) else grant
+        body: dict[str, Any] = {"bytes": int(nbytes)}
+        if version is not None:
+            body["version"] = int(version)
+        if manifest is not None:
+            body["manifest"] = manifest.to_json()
+        j = self.request("POST", f"/v1/grants/{check_id(grant_id, 'grant id')}/commit", body, timeout=600)
+        return Update.from_json(j.get("region") or {})
+
     def grants(self) -> list[Grant]:
         return [Grant.from_json(j, self) for j in self.request("GET", "/v1/grants").get("items", [])]
 
@@ -216,7 +239,9 @@ class Agent(Client):
         TENSORS (names or fnmatch globs of the source's manifest, docs/tensors.md "Subsets") moves only those
         tensors, as one scatter batch, into the same tensors of the one target region, whose manifest must
         hold each with the same dtype and shape: :class:`TensorMismatch` naming the tensor otherwise, before
-        any byte moves. Not verified as it lands (``verify`` none)."""
+        any byte moves. Verified like any transfer by default: once every tensor landed, one CRC32C of the
+        moved bytes is compared at both ends (``verify="none"`` skips it); a mismatch fails the transfer
+        (:class:`TransferFailed`, reason ``ChecksumMismatch``) and nothing is re-sent."""
         targets = list(targets)
         if not targets:
             raise InvalidArgument("a transfer needs at least one target", "InvalidArgument")
@@ -263,7 +288,7 @@ class Agent(Client):
     def scatter(self, source_region: str, grant: Grant, source_offsets: Any, target_offsets: Any,
                 lengths: Any, *, op: str = "write", window: int | None = None,
                 timeout: float | None = 30.0, release_grant: bool = False,
-                target_url: str | None = None) -> TransferStatus:
+                target_url: str | None = None, verify: str = "none") -> TransferStatus:
         """Many ranges between SOURCE_REGION and GRANT's range in one request, one batch on the wire
         (docs/kv-cache.md): op i moves LENGTHS[i] bytes between SOURCE_OFFSETS[i] of the region and
         TARGET_OFFSETS[i] of the grant (``op="write"``: region -> grant; ``"read"``: grant -> region).
@@ -273,22 +298,31 @@ class Agent(Client):
         GRANT is a grant of the target's agent (``b.grant("kv", "write", ttl_seconds=86400)``, kept for many
         calls: nothing is registered per call). A grant made for this one call: RELEASE_GRANT, and the agents
         revoke it when the transfer ends, however it ends (TARGET_URL: how this agent reaches the grant's,
-        when not at ``grant.agent.url``). Returns the final status once it Succeeded; raises
+        when not at ``grant.agent.url``). ``verify="crc32c"``: once every op landed, one CRC32C of the ops'
+        bytes in op order is compared at both ends (the grant's agent is asked for its sum: a round trip and
+        a pass over the bytes on each side), ``status.verified`` then True; a mismatch raises
+        :class:`TransferFailed` (reason ``ChecksumMismatch``, both sums named) and nothing is re-sent: retry
+        the call. ``"none"`` (the default) costs neither. Returns the final status once it Succeeded; raises
         :class:`InvalidArgument` naming the op when the agent refuses the list (outside the region or the
         grant, two ops writing the same bytes), :class:`TransferFailed` when it failed, ``TimeoutError``
         after TIMEOUT s."""
         try:
             check_name(source_region)
             packed = _pack_ops(source_offsets, target_offsets, lengths)
+            wire_verify = _verify(verify)
             target: dict[str, Any] = {"grant": grant.key}
-            if release_grant:
+            if release_grant or wire_verify != "none":
                 url = target_url or (grant.agent.url if grant.agent is not None else "")
                 if not url:
-                    raise InvalidArgument("scatter: release_grant needs the grant's agent (a grant from Agent.grant, "
-                                          "or target_url)", "InvalidArgument")
-                target.update(url=url, grantId=grant.id, releaseGrant=True)
+                    raise InvalidArgument("scatter: release_grant and verify need the grant's agent (a grant from "
+                                          "Agent.grant, or target_url)", "InvalidArgument")
+                target.update(url=url, grantId=grant.id)
+                if release_grant:
+                    target["releaseGrant"] = True
             body: dict[str, Any] = {"source": {"region": source_region}, "targets": [target], "op": op,
                                     "opsPacked": base64.b64encode(packed).decode("ascii")}
+            if wire_verify != "none":
+                body["verify"] = wire_verify
             if window is not None:
                 body["window"] = window
             wait_s = 30 if timeout is None else max(0, min(30, math.floor(timeout)))
@@ -342,14 +376,12 @@ class Agent(Client):
                           verify: str | bool | None, writer: str | None, grant_ttl_seconds: int,
                           provider: str | None, window: int | None, offset: int, length: int,
                           max_bytes_per_second: int | None) -> Transfer:
-        # One scatter batch (docs/kv-cache.md) has an op list's rules: one target, its own ranges, not
-        # verified as it lands, not paced. Said here, in the caller's words, rather than by the agent.
+        # One scatter batch (docs/kv-cache.md) has an op list's rules: one target, its own ranges, verified
+        # once it landed (not as it lands), not paced. Said here, in the caller's words, rather than by the agent.
         if len(targets) != 1:
             raise InvalidArgument("tensors= moves one scatter batch to one target: call transfer once per target",
                                   "InvalidArgument")
-        if verify not in (None, "none", False):
-            raise InvalidArgument("tensors= moves a scatter batch, which is not checked as it lands: leave "
-                                  "verify out (or \"none\")", "InvalidArgument")
+        wire_verify = "crc32c" if verify is None else _verify(verify)
         if offset or length or max_bytes_per_second:
             raise InvalidArgument("tensors= takes the tensors' own ranges, unpaced: leave out offset, length "
                                   "and max_bytes_per_second", "InvalidArgument")
@@ -370,6 +402,7 @@ class Agent(Client):
                 "source": {"region": source_region},
                 "targets": [{"grant": g.key, "url": t.url or t.agent.url, "grantId": g.id, "releaseGrant": True}],
                 "opsPacked": base64.b64encode(packed).decode("ascii"),
+                "verify": wire_verify,
             }
             if window is not None:
                 body["window"] = window

@@ -42,6 +42,11 @@ class TransferStatus:
     def ended(self) -> bool:
         return self.state in ENDED
 
+    @property
+    def verified(self) -> bool:
+        """The bytes' CRC32C matched at both ends (verify crc32c)."""
+        return bool(self.raw.get("verified"))
+
     @classmethod
     def from_json(cls, j: Mapping[str, Any]) -> TransferStatus:
         return cls(id=str(j["id"]), state=str(j.get("state", "")), bytes_total=int(j.get("bytesTotal") or 0),

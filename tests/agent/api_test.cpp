@@ -56,6 +56,7 @@ const std::set<std::string> kServedRoutes = {
     "DELETE /v1/grants/{id}",
     "POST /v1/grants/{id}/landed",
     "POST /v1/grants/{id}/commit",
+    "POST /v1/grants/{id}/checksum",
     "POST /v1/grants/{id}/renew",
     "GET /v1/transfers",
     "POST /v1/transfers",
@@ -482,6 +483,8 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
        {{}, "", {{"ttlSeconds", 60}, {"save", {{"file", "spec-ring.bin"}, {"bytes", 4096}}}}}},
       {"POST /v1/grants/{id}/landed", {{{"id", grant["id"]}}, "", {{"offset", 0}, {"length", 4096}}}},
       {"POST /v1/grants/{id}/commit", {{{"id", saving_id}}, "", {{"bytes", 4096}}}},
+      {"POST /v1/grants/{id}/checksum",
+       {{{"id", grant["id"]}}, "", {{"rangesPacked", "AAAAAAAAAAAAEAAAAAAAAA=="}}}},  // [0, +4096)
       {"POST /v1/grants/{id}/renew", {{{"id", grant["id"]}}, "", {{"ttlSeconds", 3600}}}},
       {"GET /v1/grants/{id}", {{{"id", grant["id"]}}, "", nullptr}},
       {"DELETE /v1/grants/{id}", {{{"id", doomed_grant["id"]}}, "", nullptr}},

@@ -296,5 +296,32 @@ TEST_F(StagedAgents, StagingCopiesOnlyWithAStagedGrantAndOnlyValidRanges) {
   EXPECT_NE(r.body["error"]["message"].get<std::string>().find("staged CUDA range"), std::string::npos);
 }
 
+// A CUDA region's write grant takes no landing reports: its holder commits it, to a version; and its ranges
+// sum as a verified scatter batch's target sums them (device memory read through a pinned buffer), equal to
+// GET checksum over the same bytes.
+TEST_F(StagedAgents, ACudaRegionsWriteGrantCommitsToAVersionAndItsRangesSum) {
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "gpu"}, {"bytes", MiB}, {"memory", "cuda:0"}}).status, 201);
+  load_seeded(a, "src", MiB, 4);
+  const json g = grant(b, "gpu", MiB);
+  const json done = transfer(a, "src", b, "gpu", g["key"]);  // no grantId: nothing commits
+  ASSERT_EQ(done["state"], "Succeeded") << done.dump();
+  EXPECT_EQ(b.get("/v1/regions/gpu/version").body["version"], 0);
+
+  const std::string id = g["id"];
+  auto committed = b.post("/v1/grants/" + id + "/commit", {{"bytes", MiB}, {"version", 1}});
+  ASSERT_EQ(committed.status, 200) << committed.body.dump();
+  EXPECT_EQ(committed.body["region"]["version"], 1);
+  EXPECT_EQ(b.post("/v1/grants/" + id + "/commit", {{"bytes", MiB}, {"version", 1}}).status, 409);
+
+  // [4096, +65536): little-endian uint64 offset 4096, length 65536.
+  auto sum = b.post("/v1/grants/" + id + "/checksum", {{"rangesPacked", "ABAAAAAAAAAAAAEAAAAAAA=="}});
+  ASSERT_EQ(sum.status, 200) << sum.body.dump();
+  auto whole = b.get("/v1/regions/gpu/checksum?offset=4096&length=65536&slice=65536");
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  EXPECT_EQ(sum.body["crc32c"], whole.body["crc32c"][0]);
+  auto source = a.get("/v1/regions/src/checksum?offset=4096&length=65536&slice=65536");
+  EXPECT_EQ(sum.body["crc32c"], source.body["crc32c"][0]) << "the bytes the transfer moved";
+}
+
 }  // namespace
 }  // namespace conduit

@@ -476,5 +476,49 @@ TEST_F(AgentIdentity, AgentsPresentTheirCertificatesAndOnlyTheGrantsPeerMayRepor
   EXPECT_NE(theirs.dump().find("may not POST /v1/grants/"), std::string::npos) << theirs.dump();
 }
 
+// The sum of a grant's ranges (POST /v1/grants/{id}/checksum) is for the grant's peer alone: a verified
+// scatter batch from node-a through a grant made for node-a compares its sums over that route; through one
+// made for node-c it fails saying node-a may not ask; and another node's certificate is refused the route.
+TEST_F(AgentIdentity, OnlyTheGrantsPeerMayAskForTheSumOfItsRanges) {
+  const CertFiles a_client = ca.issue("conduit:agent:node-a", "DNS:node-a");
+  AgentProcess a(identity_agent(ca.issue("node-a", "DNS:node-a,IP:127.0.0.1"), ca,
+                                {"--peer-ca-file", ca.cert().string(), "--peer-client-cert",
+                                 a_client.cert.string(), "--peer-client-key", a_client.key.string()}));
+  AgentProcess b(identity_agent(ca.issue("node-b", "DNS:node-b,IP:127.0.0.1"), ca));
+  ASSERT_TRUE(a.started() && b.started());
+  testing::load_seeded(a, "src", 4 * MiB, 5);
+  ASSERT_EQ(b.post("/v1/regions", {{"name", "dst"}, {"bytes", 4 * MiB}, {"memory", "host"}}).status, 201);
+  const json ops = json::array({{{"sourceOffset", 0}, {"targetOffset", MiB}, {"length", MiB}},
+                                {{"sourceOffset", 3 * MiB}, {"targetOffset", 0}, {"length", 4096}}});
+  auto scatter = [&](const json& g) {
+    return a.post("/v1/transfers?waitSeconds=30",
+                  {{"source", {{"region", "src"}}},
+                   {"targets", {{{"grant", g["key"]}, {"url", b.url()}, {"grantId", g["id"]}}}},
+                   {"verify", "crc32c"},
+                   {"ops", ops}});
+  };
+  const json for_a =
+      testing::region_grant(b, "dst", {{"access", "write"}, {"ttlSeconds", 600}, {"peer", "node-a"}});
+  const json for_c =
+      testing::region_grant(b, "dst", {{"access", "write"}, {"ttlSeconds", 600}, {"peer", "node-c"}});
+
+  const auto mine = scatter(for_a);
+  EXPECT_EQ(mine.body.value("state", ""), "Succeeded") << mine.body.dump();
+  EXPECT_EQ(mine.body.value("verified", false), true) << mine.body.dump();
+  const auto theirs = scatter(for_c);
+  EXPECT_EQ(theirs.body.value("state", ""), "Failed") << theirs.body.dump();
+  EXPECT_EQ(theirs.body.value("reason", ""), "RemoteAccessDenied") << theirs.body.dump();
+  EXPECT_NE(theirs.body.dump().find("may not POST /v1/grants/"), std::string::npos) << theirs.body.dump();
+
+  const std::string route = "/v1/grants/" + for_a["id"].get<std::string>() + "/checksum";
+  const json body{{"rangesPacked", "AAAAAAAAAAABAAAAAAAAAA=="}};  // [0, +1)
+  const Caller node_a{"node-a", a_client, false};
+  const Caller node_c{"node-c", ca.issue("conduit:agent:node-c", "DNS:x"), false};
+  ASSERT_TRUE(ca.ok());
+  EXPECT_EQ(status_of(b.url(), ca.cert(), node_a, "POST", route, body), 200);
+  EXPECT_EQ(status_of(b.url(), ca.cert(), node_c, "POST", route, body), 403) << "another node's agent";
+  EXPECT_EQ(status_of(b.url(), ca.cert(), {"nothing", std::nullopt, false}, "POST", route, body), 401);
+}
+
 }  // namespace
 }  // namespace conduit

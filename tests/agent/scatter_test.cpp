@@ -14,6 +14,7 @@
 
 #include "agent_process.h"
 #include "conduit/common/base64.h"
+#include "conduit/crc32c.h"
 #include "conduit/pattern.h"
 #include "file_bytes.h"
 #include "kube_client/kube_config.h"
@@ -69,6 +70,18 @@ std::string ops_packed(const std::vector<Op>& ops) {
   std::string raw;
   for (const Op& op : ops) {
     for (std::uint64_t v : {op.source, op.target, op.length}) {
+      for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+    }
+  }
+  return base64_encode(raw);
+}
+
+// Ranges of a grant (offset, length) as POST /v1/grants/{id}/checksum takes them: little-endian uint64
+// pairs, base64.
+std::string ranges_packed(const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges) {
+  std::string raw;
+  for (const auto& [offset, length] : ranges) {
+    for (std::uint64_t v : {offset, length}) {
       for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
     }
   }
@@ -188,12 +201,21 @@ TEST_F(Scatter, BadOpListsAreRefusedBeforeAnythingIsSent) {
   for (int i = 0; i < 65537; ++i) many.push_back({{"sourceOffset", i}, {"targetOffset", i}, {"length", 1}});
   auto big = run(g, many);
   EXPECT_TRUE(big.status == 400 || big.status == 413) << big.status;  // past the op count or the body limit
+  // Verified ops need the grant whose agent sums them.
   auto with_verify = a.post(
       "/v1/transfers", {{"source", {{"region", "src"}}},
                         {"targets", {{{"grant", g["key"]}, {"url", b.url()}, {"region", "dst"}}}},
                         {"verify", "crc32c"},
                         {"ops", json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 1}}})}});
   EXPECT_EQ(with_verify.status, 400) << with_verify.body.dump();
+  EXPECT_NE(with_verify.body.dump().find("targets[0].grantId: is required when ops are verified"),
+            std::string::npos)
+      << with_verify.body.dump();
+  auto grant_id_alone = a.post(
+      "/v1/transfers", {{"source", {{"region", "src"}}},
+                        {"targets", {{{"grant", g["key"]}, {"url", b.url()}, {"grantId", g["id"]}}}},
+                        {"ops", json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 1}}})}});
+  EXPECT_EQ(grant_id_alone.status, 400) << "a grantId with neither releaseGrant nor verify crc32c";
   // Nothing was sent: node-b's region is still all zeroes.
   EXPECT_TRUE(region_bytes(b, "dst") == std::vector<std::byte>(kBytes));
 }
@@ -224,6 +246,109 @@ TEST_F(Scatter, PackedOpsLandWhereTheirTriplesSayAndBadOnesAreRefused) {
 
   write_then_read(
       "opsPacked", [](const std::vector<Op>& ops) { return json(ops_packed(ops)); }, 7);
+}
+
+// verify crc32c: once every op landed the source's sum of its ranges in op order is compared with the one
+// the grant's agent makes of the grant's ranges; the status says verified. Written and read back, as ops and
+// as opsPacked, through long-lived grants and through one released at the end.
+TEST_F(Scatter, VerifiedOpsLandAndSayVerified) {
+  auto verified = [&](const json& g, const std::string& field, const json& ops, const std::string& op,
+                      bool release = false) {
+    json target{{"grant", g["key"]}, {"url", b.url()}, {"grantId", g["id"]}};
+    if (release) target["releaseGrant"] = true;
+    auto done = a.post("/v1/transfers?waitSeconds=30", {{"source", {{"region", "src"}}},
+                                                        {"targets", {target}},
+                                                        {"op", op},
+                                                        {"verify", "crc32c"},
+                                                        {field, ops}});
+    EXPECT_EQ(done.status, 200) << done.body.dump();
+    EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
+    EXPECT_EQ(done.body.value("verified", false), true) << done.body.dump();
+    EXPECT_EQ(done.body["targets"][0]["state"], "Succeeded") << done.body.dump();
+    return done.body;
+  };
+  const json g = grant("write");
+  const auto ops = random_layout(2000, kBytes, 13);
+  verified(g, "opsPacked", ops_packed(ops), "write");
+  std::vector<std::byte> want(kBytes);
+  for (const Op& op : ops) {
+    std::copy_n(source.begin() + static_cast<std::ptrdiff_t>(op.source), op.length,
+                want.begin() + static_cast<std::ptrdiff_t>(op.target));
+  }
+  EXPECT_TRUE(region_bytes(b, "dst") == want);
+  verified(g, "ops", ops_json(random_layout(300, kBytes, 14)), "write");
+
+  const json r = grant("read");
+  const auto back = random_layout(500, kBytes, 15);
+  verified(r, "opsPacked", ops_packed(back), "read");
+  std::vector<std::byte> mine = source;
+  want = region_bytes(b, "dst");
+  for (const Op& op : back) {
+    std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(op.target), op.length,
+                mine.begin() + static_cast<std::ptrdiff_t>(op.source));
+  }
+  EXPECT_TRUE(region_bytes(a, "src") == mine);
+
+  // A grant made for the one call, released at its end.
+  const json once = grant("write", 600);
+  verified(once, "ops", ops_json({{0, 0, MiB}}), "write", /*release=*/true);
+  EXPECT_EQ(b.get("/v1/grants/" + once["id"].get<std::string>()).status, 404)
+      << "the grant outlived the call";
+
+  // verify none: no sums, and the status says so.
+  auto plain = run(g, ops_json({{0, 0, 4096}}));
+  EXPECT_EQ(plain.body["state"], "Succeeded");
+  EXPECT_EQ(plain.body.value("verified", true), false) << plain.body.dump();
+}
+
+// POST /v1/grants/{id}/checksum, the route the source above asks: one CRC32C over ranges of the grant in the
+// order given, the same sum GET .../checksum gives over the same bytes, offsets into the granted range;
+// ranges outside the grant are refused naming the range.
+TEST_F(Scatter, AGrantsChecksumIsTheSumOfItsRangesEndToEnd) {
+  ASSERT_EQ(run(grant("write"), ops_json({{0, 0, kBytes}})).body["state"], "Succeeded");  // dst = src
+  // A grant on [1 MiB, +2 MiB) of node-b's region.
+  const json part = testing::region_grant(
+      b, "dst", {{"access", "read"}, {"offset", MiB}, {"length", 2 * MiB}, {"ttlSeconds", 600}});
+  const std::string route = "/v1/grants/" + part["id"].get<std::string>() + "/checksum";
+  auto sum = [&](const std::vector<std::pair<std::uint64_t, std::uint64_t>>& ranges) {
+    return b.post(route, {{"rangesPacked", ranges_packed(ranges)}});
+  };
+
+  auto one = sum({{4096, 65536}});
+  ASSERT_EQ(one.status, 200) << one.body.dump();
+  const auto whole = b.get("/v1/regions/dst/checksum?offset=" + std::to_string(MiB + 4096) + "&length=65536" +
+                           "&slice=65536");
+  ASSERT_EQ(whole.status, 200) << whole.body.dump();
+  EXPECT_EQ(one.body["crc32c"], whole.body["crc32c"][0]) << "GET checksum over the same bytes";
+  EXPECT_EQ(one.body["ranges"], 1);
+  EXPECT_EQ(one.body["bytes"], 65536);
+  EXPECT_EQ(one.body["grant"], part["id"]);
+
+  const std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges{
+      {MiB, 100}, {0, 1}, {2 * MiB - 7, 7}, {12345, 70000}};
+  std::vector<std::byte> end_to_end;
+  for (const auto& [offset, length] : ranges) {
+    const auto at = source.begin() + static_cast<std::ptrdiff_t>(MiB + offset);
+    end_to_end.insert(end_to_end.end(), at, at + static_cast<std::ptrdiff_t>(length));
+  }
+  auto several = sum(ranges);
+  ASSERT_EQ(several.status, 200) << several.body.dump();
+  EXPECT_EQ(several.body["crc32c"].get<std::uint32_t>(), crc32c(end_to_end));
+  EXPECT_EQ(several.body["bytes"], 100 + 1 + 7 + 70000);
+
+  auto refused = [&](const json& body, const std::string& says) {
+    auto r = b.post(route, body);
+    EXPECT_EQ(r.status, 400) << r.body.dump();
+    EXPECT_NE(r.body.dump().find(says), std::string::npos) << r.body.dump();
+  };
+  refused({{"rangesPacked", ranges_packed({{0, 1}, {2 * MiB - 10, 11}})}},
+          "range 1 [2097142, +11) is outside the grant's 2097152 bytes");
+  refused({{"rangesPacked", ranges_packed({{2 * MiB, 1}})}}, "range 0 [2097152, +1) is outside");
+  refused({{"rangesPacked", ranges_packed({{0, 0}})}}, "range 0: length must be at least 1");
+  refused({{"rangesPacked", base64_encode(std::string(24, '\0'))}}, "whole ranges of 16 bytes");
+  refused({{"rangesPacked", "not base64!"}}, "rangesPacked: invalid base64");
+  refused({{"ranges", json::array()}}, "ranges");
+  EXPECT_EQ(b.post("/v1/grants/g-none/checksum", {{"rangesPacked", ranges_packed({{0, 1}})}}).status, 404);
 }
 
 TEST_F(Scatter, ARevokedLongLivedGrantStopsWorkingAtOnce) {

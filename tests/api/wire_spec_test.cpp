@@ -197,6 +197,8 @@ TEST(WireSpec, TheSpecParses) {
                            "CreateRingGrant",
                            "LandedReport",
                            "CommitRequest",
+                           "GrantChecksumRequest",
+                           "GrantChecksum",
                            "StatFile",
                            "Ack",
                            "Acks"}) {
@@ -322,6 +324,8 @@ TEST(WireSpec, RequestBodiesReadBackWhatClientsSend) {
   expect_reads_back(CommitRequest{.bytes = 1 << 20}, "/v1/grants/{id}/commit");
   expect_reads_back(CommitRequest{.bytes = 16, .manifest = Manifest{.tensors = {{"b", "BOOL", {16}, 0, 16}}}},
                     "/v1/grants/{id}/commit");
+  expect_reads_back(CommitRequest{.bytes = 4096, .version = 7}, "/v1/grants/{id}/commit");
+  expect_reads_back(GrantChecksumRequest{.ranges = {{0, 1}, {1ULL << 40, 4096}}}, "/v1/grants/{id}/checksum");
   expect_reads_back(Ack{.reader = "node-b/4242", .version = 3}, "/v1/regions/{name}/acks");
 
   // Absent is not 0: a grant with no length is to the end of the region, and stays so.
@@ -420,6 +424,11 @@ TEST(WireSpec, AnswersDecodeAndReencode) {
   expect_round_trip("TransferStatus", [](const json& j) { return TransferStatus::from_json(j).to_json(); });
   expect_round_trip("Checksum", [](const json& j) {
     auto c = Checksum::from_json(j);
+    EXPECT_TRUE(c) << c.error().message;
+    return c ? c->to_json() : json();
+  });
+  expect_round_trip("GrantChecksum", [](const json& j) {
+    auto c = GrantChecksum::from_json(j);
     EXPECT_TRUE(c) << c.error().message;
     return c ? c->to_json() : json();
   });

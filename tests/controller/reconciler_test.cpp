@@ -1182,6 +1182,42 @@ TEST_F(ReconcilerTest, TensorsMoveOnlyTheNamedTensorsAsOneScatterBatch) {
   EXPECT_EQ(status("subset").value("bytesTotal", 0U), 3072U) << "the subset's bytes, not the region's";
 }
 
+// Verified by default: the batch goes with verify crc32c and the target's url and grantId, where the source
+// agent asks for the sum of the ops' ranges once they landed; the body is one the agent takes.
+TEST_F(ReconcilerTest, TensorsAreVerifiedByDefault) {
+  ASSERT_TRUE(agents.create_region(
+      "node-a", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  ASSERT_TRUE(agents.create_region(
+      "node-b", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  json spec = subset_job("verified", {"lm_head.weight"});
+  spec["spec"].erase("verify");
+  store.put(spec);
+  start("verified");
+  const api::TransferRequest& sent = agents.requests.at("t-1");
+  EXPECT_EQ(sent.verify, api::Verify::Crc32c);
+  ASSERT_EQ(sent.targets.size(), 1U);
+  EXPECT_FALSE(sent.targets[0].grant_id.empty()) << "the grant the source asks for its sum";
+  EXPECT_FALSE(sent.targets[0].url.empty());
+  EXPECT_EQ(sent.targets[0].resume_offset, 0U);
+  auto body = api::TransferRequest::from_json(sent.to_json());
+  EXPECT_TRUE(body) << "the agent refuses the body: " << body.error().message;
+
+  // A mismatch fails the attempt after every byte landed; the next one sends the whole op list again (an
+  // op list is not resumed).
+  agents.last().targets[0].committed_bytes = 1024;
+  agents.finish("Failed", "ChecksumMismatch", "crc32c mismatch over the 1 ops' 1024 bytes");
+  for (int i = 0; i < 5 && agents.starts < 2; ++i) {
+    reconcile("verified");
+    clock.advance(2s);  // past the retry's backoff
+  }
+  ASSERT_EQ(agents.starts, 2) << store.job("verified").dump(2);
+  const api::TransferRequest& again = agents.requests.at("t-2");
+  ASSERT_EQ(again.targets.size(), 1U);
+  EXPECT_EQ(again.targets[0].resume_offset, 0U);
+  EXPECT_EQ(again.ops.size(), 1U);
+  EXPECT_TRUE(api::TransferRequest::from_json(again.to_json()));
+}
+
 TEST_F(ReconcilerTest, TensorsReachTheTargetRegionsAJobCreatesWithTheSourcesManifest) {
   ASSERT_TRUE(agents.create_region(
       "node-a", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
@@ -1242,7 +1278,7 @@ TEST_F(ReconcilerTest, TensorsAreRefusedWhereAScatterBatchCannotRun) {
     const char* says;
   } cases[] = {
       {{{"tensors", {"a"}}, {"verify", "none"}}, "spec.tensors: needs source.region"},
-      {{{"tensors", {"a"}}}, "needs verify: none"},
+      {{{"tensors", {"a"}}}, "spec.tensors: needs source.region"},
   };
   for (const auto& c : cases) {
     json spec = job("x", c.overrides)["spec"];

@@ -145,4 +145,49 @@ Result<std::vector<std::uint32_t>> region_crc32c_slices(const MemoryRegion& regi
   return out;
 }
 
+Result<std::uint32_t> region_crc32c_ranges(const MemoryRegion& region, std::span<const CrcRange> ranges) {
+  std::uint64_t largest = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const CrcRange& r = ranges[i];
+    if (r.offset > region.size() || r.length > region.size() - r.offset) {
+      return make_error(ErrorCode::InvalidArgument, "range " + std::to_string(i) + " [" +
+                                                        std::to_string(r.offset) + ", +" +
+                                                        std::to_string(r.length) + ") is outside the " +
+                                                        std::to_string(region.size()) + "-byte region");
+    }
+    largest = std::max(largest, r.length);
+  }
+  std::uint32_t crc = 0;
+  if (region.kind() != MemoryKind::Cuda) {
+    const auto bytes = region.bytes();
+    if (bytes.empty() && largest > 0) {
+      return make_error(ErrorCode::Unsupported, "the region's memory is not readable from the host");
+    }
+    for (const CrcRange& r : ranges) crc = crc32c(bytes.subspan(r.offset, r.length), crc);
+    return crc;
+  }
+
+  // Device memory: each range copied to one pinned buffer (plain memory if pinning fails) in pieces.
+  constexpr std::uint64_t kPiece = 64ULL << 20;
+  const std::uint64_t piece = std::min(kPiece, std::max<std::uint64_t>(largest, 1));
+  auto pinned = allocate_pinned(piece);
+  std::vector<std::byte> plain;
+  std::span<std::byte> buffer;
+  if (pinned) {
+    buffer = pinned->bytes();
+  } else {
+    plain.resize(piece);
+    buffer = plain;
+  }
+  for (const CrcRange& r : ranges) {
+    for (std::uint64_t at = 0; at < r.length;) {
+      const std::uint64_t n = std::min(piece, r.length - at);
+      if (auto s = copy_to_host(region, r.offset + at, buffer.first(n)); !s) return s.error();
+      crc = crc32c(buffer.first(n), crc);
+      at += n;
+    }
+  }
+  return crc;
+}
+
 }  // namespace conduit::cuda

@@ -1,11 +1,13 @@
 // Grants, the only way a region becomes remotely reachable (grants.h): made on a region or as a ring in
-// front of a file, renewed, looked at and revoked; and what a writer tells the grant it writes through:
-// which bytes landed, and that all of them did (the commit).
+// front of a file, renewed, looked at and revoked; what a writer tells the grant it writes through: which
+// bytes landed, and that all of them did (the commit); and what ranges of it sum to (a verified scatter
+// batch's check).
 #include <algorithm>
 #include <string>
 
 #include "conduit/api/errors.h"
 #include "conduit/api/grant.h"
+#include "conduit/cuda_staging.h"
 #include "rest/access.h"
 #include "rest/reply.h"
 #include "rest/routes.h"
@@ -20,6 +22,7 @@ constexpr const char* kRegionGrants = "/v1/regions/{name}/grants";
 constexpr const char* kGrant = "/v1/grants/{id}";
 constexpr const char* kGrantLanded = "/v1/grants/{id}/landed";
 constexpr const char* kGrantCommit = "/v1/grants/{id}/commit";
+constexpr const char* kGrantChecksum = "/v1/grants/{id}/checksum";
 constexpr const char* kGrantRenew = "/v1/grants/{id}/renew";
 // A ring grant's ring is a multiple of this, so a writer can cut it into equal segments.
 constexpr std::uint64_t kRingUnit = 64u << 10;
@@ -137,33 +140,123 @@ void grant_landed(Call& c) {
                 {"saved", report->saved}});
 }
 
+// The writer says every byte it wrote has landed: the grant's region gets a new version (waiters wake), with
+// the manifest the write carried (checked against the region first: a 400 naming the tensor changes
+// nothing) and, given `version`, only where that is the version it reaches (409 naming the version the
+// region is at, nothing changed). Two kinds of write grant commit:
+//   one that took landing reports commits what they reported, once (Landing::commit): a save goes in place,
+//   a region's write only once clean reports reached `bytes`; the same commit again changes nothing;
+//   a plain write grant, never reported to (a scatter batch's, a CUDA region's), commits on its holder's
+//   word, each time it is asked: `bytes` within the grant. A retried commit is one more version: give
+//   `version` and the retry is refused instead.
 void grant_commit(Call& c) {
   if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
   const auto request = c.body(api::CommitRequest::from_json);
   if (!request) return;
-  const auto landed = path_landing(c);
-  if (!landed) return;
-  const auto& landing = landed->landing;
-  const RegionPtr& region = landed->grant->region.get();
+  auto found = c.state.grants.get(c.id);
+  if (!found) return c.fail(found.error());
+  const Grant& grant = **found;
+  if (grant.access != Access::RemoteWrite) {
+    return c.fail(
+        make_error(ErrorCode::Conflict,
+                   "grant " + c.id + " is a read grant: only what is written through a write grant commits"));
+  }
+  const std::shared_ptr<Landing>& landing = grant.landing;
+  const RegionPtr& region = grant.region.get();
+  const bool ring = landing && landing->ring();
+  if (ring && request->version) {
+    return c.fail(
+        make_error(ErrorCode::InvalidArgument,
+                   "version: grant " + c.id + " is a ring in front of a file, which has no version"));
+  }
   // The manifest the write carries must fit the region before anything commits: a 400 naming the tensor
   // leaves the write uncommitted and the region's version and manifest as they were.
   std::shared_ptr<const api::Manifest> manifest;
-  if (request->manifest && region && !landing->ring()) {
+  if (request->manifest && region && !ring) {
     if (auto fits = request->manifest->check(region->bytes()); !fits)
       return c.fail(make_error(ErrorCode::InvalidArgument, "manifest: " + fits.error().message));
     manifest = std::make_shared<const api::Manifest>(std::move(*request->manifest));
+  }
+  const auto bump = [&]() -> Result<Region::Update> {
+    if (request->version) return region->bump_to(*request->version, grant.writer, std::move(manifest));
+    return region->bump(grant.writer, std::move(manifest));
+  };
+
+  if (!landing || (!landing->saves() && !ring && !landing->reported())) {
+    if (request->bytes > grant.length) {
+      return c.fail(make_error(ErrorCode::InvalidArgument, "bytes " + std::to_string(request->bytes) +
+                                                               " is past the grant's " +
+                                                               std::to_string(grant.length) + " bytes"));
+    }
+    auto update = bump();
+    if (!update) return c.fail(update.error());
+    json answer{{"id", c.id}, {"region", update->to_json(region->name())}};
+    if (landing) answer["landing"] = landing->to_json();
+    return c.reply(200, answer);
+  }
+
+  // Refused before the landing commits: a refused version leaves the write uncommitted, to commit again.
+  if (request->version && region) {
+    const std::uint64_t now = region->update().version;
+    if (now + 1 != *request->version) {
+      return c.fail(make_error(ErrorCode::Conflict,
+                               "region \"" + region->name() + "\" is at version " + std::to_string(now) +
+                                   ": a commit to version " + std::to_string(*request->version) +
+                                   " needs it at version " + std::to_string(*request->version - 1)));
+    }
   }
   auto committed = landing->commit(request->bytes);
   if (!committed) return c.fail(committed.error());
   json answer{{"id", c.id}, {"landing", landing->to_json()}};
   // Every byte of a write into a region landed: the region has a new version (waiters wake), with the
   // manifest the write carried.
-  if (region && !landing->ring()) {
-    answer["region"] = *committed
-                           ? region->bump(landing->writer(), std::move(manifest)).to_json(region->name())
-                           : region->update().to_json(region->name());
+  if (region && !ring) {
+    Result<Region::Update> update = region->update();
+    if (*committed) update = bump();
+    if (!update) return c.fail(update.error());  // another commit moved the region meanwhile
+    answer["region"] = update->to_json(region->name());
   }
   c.reply(200, answer);
+}
+
+// The agent that sent a verified scatter-gather batch through the grant asks for one CRC32C over the ops'
+// ranges of the grant, in op order (api::GrantChecksumRequest), to compare with the sum of its own ranges
+// (transfer/scatter_verify.h). Only the grant's peer may ask (and the controller and operators), only of
+// ranges inside the grant, at most kMaxScatterOps of them and kMaxScatterBytes in all: bounded work. A CUDA
+// region is read through a pinned host buffer.
+void grant_checksum(Call& c) {
+  if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
+  const auto request = c.body(api::GrantChecksumRequest::from_json);
+  if (!request) return;
+  auto found = c.state.grants.get(c.id);
+  if (!found) return c.fail(found.error());
+  const Grant& grant = **found;
+  if (grant.expires_at() <= std::chrono::system_clock::now())
+    return c.fail(make_error(ErrorCode::NotFound, "grant " + c.id + " has expired"));
+  if (grant.landing && grant.landing->ring()) {
+    return c.fail(make_error(ErrorCode::Conflict, "grant " + c.id +
+                                                      " is a ring in front of a file: what passes through it "
+                                                      "is not kept to be summed"));
+  }
+  std::vector<cuda::CrcRange> ranges;
+  ranges.reserve(request->ranges.size());
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < request->ranges.size(); ++i) {
+    const auto& r = request->ranges[i];
+    if (r.offset > grant.length || r.length > grant.length - r.offset) {
+      return c.fail(make_error(ErrorCode::InvalidArgument,
+                               "rangesPacked: range " + std::to_string(i) + " [" + std::to_string(r.offset) +
+                                   ", +" + std::to_string(r.length) + ") is outside the grant's " +
+                                   std::to_string(grant.length) + " bytes"));
+    }
+    ranges.push_back({grant.offset + r.offset, r.length});
+    bytes += r.length;
+  }
+  auto crc = cuda::region_crc32c_ranges(grant.region->memory(), ranges);
+  if (!crc) return c.fail(crc.error());
+  c.reply(
+      200,
+      api::GrantChecksum{.grant = c.id, .ranges = ranges.size(), .bytes = bytes, .crc32c = *crc}.to_json());
 }
 
 void renew_grant(Call& c) {
@@ -208,6 +301,7 @@ void install_grant_routes(Router& r) {
   r.post("/v1/grants", create_ring_grant);
   r.post(kGrantLanded, grant_landed, RouteAccess::Peer);
   r.post(kGrantCommit, grant_commit, RouteAccess::Peer);
+  r.post(kGrantChecksum, grant_checksum, RouteAccess::Peer);
   r.post(kGrantRenew, renew_grant);
   r.get("/v1/grants", list_grants);
   r.get(kGrant, get_grant);

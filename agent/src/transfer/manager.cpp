@@ -12,6 +12,7 @@
 #include "transfer/run.h"
 #include "transfer/scatter.h"
 #include "transfer/scatter_executor.h"
+#include "transfer/scatter_verify.h"
 
 namespace conduit::agent {
 
@@ -47,6 +48,10 @@ TransferManager::TransferManager(const TransportSet& transports, RegionStore& re
       id_prefix_(run_id_prefix()),
       scatter_(std::make_unique<ScatterExecutor>(
           [this](const std::shared_ptr<TransferRun>& t, std::optional<run::Failure> failure) {
+            if (!failure && t->request.wire.verify == Verify::Crc32c) {
+              failure = check_scatter(t);
+              if (!failure) return;  // its check's thread ends it
+            }
             t->scatter_local.reset();
             t->release();
             finish(t, std::move(failure), /*threaded=*/false);
@@ -213,6 +218,38 @@ Result<std::string> TransferManager::start_scatter(ResolvedRequest request) {
       "region " + request.wire.source_region + " (" + std::to_string(request.wire.ops.size()) + " ops)";
   t->request = std::move(request);
   return admit(t, source_name, /*threaded=*/false);
+}
+
+// On a thread of its own: the executor and the callers that settle batches never wait for a peer's answer,
+// and the transfer shows its end only once its sums were compared.
+std::optional<run::Failure> TransferManager::check_scatter(const std::shared_ptr<TransferRun>& t) {
+  std::lock_guard lock(mu_);
+  // Past the start of shutdown() no thread is added: it may have taken threads_ to join already.
+  if (shutting_down_.load()) {
+    return run::Failure{TransferState::Failed, reason::kAgentShuttingDown,
+                        "the agent shut down before the ops' crc32c was compared"};
+  }
+  try {
+    threads_.emplace_back([this, t] {
+      const auto began = run::SteadyClock::now();
+      std::optional<run::Failure> failure = t->stopped();
+      if (!failure) failure = verify_scatter(*t, peers_);
+      {
+        std::lock_guard transfer_lock(t->mu);
+        t->status.stages.land += run::seconds(run::SteadyClock::now() - began);
+        t->status.verified = !failure;
+        t->status.targets[0].state = failure ? failure->state : TransferState::Succeeded;
+        if (failure) t->status.targets[0].last_error = failure->message;
+      }
+      t->scatter_local.reset();
+      t->release();
+      finish(t, std::move(failure), /*threaded=*/true);
+    });
+  } catch (const std::system_error& e) {
+    return run::Failure{TransferState::Failed, reason::kTransportError,
+                        std::string("cannot start the thread that compares the ops' crc32c: ") + e.what()};
+  }
+  return std::nullopt;
 }
 
 Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t,

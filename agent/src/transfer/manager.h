@@ -62,6 +62,9 @@ class TransferManager {
   void finish(const std::shared_ptr<TransferRun>& transfer, std::optional<run::Failure> failure,
               bool threaded);
   Result<std::string> start_scatter(ResolvedRequest request);
+  // A scatter-gather transfer with verify crc32c whose batch ended well: a thread compares the two ends'
+  // sums (scatter_verify.h) and ends it. Why it could not be started, or nullopt.
+  std::optional<run::Failure> check_scatter(const std::shared_ptr<TransferRun>& t);
   Result<std::string> admit(const std::shared_ptr<TransferRun>& t, const std::string& source_name,
                             bool threaded);
   void reap_threads();

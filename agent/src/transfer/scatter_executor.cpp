@@ -142,7 +142,9 @@ bool ScatterExecutor::settle(const std::shared_ptr<TransferRun>& transfer) {
   }
   {
     std::lock_guard lock(t.mu);
-    t.status.targets[0].state = failure ? failure->state : TransferState::Succeeded;
+    // A verified one's target is Running until its sums were compared (TransferManager::check_scatter).
+    if (failure || t.request.wire.verify == Verify::None)
+      t.status.targets[0].state = failure ? failure->state : TransferState::Succeeded;
     if (failure) t.status.targets[0].last_error = failure->message;
   }
   f.settled = true;

@@ -205,6 +205,7 @@ SETUP: dict[str, Callable[[Docs], None]] = {
     "Named tensors": named_tensors,
     "Publishing a model": publishing,
     "Region versions": versions,
+    "Committing a grant to a version": versions,
     "DoubleBuffer": double_buffer,
     "Acknowledgements": versions,
     "TransferJobs": jobs,

@@ -40,9 +40,21 @@ def test_a_block_table_moves_both_ways_byte_exact(nodes: Callable[..., list[cond
         assert s.state == "Succeeded", s
         assert np.array_equal(mine[back], mine[src_blocks[:200]]), "a pulled block landed elsewhere"
         assert {grant.id, read.id} <= {g.id for g in b.grants()}, "the long-lived grants did not outlive the calls"
+        assert not s.verified
+
+        # Verified: both ends' CRC32C of the blocks compared once they landed, written and read.
+        more = rng.permutation(np.setdiff1d(np.arange(slots), dst_blocks))[:100]
+        s = a.scatter("kv", grant, src_blocks[:100] * BLOCK, more * BLOCK, BLOCK, verify="crc32c")
+        assert s.state == "Succeeded" and s.verified, s
+        assert np.array_equal(theirs[more], mine[src_blocks[:100]])
+        s = a.scatter("kv", read, back[:50] * BLOCK, more[:50] * BLOCK, BLOCK, op="read", verify="crc32c")
+        assert s.verified, s
+        with pytest.raises(conduit.InvalidArgument, match='verify must be "crc32c" or "none"'):
+            a.scatter("kv", grant, [0], [0], BLOCK, verify="md5")
         b.revoke(grant.id)
         b.revoke(read.id)
-    report("300 x 16 KiB blocks at random slots written node-a -> node-b, 200 read back, byte-exact")
+    report("300 x 16 KiB blocks at random slots written node-a -> node-b, 200 read back, byte-exact; "
+           "100 written and 50 read back verified")
 
 
 def test_a_bad_block_table_is_refused_naming_the_op(nodes: Callable[..., list[conduit.Agent]]) -> None:

@@ -1,6 +1,6 @@
 """`tensors=` and a TransferJob's `tensors:` move only the named tensors, into the same tensors of the target,
 between real agents (and a real local-mode controller); a target whose manifest does not match is refused
-naming the tensor before a byte moves (docs/tensors.md, "Subsets")."""
+naming the tensor before a byte moves (docs/tensors.md, "Subsets"). Verified by default (crc32c)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,16 @@ def test_only_the_named_tensors_change_in_the_target(nodes: Callable[..., list[c
     src, src_bytes = fill(a, "model", 1, model())
     dst, before = fill(b, "model", 2, model())
     with src, dst:
-        a.transfer("model", [Target(b, "model")], tensors=["model.layers.0.*", "lm_head.weight"]).wait(timeout=30)
+        s = a.transfer("model", [Target(b, "model")], tensors=["model.layers.0.*", "lm_head.weight"]).wait(timeout=30)
+        assert s.verified, "a subset is verified by default (crc32c)"
         after = dst.numpy()
         moved = np.r_[0:8 * KiB, 12 * KiB:16 * KiB]
         assert np.array_equal(after[moved], src_bytes[moved]), "the named tensors landed"
         assert np.array_equal(after[8 * KiB:12 * KiB], before[8 * KiB:12 * KiB]), "layer 1 kept its bytes"
+        src.numpy()[8 * KiB:12 * KiB] = 0
+        s = a.transfer("model", [Target(b, "model")], tensors=["model.layers.1.*"], verify="none").wait(timeout=30)
+        assert not s.verified
+        assert not dst.numpy()[8 * KiB:12 * KiB].any(), "layer 1 landed unverified"
 
 
 def test_a_mismatching_target_is_refused_naming_the_tensor(nodes: Callable[..., list[conduit.Agent]]) -> None:
@@ -65,8 +70,9 @@ def test_a_jobs_tensors_move_only_those_and_a_mismatch_fails_it(
     dst, before = fill(b, "model", 2, model())
     odd, odd_before = fill(b, "odd", 3, model(head_dtype="F16"))
     with src, dst, odd:
+        # verify left out: crc32c, the CRD's default.
         jobs.apply(TransferJob("subset", source_node="node-a", source_region="model",
-                               targets=[JobTarget("node-b", "model")], transport="tcp", verify="none",
+                               targets=[JobTarget("node-b", "model")], transport="tcp",
                                tensors=["model.layers.1.*"]))
         status = jobs.wait("subset", timeout=30)
         assert status["phase"] == "Succeeded", status

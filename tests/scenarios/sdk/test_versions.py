@@ -237,3 +237,40 @@ def test_a_waiter_uses_no_cpu_while_nothing_lands(nodes: Callable[..., list[cond
         f"waiting 3 s for a version used {used * 1000:.1f} ms of CPU; one long poll alone: {baseline * 1000:.1f} ms"
     report(f"3 s in wait_version with nothing landing: 1 request, {used * 1000:.1f} ms of CPU "
            f"(one bare long poll: {baseline * 1000:.1f} ms)")
+
+
+def test_commit_moves_a_group_of_regions_to_one_version(nodes: Callable[..., list[conduit.Agent]]) -> None:
+    """Two target regions written by scatter batches through long-lived grants, each committed with
+    ``version=K`` only once both landed: each wakes its waiter at K with the grant's writer, a commit to a
+    version the region cannot reach next is a Conflict naming the one it is at, and a read grant never
+    commits."""
+    a, b, c = nodes("node-a", "node-b", "node-c")
+    with a.allocate("src", MiB) as buf:
+        fill(buf, 7)
+        for t in (b, c):
+            t.create_region("kv", MiB)
+        grants = [(t, t.grant("kv", "write", ttl_seconds=600, writer="reshard/step")) for t in (b, c)]
+        for step in (1, 2):
+            for t, g in grants:
+                s = a.scatter("src", g, [0, 4096 * step], [8192, 0], 4096, verify="crc32c")
+                assert s.verified
+            assert [t.version("kv").version for t, _ in grants] == [step - 1] * 2, "a batch alone moves nothing"
+            with ThreadPoolExecutor(2) as pool:
+                waiters = [pool.submit(t.wait_version, "kv", step - 1, 30) for t, _ in grants]
+                time.sleep(0.2)
+                updates = [t.commit(g, 12288, version=step) for t, g in grants]
+                woke = [w.result() for w in waiters]
+            assert [(u.version, u.updated_by) for u in updates] == [(step, "reshard/step")] * 2, updates
+            assert [u.version for u in woke] == [step] * 2
+
+        t, g = grants[0]
+        with pytest.raises(conduit.Conflict, match='region "kv" is at version 2: a commit to version 2 needs it at '
+                                                   'version 1'):
+            t.commit(g, 12288, version=2)
+        read = t.grant("kv", "read", ttl_seconds=60)
+        with pytest.raises(conduit.Conflict, match="read grant"):
+            t.commit(read, 4096)
+        t.revoke(read.id)
+        assert t.version("kv").version == 2, "a refused commit changed the version"
+        for t, g in grants:
+            t.revoke(g.id)

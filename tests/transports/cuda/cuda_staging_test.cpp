@@ -258,7 +258,49 @@ TEST(RegionCrc32c, HostRegionsMatchThePlainSlices) {
   EXPECT_FALSE(region_crc32c_slices(*region, 3 << 20, 1, 1 << 20));
 }
 
+// The bytes of `ranges` of `data` put end to end, and a few ranges in no order, one empty.
+std::vector<std::byte> end_to_end(std::span<const std::byte> data, const std::vector<CrcRange>& ranges) {
+  std::vector<std::byte> out;
+  for (const CrcRange& r : ranges)
+    out.insert(out.end(), data.begin() + r.offset, data.begin() + r.offset + r.length);
+  return out;
+}
+const std::vector<CrcRange> kScattered{
+    {(2 << 20) + 5, 100000}, {0, 1}, {4096, 0}, {7, (1 << 20) + 3}, {3 << 20, 17}};
+
+TEST(RegionCrc32c, HostRangesChainIntoTheCrcOfTheirBytesEndToEnd) {
+  auto region = MemoryRegion::allocate_host(4 << 20);
+  ASSERT_TRUE(region);
+  fill_pattern(region->bytes(), 9);
+  auto crc = region_crc32c_ranges(*region, kScattered);
+  ASSERT_TRUE(crc) << crc.error().message;
+  EXPECT_EQ(*crc, crc32c(end_to_end(region->bytes(), kScattered)));
+  // The order counts: the same ranges the other way round are other bytes end to end.
+  std::vector<CrcRange> reversed(kScattered.rbegin(), kScattered.rend());
+  EXPECT_NE(*region_crc32c_ranges(*region, reversed), *crc);
+  EXPECT_EQ(*region_crc32c_ranges(*region, {}), crc32c({}));
+  auto outside = region_crc32c_ranges(*region, std::vector<CrcRange>{{0, 1}, {(4 << 20) - 1, 2}});
+  ASSERT_FALSE(outside);
+  EXPECT_NE(outside.error().message.find("range 1 [4194303, +2) is outside"), std::string::npos)
+      << outside.error().message;
+}
+
 // ---- With a GPU (or linked with the CUDA host double): the CUDA copier and device CRC ----
+
+TEST(CudaStaging, DeviceRangesChainIntoTheCrcOfTheirBytesEndToEnd) {
+  if (!availability().usable()) GTEST_SKIP() << "no CUDA device: " << availability().reason;
+  constexpr std::uint64_t kBytes = 70ULL << 20;  // one range longer than the 64 MiB piece
+  auto device = allocate(0, kBytes);
+  ASSERT_TRUE(device) << device.error().message;
+  const std::vector<std::byte> data = pattern(kBytes, 43);
+  ASSERT_TRUE(copy_to_device(*device, 0, data));
+  std::vector<CrcRange> ranges = kScattered;
+  ranges.push_back({1000, (66ULL << 20) + 1});
+  auto crc = region_crc32c_ranges(*device, ranges);
+  ASSERT_TRUE(crc) << crc.error().message;
+  EXPECT_EQ(*crc, crc32c(end_to_end(data, ranges)));
+  EXPECT_FALSE(region_crc32c_ranges(*device, std::vector<CrcRange>{{kBytes, 1}}));
+}
 
 TEST(CudaStaging, DeviceRangesRoundTripThroughTheStreamCopierAndChecksumAsOnTheHost) {
   if (!availability().usable()) GTEST_SKIP() << "no CUDA device: " << availability().reason;

@@ -72,4 +72,15 @@ Status run_staged(StageDirection direction, const StagePlan& plan, std::span<std
 Result<std::vector<std::uint32_t>> region_crc32c_slices(const MemoryRegion& region, std::uint64_t offset,
                                                         std::uint64_t length, std::uint64_t slice);
 
+// One range [offset, +length) of a region, for region_crc32c_ranges.
+struct CrcRange {
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+};
+// One running CRC32C over `ranges` in the order given: the CRC32C of their bytes put end to end, each range
+// chained onto the last through the seed. Host bytes directly; device memory copied through one pinned
+// buffer, a range (or a piece of one) at a time. What a verified scatter-gather transfer compares at its
+// two ends. InvalidArgument naming the first range outside the region.
+Result<std::uint32_t> region_crc32c_ranges(const MemoryRegion& region, std::span<const CrcRange> ranges);
+
 }  // namespace conduit::cuda

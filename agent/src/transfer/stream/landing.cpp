@@ -71,6 +71,7 @@ Result<Landing::Report> Landing::landed(std::uint64_t offset, std::uint64_t leng
     }
   }
   std::unique_lock lock(mu_);
+  reported_ = true;
   if (report.mismatched.empty()) note_clean(offset, offset + length);
   if (!save_ || !report.mismatched.empty()) return report;
   if (wait_for_previous) {
@@ -140,6 +141,11 @@ Result<bool> Landing::commit(std::uint64_t bytes) {
   }
   committed_ = true;
   return true;
+}
+
+bool Landing::reported() const {
+  std::lock_guard lock(mu_);
+  return reported_;
 }
 
 std::uint64_t Landing::confirmed() const {

@@ -59,6 +59,9 @@ class Landing {
 
   bool ring() const { return ring_; }
   bool saves() const { return save_.has_value(); }
+  // Whether a writer has reported landed bytes here yet: a grant that takes reports commits through them
+  // (commit()); one never reported to is a plain write grant, whose holder commits on its own word.
+  bool reported() const;
   std::uint64_t stream_bytes() const { return stream_bytes_; }
   // {ring, streamBytes, file?, savedBytes, committed}
   nlohmann::json to_json() const;
@@ -83,6 +86,7 @@ class Landing {
   std::map<std::uint64_t, std::uint64_t> clean_ahead_;
   std::uint64_t failed_saves_ = 0;  // writes to the save file that failed: a report waiting behind gives up
   std::uint64_t reported_end_ = 0;  // the furthest end of a clean report
+  bool reported_ = false;           // any report, clean or not, was taken
   bool committed_ = false;
   std::string writer_;
 };

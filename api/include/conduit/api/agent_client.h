@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,8 +96,12 @@ class AgentClient {
   Status revoke_grant(const std::string& id, const std::string& ns = "") const;  // DELETE /v1/grants/{id}
   Result<Grant> create_ring_grant(const RingGrantRequest& request) const;        // POST /v1/grants
   Result<Landed> landed(const std::string& grant, const LandedReport& report) const;  // .../landed
-  // .../commit; `manifest` (may be null) becomes the region's with its new version
-  Status commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest = nullptr) const;
+  // .../commit; `manifest` (may be null) becomes the region's with its new version; `version`: the one the
+  // region must reach by this commit (Conflict naming the version it is at otherwise)
+  Status commit(const std::string& grant, std::uint64_t bytes, const Manifest* manifest = nullptr,
+                std::optional<std::uint64_t> version = std::nullopt) const;
+  // .../checksum: one CRC32C over the ranges of the granted range, in order (a verified scatter's target sum)
+  Result<GrantChecksum> grant_checksum(const std::string& grant, const GrantChecksumRequest& request) const;
 
   Result<TransferStatus> start_transfer(const TransferRequest& request) const;  // POST /v1/transfers
   // GET /v1/transfers/{id}

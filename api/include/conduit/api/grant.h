@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "conduit/api/manifest.h"
+#include "conduit/api/transfer.h"
 #include "conduit/common/result.h"
 
 namespace conduit::api {
@@ -77,12 +78,43 @@ struct Landed {
   static Result<Landed> from_json(const nlohmann::json& body);
 };
 
-// POST /v1/grants/{id}/commit: CommitRequest {bytes, manifest}, every byte of the stream landed; the
-// manifest (checked against the grant's region) becomes the region's with its new version.
+// POST /v1/grants/{id}/commit: CommitRequest {bytes, manifest, version}, every byte of the write landed;
+// the region gets a new version, and the manifest (checked against the grant's region) becomes the region's
+// with it. A grant that took landing reports commits what they reported, once; a plain write grant (no
+// reports: a scatter batch's, a CUDA region's) commits on its holder's word, each time it is asked.
+// `version`: the version the region must reach by this commit, refused (Conflict, naming the region's
+// version now) unless the region is at version - 1: an orchestrator moving several regions to step K
+// together commits each only once every region has every byte (docs/tensors.md, "Versions").
 struct CommitRequest {
   std::uint64_t bytes = 0;
   std::optional<Manifest> manifest{};
+  std::optional<std::uint64_t> version{};  // >= 1
   static Result<CommitRequest> from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// POST /v1/grants/{id}/checksum: GrantChecksumRequest {rangesPacked}, one CRC32C over these ranges of the
+// granted range in the order given (their bytes end to end): what the source of a verified scatter-gather
+// transfer compares with the sum of its own ranges (docs/kv-cache.md). rangesPacked: little-endian uint64
+// pairs (offset into the granted range, length), 16 bytes a range, base64; 1 to kMaxScatterOps ranges, each
+// at least 1 byte, kMaxScatterBytes in all. Whether they lie in the grant is the agent's to say.
+struct GrantChecksumRequest {
+  struct Range {
+    std::uint64_t offset = 0;
+    std::uint64_t length = 0;
+  };
+  std::vector<Range> ranges;
+  static Result<GrantChecksumRequest> from_json(const nlohmann::json& body);
+  nlohmann::json to_json() const;
+};
+
+// Its answer {grant, ranges, bytes, crc32c}: the grant, how many ranges and bytes were summed, the sum.
+struct GrantChecksum {
+  std::string grant;
+  std::uint64_t ranges = 0;
+  std::uint64_t bytes = 0;
+  std::uint32_t crc32c = 0;
+  static Result<GrantChecksum> from_json(const nlohmann::json& body);
   nlohmann::json to_json() const;
 };
 
