@@ -136,10 +136,7 @@ Status HttpAgentApi::commit_grant(const std::string& node, const std::string& id
                                   std::uint64_t version) {
   auto c = client(node);
   if (!c) return c.error();
-  (void)id;
-  (void)bytes;
-  (void)version;
-  return make_error(ErrorCode::Unsupported, "this controller's agent client has no versioned commit yet");
+  return c->commit(id, bytes, nullptr, version);
 }
 
 Result<api::TransferStatus> HttpAgentApi::start_transfer(const std::string& node,

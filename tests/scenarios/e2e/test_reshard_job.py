@@ -72,10 +72,6 @@ def trainers(c, agents, work, arrays):
         share(c, agents, work, pod, node, {"app": "trainer"}, data, manifest)
 
 
-# The agent side of this lands with the verify branch (crc32c over a scatter batch's ops, and POST
-# /v1/grants/{id}/commit with a version on a plain write grant); the controller's HttpAgentApi::commit_grant
-# answers Unsupported until it is merged, so the job would wait in its commit. Remove the mark with the merge.
-@pytest.mark.skip(reason="needs the agent's versioned commit and crc32c over scatter ops (branch verify)")
 def test_reshard_job_moves_tp_rows_into_tp_columns_at_one_version(cluster, agents, work, report):  # noqa: F811
     c = cluster("node-a", "node-b", "node-c", "node-d")
     arrays = global_arrays()
