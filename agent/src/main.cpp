@@ -218,7 +218,6 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   AgentState state{config, transports, regions, grants, transfers, metrics, token.get()};
   state.node_certificate = node_certificate.get();
   httplib::Server& server = **made;
-  server.set_payload_max_length(config.max_body_bytes);
   // Small JSON replies otherwise wait out Nagle against the client's delayed ACK: 40 ms per GET measured.
   server.set_tcp_nodelay(true);
   // cpp-httplib closes a kept-alive connection after 5 requests, so a caller that sends request after

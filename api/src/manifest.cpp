@@ -4,6 +4,7 @@
 #include <array>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "conduit/common/json_fields.h"
@@ -180,32 +181,37 @@ std::vector<std::uint64_t> Tensor::start() const {
 
 Status Manifest::check(std::uint64_t region_bytes) const {
   if (tensors.size() > kMaxTensors) return bad("tensors: at most " + std::to_string(kMaxTensors));
-  std::set<std::string_view> names;
+  // Hashed: a model's manifest holds up to a million names, most sharing long prefixes.
+  std::unordered_set<std::string_view> names;
+  names.reserve(tensors.size());
   for (std::size_t i = 0; i < tensors.size(); ++i) {
     const Tensor& t = tensors[i];
-    const std::string at = label(i, t);
+    const auto at = [&] { return label(i, t); };  // made only for an error
     if (t.name.empty() || t.name.size() > kMaxNameBytes)
-      return bad(at + ": the name must be 1 to " + std::to_string(kMaxNameBytes) + " bytes");
-    if (t.name == kMetadataKey) return bad(at + ": the name is reserved for a .safetensors file's metadata");
-    if (!names.insert(t.name).second) return bad(at + ": the name is given twice");
+      return bad(at() + ": the name must be 1 to " + std::to_string(kMaxNameBytes) + " bytes");
+    if (t.name == kMetadataKey)
+      return bad(at() + ": the name is reserved for a .safetensors file's metadata");
+    if (!names.insert(t.name).second) return bad(at() + ": the name is given twice");
     const auto bits = dtype_bits(t.dtype);
-    if (!bits) return bad(at + ": dtype \"" + t.dtype + "\" is not one of safetensors' (F32, BF16, I8, ...)");
-    if (t.shape.size() > kMaxRank) return bad(at + ": more than " + std::to_string(kMaxRank) + " dimensions");
+    if (!bits)
+      return bad(at() + ": dtype \"" + t.dtype + "\" is not one of safetensors' (F32, BF16, I8, ...)");
+    if (t.shape.size() > kMaxRank)
+      return bad(at() + ": more than " + std::to_string(kMaxRank) + " dimensions");
     auto length = byte_length(t.shape, t.dtype, *bits);
-    if (!length) return bad(at + ": " + length.error().message);
+    if (!length) return bad(at() + ": " + length.error().message);
     if (*length != t.length) {
-      return bad(at + ": length " + std::to_string(t.length) + " is not what " + t.dtype + " " +
+      return bad(at() + ": length " + std::to_string(t.length) + " is not what " + t.dtype + " " +
                  shape_text(t.shape) + " takes (" + std::to_string(*length) + " bytes)");
     }
-    if (const std::string why = placement_problem(t, *bits); !why.empty()) return bad(at + ": " + why);
+    if (const std::string why = placement_problem(t, *bits); !why.empty()) return bad(at() + ": " + why);
     if (t.offset > region_bytes || t.length > region_bytes - t.offset) {
-      return bad(at + ": bytes [" + std::to_string(t.offset) + ", +" + std::to_string(t.length) +
+      return bad(at() + ": bytes [" + std::to_string(t.offset) + ", +" + std::to_string(t.length) +
                  ") are outside the " + std::to_string(region_bytes) + "-byte region");
     }
     if (i > 0) {
       const Tensor& before = tensors[i - 1];
       if (t.offset < before.offset + before.length) {
-        return bad(at + ": starts at " + std::to_string(t.offset) + ", inside or before " +
+        return bad(at() + ": starts at " + std::to_string(t.offset) + ", inside or before " +
                    label(i - 1, before) + ", which ends at " + std::to_string(before.offset + before.length) +
                    " (tensors are listed by offset and do not overlap)");
       }

@@ -3,9 +3,9 @@
 #include "conduit/api/reshard_plan.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <numeric>
 #include <string_view>
 
 namespace conduit::api {
@@ -44,19 +44,33 @@ struct Holder {
   const Tensor* tensor;
 };
 
-// The sources holding one tensor, by source index.
+// The sources holding one tensor. Once a target asks for it, checked to agree (dtype, global shape) and
+// sorted along the dimension their starts differ most in, so a target's slice finds the few it meets by
+// binary search rather than a scan of every rank.
 struct Held {
-  std::vector<Holder> holders;
-  bool agreed = false;  // checked to hold the same dtype and global shape
+  std::vector<Holder> holders;  // by source index, then (indexed) by start along `dim`, then source index
+  bool indexed = false;
+  std::size_t dim = 0;
+  std::vector<std::uint64_t> starts;  // holders[i]'s start along dim
+  std::vector<std::uint64_t> reach;   // the furthest end along dim of holders[0..i]
+  // holders[i]'s box (lo at [2 i rank, +rank), hi at [(2 i + 1) rank, +rank)) and its tensor's offset: what
+  // cut() and emit() need of a source, in two arrays rather than scattered over the manifests.
+  std::vector<std::uint64_t> boxes;
+  std::vector<std::uint64_t> offsets;
+
+  const std::uint64_t* lo(std::size_t i, std::size_t rank) const { return boxes.data() + 2 * i * rank; }
+  const std::uint64_t* hi(std::size_t i, std::size_t rank) const { return boxes.data() + (2 * i + 1) * rank; }
 };
 
 // A piece of one target slice that one set of sources holds whole: its box [lo, hi) lives in Planning::boxes.
 struct Piece {
   std::uint32_t target;
+  std::uint32_t bits;  // the dtype's
   const Tensor* tensor;
-  std::size_t box;  // lo at boxes[box], hi at boxes[box + rank]
+  const Held* held;  // the sources holding the tensor
+  std::size_t box;   // lo at boxes[box], hi at boxes[box + rank]
   std::uint64_t bytes;
-  std::uint32_t first;  // candidates at candidates[first, first + count), by source index
+  std::uint32_t first;  // candidates at candidates_[first, first + count): indices into held->holders
   std::uint32_t count;
   std::uint32_t chosen;  // the candidate it is taken from
 };
@@ -67,6 +81,7 @@ struct PairOps {
   std::uint32_t target;
   std::vector<ScatterOp> ops;
   std::uint64_t bytes = 0;
+  std::uint64_t runs = 0;  // before merging: what ops may hold at most
 
   void add(std::uint64_t source_offset, std::uint64_t target_offset, std::uint64_t length) {
     bytes += length;
@@ -88,19 +103,25 @@ class Planning {
            const ReshardLimits& limits)
       : sources_(sources), targets_(targets), limits_(limits) {}
 
-  Result<ReshardPlan> run() {
+  Result<ReshardPlan> run(std::string fingerprint) {
     if (auto ok = check_sides(); !ok) return ok.error();
     index_sources();
+    std::size_t tensors = 0;
+    for (const ReshardSide& t : targets_) tensors += t.manifest.tensors.size();
+    pieces_.reserve(2 * tensors);
+    candidates_.reserve(4 * tensors);
+    boxes_.reserve(8 * tensors);
     for (std::size_t t = 0; t < targets_.size(); ++t) {
       for (const Tensor& tensor : targets_[t].manifest.tensors) {
         if (auto ok = cut(static_cast<std::uint32_t>(t), tensor); !ok) return ok.error();
       }
     }
     assign();
-    if (auto ok = count_runs(); !ok) return ok.error();
     pairs_index_.assign(sources_.size() * targets_.size(), -1);
+    if (auto ok = count_runs(); !ok) return ok.error();
+    for (PairOps& p : pairs_) p.ops.reserve(p.runs);
     for (const Piece& p : pieces_) emit(p);
-    return finish();
+    return finish(std::move(fingerprint));
   }
 
  private:
@@ -137,6 +158,49 @@ class Planning {
     }
   }
 
+  // Checks that every source holds the same tensor, and sorts them for cut(). Once per name.
+  static Status index(Held& held) {
+    const Holder& first = held.holders[0];
+    for (const Holder& h : held.holders) {
+      if (auto ok = same(*first.tensor, "sources", first.source, *h.tensor, "sources", h.source); !ok)
+        return ok;
+    }
+    held.indexed = true;
+    const std::size_t rank = first.tensor->shape.size();
+    if (rank == 0) {
+      for (const Holder& h : held.holders) held.offsets.push_back(h.tensor->offset);
+      return {};
+    }
+    std::size_t most = 0;
+    for (std::size_t d = 0; d < rank; ++d) {
+      std::vector<std::uint64_t> starts;
+      for (const Holder& h : held.holders) starts.push_back(start_of(*h.tensor, d));
+      std::sort(starts.begin(), starts.end());
+      const auto distinct =
+          static_cast<std::size_t>(std::unique(starts.begin(), starts.end()) - starts.begin());
+      if (distinct > most) {
+        most = distinct;
+        held.dim = d;
+      }
+    }
+    const std::size_t d = held.dim;
+    std::stable_sort(held.holders.begin(), held.holders.end(), [d](const Holder& a, const Holder& b) {
+      return start_of(*a.tensor, d) < start_of(*b.tensor, d);
+    });
+    std::uint64_t reach = 0;
+    held.boxes.reserve(2 * rank * held.holders.size());
+    for (const Holder& h : held.holders) {
+      held.starts.push_back(start_of(*h.tensor, d));
+      reach = std::max(reach, start_of(*h.tensor, d) + h.tensor->shape[d]);
+      held.reach.push_back(reach);
+      held.offsets.push_back(h.tensor->offset);
+      for (std::size_t k = 0; k < rank; ++k) held.boxes.push_back(start_of(*h.tensor, k));
+      for (std::size_t k = 0; k < rank; ++k)
+        held.boxes.push_back(start_of(*h.tensor, k) + h.tensor->shape[k]);
+    }
+    return {};
+  }
+
   // The same dtype and global shape, or both said.
   static Status same(const Tensor& a, const char* a_side, std::size_t a_index, const Tensor& b,
                      const char* b_side, std::size_t b_index) {
@@ -146,113 +210,140 @@ class Planning {
                " in " + b_side + "[" + std::to_string(b_index) + "]");
   }
 
-  // `tensor` of target `t` cut into pieces by the source slices that intersect it.
+  static std::string what(std::uint32_t t, const Tensor& tensor) {
+    return "tensor " + quoted(tensor.name) + " of targets[" + std::to_string(t) + "]";
+  }
+
+  // `tensor` of target `t` cut into pieces by the source slices that meet it.
   Status cut(std::uint32_t t, const Tensor& tensor) {
     const auto found = holders_.find(tensor.name);
-    const std::string what = "tensor " + quoted(tensor.name) + " of targets[" + std::to_string(t) + "]";
-    if (found == holders_.end()) return bad(what + " is in no source's manifest");
+    if (found == holders_.end()) return bad(what(t, tensor) + " is in no source's manifest");
     Held& held = found->second;
-    if (!held.agreed) {  // once per name: every source holds the same tensor
-      for (const Holder& h : held.holders) {
-        if (auto ok = same(*held.holders[0].tensor, "sources", held.holders[0].source, *h.tensor, "sources",
-                           h.source);
-            !ok) {
-          return ok.error();
-        }
-      }
-      held.agreed = true;
+    if (!held.indexed) {
+      if (auto ok = index(held); !ok) return ok;
     }
-    if (auto ok = same(*held.holders[0].tensor, "sources", held.holders[0].source, tensor, "targets", t);
-        !ok) {
-      return ok.error();
-    }
+    const Holder& first = held.holders[0];
+    if (auto ok = same(*first.tensor, "sources", first.source, tensor, "targets", t); !ok) return ok.error();
     const std::size_t rank = tensor.shape.size();
+    std::uint64_t lo[Manifest::kMaxRank], hi[Manifest::kMaxRank];
     for (std::size_t d = 0; d < rank; ++d) {
       if (tensor.shape[d] == 0) return {};  // matched, and nothing to move
-    }
-    // The target's box, the sources whose boxes meet it, and per dimension the cuts of those boxes in it.
-    Dims lo(rank), hi(rank);
-    for (std::size_t d = 0; d < rank; ++d) {
       lo[d] = start_of(tensor, d);
       hi[d] = lo[d] + tensor.shape[d];
     }
+    // The sources whose boxes meet the target's, and whether they all hold it whole.
     meeting_.clear();
-    for (const Holder& h : held.holders) {
-      bool meets = true;
+    bool all_whole = true;
+    std::size_t from = 0, to = held.holders.size();
+    if (rank > 0) {  // those starting before the slice ends, past the last that all end before it starts
+      from = std::upper_bound(held.reach.begin(), held.reach.end(), lo[held.dim]) - held.reach.begin();
+      to = std::lower_bound(held.starts.begin(), held.starts.end(), hi[held.dim]) - held.starts.begin();
+    }
+    for (std::size_t i = from; i < to; ++i) {
+      const std::uint64_t *s = held.lo(i, rank), *e = held.hi(i, rank);
+      bool meets = true, whole = true;
       for (std::size_t d = 0; d < rank && meets; ++d) {
-        const std::uint64_t s = start_of(*h.tensor, d);
-        meets = s < hi[d] && lo[d] < s + h.tensor->shape[d];
+        meets = s[d] < hi[d] && lo[d] < e[d];
+        whole = whole && s[d] <= lo[d] && hi[d] <= e[d];
       }
-      if (meets) meeting_.push_back(h);
+      if (meets) {
+        meeting_.push_back(static_cast<std::uint32_t>(i));
+        all_whole = all_whole && whole;
+      }
     }
     if (meeting_.empty())
-      return bad(what + ": " + box_text(lo.data(), hi.data(), rank) + " is held by no source");
-    std::vector<Dims> cuts(rank);
+      return bad(what(t, tensor) + ": " + box_text(lo, hi, rank) + " is held by no source");
+    const std::uint32_t bits = *dtype_bits(tensor.dtype);
+    if (all_whole) {  // one piece, any of them (a replicated tensor, a slice inside one source's)
+      pieces_total_ += 1;
+      work_ += meeting_.size();
+      if (pieces_total_ > limits_.max_ops || work_ > max_work()) return too_many(t, tensor);
+      return add_piece(t, tensor, bits, lo, hi, held, meeting_);
+    }
+    // Per dimension the cuts of the meeting boxes inside the target's, and the grid of cells they make.
     std::uint64_t cells = 1;
     for (std::size_t d = 0; d < rank; ++d) {
-      cuts[d] = {lo[d], hi[d]};
-      for (const Holder& h : meeting_) {
-        const std::uint64_t s = start_of(*h.tensor, d);
-        if (s > lo[d]) cuts[d].push_back(s);
-        if (s + h.tensor->shape[d] < hi[d]) cuts[d].push_back(s + h.tensor->shape[d]);
+      std::vector<std::uint64_t>& c = cuts_[d];
+      c.assign({lo[d], hi[d]});
+      for (const std::uint32_t i : meeting_) {
+        const std::uint64_t s = held.lo(i, rank)[d], e = held.hi(i, rank)[d];
+        if (s > lo[d]) c.push_back(s);
+        if (e < hi[d]) c.push_back(e);
       }
-      std::sort(cuts[d].begin(), cuts[d].end());
-      cuts[d].erase(std::unique(cuts[d].begin(), cuts[d].end()), cuts[d].end());
-      cells *= cuts[d].size() - 1;  // at most (2 x 1024 + 1)^16: no overflow checked below, bounded first
-      if (cells > limits_.max_ops) return too_many(what);
+      std::sort(c.begin(), c.end());
+      c.erase(std::unique(c.begin(), c.end()), c.end());
+      cells *= c.size() - 1;  // at most 2,049 a dimension: bounded before it could overflow
+      if (cells > limits_.max_ops) return too_many(t, tensor);
     }
     pieces_total_ += cells;
     work_ += cells * meeting_.size();
-    if (pieces_total_ > limits_.max_ops || work_ > 64 * limits_.max_ops) return too_many(what);
+    if (pieces_total_ > limits_.max_ops || work_ > max_work()) return too_many(t, tensor);
     // Each meeting source's cells: [first, last) per dimension in the cuts.
     const std::size_t m = meeting_.size();
-    spans_.assign(2 * m * rank, 0);
+    spans_.resize(2 * m * rank);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t d = 0; d < rank; ++d) {
-        const std::uint64_t s = std::max(start_of(*meeting_[i].tensor, d), lo[d]);
-        const std::uint64_t e =
-            std::min(start_of(*meeting_[i].tensor, d) + meeting_[i].tensor->shape[d], hi[d]);
-        spans_[(2 * i) * rank + d] = std::lower_bound(cuts[d].begin(), cuts[d].end(), s) - cuts[d].begin();
-        spans_[(2 * i + 1) * rank + d] =
-            std::lower_bound(cuts[d].begin(), cuts[d].end(), e) - cuts[d].begin();
+        const std::vector<std::uint64_t>& c = cuts_[d];
+        const std::uint64_t s = std::max(held.lo(meeting_[i], rank)[d], lo[d]);
+        const std::uint64_t e = std::min(held.hi(meeting_[i], rank)[d], hi[d]);
+        spans_[(2 * i) * rank + d] = std::lower_bound(c.begin(), c.end(), s) - c.begin();
+        spans_[(2 * i + 1) * rank + d] = std::lower_bound(c.begin(), c.end(), e) - c.begin();
       }
     }
-    const std::uint32_t bits = *dtype_bits(tensor.dtype);
-    std::vector<std::size_t> cell(rank, 0);
+    std::size_t cell[Manifest::kMaxRank] = {};
+    std::uint64_t cell_lo[Manifest::kMaxRank], cell_hi[Manifest::kMaxRank];
     for (std::uint64_t n = 0; n < cells; ++n) {
-      const auto first = static_cast<std::uint32_t>(candidates_.size());
+      holding_.clear();
       for (std::size_t i = 0; i < m; ++i) {
         bool holds = true;
         for (std::size_t d = 0; d < rank && holds; ++d) {
           holds = spans_[(2 * i) * rank + d] <= cell[d] && cell[d] < spans_[(2 * i + 1) * rank + d];
         }
-        if (holds) candidates_.push_back(meeting_[i]);
+        if (holds) holding_.push_back(meeting_[i]);
       }
-      const std::size_t box = boxes_.size();
-      std::uint64_t elements = 1;
-      for (std::size_t d = 0; d < rank; ++d) boxes_.push_back(cuts[d][cell[d]]);
       for (std::size_t d = 0; d < rank; ++d) {
-        boxes_.push_back(cuts[d][cell[d] + 1]);
-        elements *= cuts[d][cell[d] + 1] - cuts[d][cell[d]];
+        cell_lo[d] = cuts_[d][cell[d]];
+        cell_hi[d] = cuts_[d][cell[d] + 1];
       }
-      const auto count = static_cast<std::uint32_t>(candidates_.size() - first);
-      if (count == 0) {
-        return bad(what + ": " + box_text(&boxes_[box], &boxes_[box + rank], rank) + " is held by no source");
+      if (holding_.empty()) {
+        return bad(what(t, tensor) + ": " + box_text(cell_lo, cell_hi, rank) + " is held by no source");
       }
-      // Sub-byte dtypes are placed only whole (Manifest::check): the piece is the tensor.
-      const std::uint64_t bytes = bits % 8 == 0 ? elements * (bits / 8) : tensor.length;
-      pieces_.push_back({t, &tensor, box, bytes, first, count, first});
+      if (auto ok = add_piece(t, tensor, bits, cell_lo, cell_hi, held, holding_); !ok) return ok;
       for (std::size_t d = rank; d-- > 0;) {  // the next cell, row-major
-        if (++cell[d] < cuts[d].size() - 1) break;
+        if (++cell[d] < cuts_[d].size() - 1) break;
         cell[d] = 0;
       }
     }
     return {};
   }
 
-  Error too_many(const std::string& what) const {
-    return too_big("the plan cuts into more than " + std::to_string(limits_.max_ops) + " pieces (at " + what +
-                   "): the slices are too fine to move as byte runs");
+  // The piece [lo, hi) of target `t`'s `tensor`, held by `held`'s sources `which`.
+  Status add_piece(std::uint32_t t, const Tensor& tensor, std::uint32_t bits, const std::uint64_t* lo,
+                   const std::uint64_t* hi, const Held& held, const std::vector<std::uint32_t>& which) {
+    const std::size_t rank = tensor.shape.size();
+    const auto first = static_cast<std::uint32_t>(candidates_.size());
+    candidates_.insert(candidates_.end(), which.begin(), which.end());
+    const std::size_t box = boxes_.size();
+    boxes_.insert(boxes_.end(), lo, lo + rank);
+    boxes_.insert(boxes_.end(), hi, hi + rank);
+    std::uint64_t elements = 1;
+    for (std::size_t d = 0; d < rank; ++d) elements *= hi[d] - lo[d];
+    // Sub-byte dtypes are placed only whole (Manifest::check): the piece is the tensor.
+    const std::uint64_t bytes = bits % 8 == 0 ? elements * (bits / 8) : tensor.length;
+    const auto count = static_cast<std::uint32_t>(which.size());
+    pieces_.push_back({t, bits, &tensor, &held, box, bytes, first, count, first});
+    return {};
+  }
+
+  // Pieces times the sources meeting them: the candidates kept (indexed by 32 bits) and the tests made.
+  std::uint64_t max_work() const { return std::min<std::uint64_t>(64 * limits_.max_ops, UINT32_MAX); }
+
+  // Candidate c (an index into candidates_) of piece p.
+  const Holder& holder(const Piece& p, std::uint32_t c) const { return p.held->holders[candidates_[c]]; }
+
+  Error too_many(std::uint32_t t, const Tensor& tensor) const {
+    return too_big("the plan cuts into more than " + std::to_string(limits_.max_ops) + " pieces (at " +
+                   what(t, tensor) + "): the slices are too fine to move as byte runs");
   }
 
   // Pieces one source holds go to it; then those several hold, largest first, each to the source whose
@@ -262,7 +353,7 @@ class Planning {
     std::vector<std::uint32_t> shared;
     for (std::uint32_t i = 0; i < pieces_.size(); ++i) {
       if (pieces_[i].count == 1) {
-        load_[candidates_[pieces_[i].first].source] += pieces_[i].bytes;
+        load_[holder(pieces_[i], pieces_[i].first).source] += pieces_[i].bytes;
       } else {
         shared.push_back(i);
       }
@@ -273,19 +364,20 @@ class Planning {
       Piece& p = pieces_[i];
       bool timed = true;
       for (std::uint32_t c = p.first; c < p.first + p.count; ++c) {
-        timed = timed && sources_[candidates_[c].source].rate_bytes_per_second > 0;
+        timed = timed && sources_[holder(p, c).source].rate_bytes_per_second > 0;
       }
       const auto after = [&](std::uint32_t c) {
-        const std::uint32_t s = candidates_[c].source;
+        const std::uint32_t s = holder(p, c).source;
         const double bytes = static_cast<double>(load_[s]) + static_cast<double>(p.bytes);
         return timed ? bytes / sources_[s].rate_bytes_per_second : bytes;
       };
       std::uint32_t best = p.first;
       for (std::uint32_t c = p.first + 1; c < p.first + p.count; ++c) {
-        if (after(c) < after(best)) best = c;
+        const double here = after(c), there = after(best);
+        if (here < there || (here == there && holder(p, c).source < holder(p, best).source)) best = c;
       }
       p.chosen = best;
-      load_[candidates_[best].source] += p.bytes;
+      load_[holder(p, best).source] += p.bytes;
     }
   }
 
@@ -293,13 +385,13 @@ class Planning {
   // slices collapse into one run with the dimension outside them; every index of the dimensions outside that
   // starts a run. Calls f(source element, target element, elements) for each, in row-major order.
   template <typename F>
-  static void runs(const Piece& p, const Tensor& source, const std::uint64_t* lo, const std::uint64_t* hi,
-                   F&& f) {
+  static void runs(const Piece& p, const std::uint64_t* source_lo, const std::uint64_t* source_hi,
+                   const std::uint64_t* lo, const std::uint64_t* hi, F&& f) {
     const Tensor& target = *p.tensor;
     const std::size_t rank = target.shape.size();
     if (rank == 0) return f(0, 0, 1);
     std::size_t j = rank - 1;
-    while (j > 0 && hi[j] - lo[j] == source.shape[j] && hi[j] - lo[j] == target.shape[j]) --j;
+    while (j > 0 && hi[j] - lo[j] == source_hi[j] - source_lo[j] && hi[j] - lo[j] == target.shape[j]) --j;
     std::uint64_t run = 1;
     for (std::size_t d = j; d < rank; ++d) run *= hi[d] - lo[d];
     // Strides in elements, and where the piece starts in each slice.
@@ -308,9 +400,9 @@ class Planning {
     for (std::size_t d = rank, ss = 1, ts = 1; d-- > 0;) {
       source_stride[d] = ss;
       target_stride[d] = ts;
-      s0 += (lo[d] - start_of(source, d)) * ss;
+      s0 += (lo[d] - source_lo[d]) * ss;
       t0 += (lo[d] - start_of(target, d)) * ts;
-      ss *= source.shape[d];
+      ss *= source_hi[d] - source_lo[d];
       ts *= target.shape[d];
     }
     if (j == 0) return f(s0, t0, run);
@@ -340,19 +432,23 @@ class Planning {
     }
   }
 
-  // The runs the pieces make before merging, bounded before any is made.
-  Status count_runs() const {
+  // The runs the pieces make before merging, bounded before any is made, and counted per pair so that each
+  // pair's ops are allocated once.
+  Status count_runs() {
     std::uint64_t total = 0;
     for (const Piece& p : pieces_) {
-      const Tensor& source = *candidates_[p.chosen].tensor;
       const std::size_t rank = p.tensor->shape.size();
-      const std::uint64_t* lo = &boxes_[p.box];
+      const std::uint32_t from = candidates_[p.chosen];
+      const std::uint64_t *source_lo = p.held->lo(from, rank), *source_hi = p.held->hi(from, rank);
+      const std::uint64_t* lo = boxes_.data() + p.box;
       const std::uint64_t* hi = lo + rank;
       std::size_t j = rank == 0 ? 0 : rank - 1;
-      while (j > 0 && hi[j] - lo[j] == source.shape[j] && hi[j] - lo[j] == p.tensor->shape[j]) --j;
+      while (j > 0 && hi[j] - lo[j] == source_hi[j] - source_lo[j] && hi[j] - lo[j] == p.tensor->shape[j])
+        --j;
       std::uint64_t n = 1;
       for (std::size_t d = 0; d < j; ++d) n *= hi[d] - lo[d];  // <= the piece's elements: no overflow
       total += n;
+      pair(p.held->holders[from].source, p.target).runs += n;
       if (n > limits_.max_ops || total > limits_.max_ops) {
         return too_big("the plan takes more than " + std::to_string(limits_.max_ops) +
                        " byte runs (at tensor " + quoted(p.tensor->name) + " of targets[" +
@@ -366,26 +462,28 @@ class Planning {
     std::int32_t& at = pairs_index_[source * targets_.size() + target];
     if (at < 0) {
       at = static_cast<std::int32_t>(pairs_.size());
-      pairs_.push_back({source, target, {}, 0});
+      pairs_.push_back({source, target, {}, 0, 0});
     }
     return pairs_[static_cast<std::size_t>(at)];
   }
 
   void emit(const Piece& p) {
-    const Holder& from = candidates_[p.chosen];
-    PairOps& ops = pair(from.source, p.target);
-    const Tensor& source = *from.tensor;
+    const std::uint32_t from = candidates_[p.chosen];
+    PairOps& ops = pair(p.held->holders[from].source, p.target);
+    const std::uint64_t source_offset = p.held->offsets[from];
     const Tensor& target = *p.tensor;
-    const std::uint32_t bits = *dtype_bits(target.dtype);
-    if (bits % 8 != 0) return ops.add(source.offset, target.offset, target.length);  // whole, as cut() says
+    const std::size_t rank = target.shape.size();
+    const std::uint32_t bits = p.bits;
+    if (bits % 8 != 0) return ops.add(source_offset, target.offset, target.length);  // whole, as cut() says
     const std::uint64_t size = bits / 8;
-    const std::uint64_t* lo = &boxes_[p.box];
-    runs(p, source, lo, lo + target.shape.size(), [&](std::uint64_t s, std::uint64_t t, std::uint64_t n) {
-      ops.add(source.offset + s * size, target.offset + t * size, n * size);
-    });
+    const std::uint64_t* lo = boxes_.data() + p.box;
+    runs(p, p.held->lo(from, rank), p.held->hi(from, rank), lo, lo + rank,
+         [&](std::uint64_t s, std::uint64_t t, std::uint64_t n) {
+           ops.add(source_offset + s * size, target.offset + t * size, n * size);
+         });
   }
 
-  Result<ReshardPlan> finish() {
+  Result<ReshardPlan> finish(std::string fingerprint) {
     ReshardPlan plan;
     plan.source_bytes.assign(sources_.size(), 0);
     plan.target_bytes.assign(targets_.size(), 0);
@@ -422,7 +520,7 @@ class Planning {
       consider(ReshardLinkSide::Target, t, plan.target_bytes[t], targets_[t].rate_bytes_per_second);
     }
     plan.lower_bound_seconds = bound;
-    plan.fingerprint = reshard_fingerprint(sources_, targets_);
+    plan.fingerprint = std::move(fingerprint);
     return plan;
   }
 
@@ -452,10 +550,13 @@ class Planning {
   const std::vector<ReshardSide>& targets_;
   const ReshardLimits limits_;
   std::unordered_map<std::string_view, Held> holders_;
-  std::vector<Holder> meeting_;     // cut()'s, reused
-  std::vector<std::size_t> spans_;  // cut()'s, reused
+  // cut()'s, reused from tensor to tensor.
+  std::vector<std::uint32_t> meeting_;  // indices into the Held's holders
+  std::vector<std::uint32_t> holding_;
+  std::array<std::vector<std::uint64_t>, Manifest::kMaxRank> cuts_;
+  std::vector<std::size_t> spans_;
   std::vector<Piece> pieces_;
-  std::vector<Holder> candidates_;
+  std::vector<std::uint32_t> candidates_;  // pieces' candidates, as indices into their Held's holders
   std::vector<std::uint64_t> boxes_;
   std::uint64_t pieces_total_ = 0;
   std::uint64_t work_ = 0;
@@ -474,7 +575,13 @@ std::size_t ReshardPlan::ops() const {
 
 Result<ReshardPlan> plan_reshard(const std::vector<ReshardSide>& sources,
                                  const std::vector<ReshardSide>& targets, const ReshardLimits& limits) {
-  return Planning(sources, targets, limits).run();
+  return plan_reshard(sources, targets, limits, reshard_fingerprint(sources, targets));
+}
+
+Result<ReshardPlan> plan_reshard(const std::vector<ReshardSide>& sources,
+                                 const std::vector<ReshardSide>& targets, const ReshardLimits& limits,
+                                 std::string fingerprint) {
+  return Planning(sources, targets, limits).run(std::move(fingerprint));
 }
 
 }  // namespace conduit::api

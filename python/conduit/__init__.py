@@ -17,8 +17,9 @@ from .buffers import SharedBuffer
 from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidArgument, NotFound, TooManyRequests,
                      TensorMismatch, TransferFailed, Unauthorized, Unavailable, Unprocessable)
 from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
-from .manifest import Manifest, TensorSpec
+from .manifest import Manifest, Placement, TensorSpec
 from .publish import Published, Publisher, Subscriber, publish, subscribe
+from .reshard_plan import ReshardBatch, ReshardPlan
 from .transfers import Transfer, TransferStatus
 from .versions import DoubleBuffer, Slot, Update
 
@@ -26,7 +27,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Ack", "Acks", "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
-    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Published", "Publisher", "Subscriber", "Region", "SharedBuffer", "Slot", "Target",
+    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Placement", "Published", "Publisher", "Subscriber", "Region", "ReshardBatch", "ReshardPlan", "SharedBuffer", "Slot", "Target",
     "TensorMismatch", "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
     "Unavailable", "Unprocessable", "Update", "__version__", "publish", "subscribe",
 ]

@@ -32,6 +32,7 @@ from .buffers import SharedBuffer
 from .client import Client
 from .errors import InvalidArgument, NotFound, TensorMismatch, TooManyRequests
 from .manifest import Manifest, plan_subset
+from .reshard_plan import ReshardPlan
 from .transfers import Transfer, TransferStatus
 from .values import Grant, Region, Target, check_id, check_name
 from .versions import Update
@@ -423,6 +424,35 @@ class Agent(Client):
     def transfers(self) -> list[dict[str, Any]]:
         """GET /v1/transfers: recent transfers, newest first."""
         return list(self.request("GET", "/v1/transfers").get("items", []))
+
+    # ---- reshard plans
+    def plan_reshard(self, sources: Sequence[Manifest], targets: Sequence[Manifest],
+                     rates: tuple[Sequence[float | None], Sequence[float | None]] | None = None) -> ReshardPlan:
+        """POST /v1/reshard/plans (docs/reshard.md): the scatter batches that fill every tensor of TARGETS (the
+        target ranks' manifests, each tensor's placement in the whole) from SOURCES (the source ranks'), per
+        (source, target) pair, as this agent plans them; the same manifests again come from its cache
+        (``cached``). RATES: (source rates, target rates) in bytes per second, one per rank, None or 0 for
+        unknown; they choose among replicas and give ``lower_bound_seconds``. InvalidArgument naming the
+        tensor for a mismatch or a piece no source holds; Unprocessable past the agent's bounds.
+
+            plan = agent.plan_reshard([m0, m1, m2, m3], [t0, t1], rates=([12.5e9] * 4, [25e9] * 2))
+        """
+        source_rates, target_rates = rates if rates is not None else ((), ())
+        for name, ranks, given in (("sources", sources, source_rates), ("targets", targets, target_rates)):
+            if given and len(given) != len(ranks):
+                raise ValueError(f"rates: {len(given)} {name} rates for {len(ranks)} {name}")
+
+        def side(ranks: Sequence[Manifest], given: Sequence[float | None]) -> list[dict[str, Any]]:
+            out: list[dict[str, Any]] = []
+            for i, m in enumerate(ranks):
+                entry: dict[str, Any] = {"manifest": m.to_json()}
+                if given and given[i]:
+                    entry["rate"] = given[i]
+                out.append(entry)
+            return out
+
+        body = {"sources": side(sources, source_rates), "targets": side(targets, target_rates)}
+        return ReshardPlan.from_json(self.request("POST", "/v1/reshard/plans", body))
 
     # ---- buffers, versions (in their own modules)
     def allocate(self, name: str, nbytes: int, *, prefault: bool = False) -> SharedBuffer:

@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["DTYPES", "MAX_SCATTER_OPS", "Dtype", "Manifest", "TensorSpec", "byte_length", "dtype_bits", "plan_subset"]
+__all__ = ["DTYPES", "MAX_SCATTER_OPS", "PLACEMENT_KEY", "Dtype", "Manifest", "Placement", "TensorSpec", "byte_length",
+           "dtype_bits", "plan_subset"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,12 @@ DTYPES: dict[str, Dtype] = {d.name: d for d in [
 
 _METADATA_KEY = "__metadata__"
 _U64_MAX = (1 << 64) - 1
+_I64_MAX = (1 << 63) - 1
+
+#: The __metadata__ key a .safetensors header carries the placements under (Manifest::kPlacementKey): a JSON
+#: string {tensor name: {globalShape, start}}, written only when a tensor has one; reserved in a manifest's
+#: own metadata.
+PLACEMENT_KEY = "conduit.placement"
 
 
 def dtype_bits(dtype: str) -> int | None:
@@ -86,22 +93,69 @@ def dtype_bits(dtype: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class Placement:
+    """Where a rank's tensor sits in the whole (docs/reshard.md): the row-major sub-box [START, START + shape)
+    of a tensor of GLOBAL_SHAPE, the TensorSpec's own shape being the slice's extent.
+
+        Placement(global_shape=(4096, 4096), start=(1024, 0))   # rows 1024.. of a TP4 row split, rank 1
+    """
+
+    global_shape: tuple[int, ...]
+    start: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "global_shape", tuple(self.global_shape))
+        object.__setattr__(self, "start", tuple(self.start))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"globalShape": list(self.global_shape), "start": list(self.start)}
+
+    @classmethod
+    def from_json(cls, j: Any, path: str) -> Placement:
+        """{globalShape, start} read strictly, errors naming PATH as the agent's do."""
+        if not isinstance(j, Mapping):
+            raise ValueError(f"{path}: must be an object")
+        _only(j, path, ("globalShape", "start"))
+        for key in ("globalShape", "start"):
+            if key not in j:
+                raise ValueError(f"{path}.{key}: is required")
+            if not isinstance(j[key], list):
+                raise ValueError(f"{path}.{key}: must be an array")
+        return cls(_dimensions(j["globalShape"], f"{path}.globalShape"), _dimensions(j["start"], f"{path}.start"))
+
+
+@dataclass(frozen=True)
 class TensorSpec:
     """One tensor of a manifest: NAME (a free string), DTYPE (safetensors' name), SHAPE (() is 0-d, a 0
-    anywhere an empty tensor) and its bytes [OFFSET, OFFSET + LENGTH) from the region's start."""
+    anywhere an empty tensor), its bytes [OFFSET, OFFSET + LENGTH) from the region's start, and for a rank's
+    slice of a larger tensor its PLACEMENT (None: the whole tensor)."""
 
     name: str
     dtype: str
     shape: tuple[int, ...]
     offset: int
     length: int
+    placement: Placement | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "shape", tuple(self.shape))  # torch.Size or a list compares as the tuple
 
+    @property
+    def global_shape(self) -> tuple[int, ...]:
+        """The whole tensor's shape: the placement's, or the shape."""
+        return self.placement.global_shape if self.placement else self.shape
+
+    @property
+    def start(self) -> tuple[int, ...]:
+        """Where this slice starts in the whole tensor: the placement's, or zeros."""
+        return self.placement.start if self.placement else (0,) * len(self.shape)
+
     def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape), "offset": self.offset,
-                "length": self.length}
+        out: dict[str, Any] = {"name": self.name, "dtype": self.dtype, "shape": list(self.shape),
+                               "offset": self.offset, "length": self.length}
+        if self.placement is not None:
+            out["placement"] = self.placement.to_json()
+        return out
 
 
 @dataclass(frozen=True)
@@ -160,6 +214,7 @@ class Manifest:
             if length != t.length:
                 raise ValueError(f"{at}: length {t.length} is not what {t.dtype} {_shape_text(t.shape)} takes "
                                  f"({length} bytes)")
+            _check_placement(t, at)
             if region_bytes is not None and (t.offset > region_bytes or t.length > region_bytes - t.offset):
                 raise ValueError(f"{at}: bytes [{t.offset}, +{t.length}) are outside the {region_bytes}-byte "
                                  "region")
@@ -169,6 +224,9 @@ class Manifest:
                     raise ValueError(f"{at}: starts at {t.offset}, inside or before {_label(i - 1, before.name)}, "
                                      f"which ends at {before.offset + before.length} (tensors are listed by "
                                      "offset and do not overlap)")
+        if PLACEMENT_KEY in self.metadata:
+            raise ValueError(f"metadata.{PLACEMENT_KEY}: the key is reserved for the placements a .safetensors file "
+                             "carries")
         if len(self.metadata) > self.MAX_METADATA_ENTRIES:
             raise ValueError(f"metadata: at most {self.MAX_METADATA_ENTRIES} entries")
         for k, v in self.metadata.items():
@@ -178,8 +236,8 @@ class Manifest:
             raise ValueError(f"metadata: more than {self.MAX_METADATA_BYTES} bytes")
 
     def to_json(self) -> dict[str, Any]:
-        """``{"tensors": [{name, dtype, shape, offset, length}], "metadata": {str: str}}``, as REST bodies carry
-        it."""
+        """``{"tensors": [{name, dtype, shape, offset, length, placement?}], "metadata": {str: str}}``, as REST
+        bodies carry it."""
         return {"tensors": [t.to_json() for t in self.tensors], "metadata": dict(sorted(self.metadata.items()))}
 
     @classmethod
@@ -208,11 +266,16 @@ class Manifest:
 
     def safetensors_header(self) -> bytes:
         """The .safetensors header (the JSON after the 8-byte size) of a file whose data section is the
-        region's first :attr:`data_bytes`, padded with spaces to a multiple of 8 bytes as the agent pads it.
-        ValueError when the tensors are not back to back from 0 (a region may leave gaps, a file may not)."""
+        region's first :attr:`data_bytes`, padded with spaces to a multiple of 8 bytes as the agent pads it,
+        the placements under ``__metadata__``'s :data:`PLACEMENT_KEY`. ValueError when the tensors are not back
+        to back from 0 (a region may leave gaps, a file may not)."""
         doc: dict[str, Any] = {}
-        if self.metadata:
-            doc[_METADATA_KEY] = dict(sorted(self.metadata.items()))
+        metadata = dict(self.metadata)
+        placements = {t.name: t.placement.to_json() for t in self.tensors if t.placement is not None}
+        if placements:
+            metadata[PLACEMENT_KEY] = json.dumps(placements, separators=(",", ":"), ensure_ascii=False)
+        if metadata:
+            doc[_METADATA_KEY] = dict(sorted(metadata.items()))
         expected = 0
         for t in self.tensors:
             if t.offset != expected:
@@ -255,6 +318,35 @@ def byte_length(dtype: str, shape: Sequence[int], at: str = "tensor") -> int:
     return elements * bits // 8
 
 
+def _check_placement(t: TensorSpec, at: str) -> None:
+    """Manifest::check's placement rules, with its messages."""
+    p = t.placement
+    if p is None:
+        return
+    if not isinstance(p, Placement):
+        raise ValueError(f"{at}: placement must be a Placement or None")
+    if not all(_natural(n) for n in (*p.global_shape, *p.start)):
+        raise ValueError(f"{at}: placement: globalShape and start must be integers from 0 to 2^64-1")
+    if len(p.global_shape) != len(t.shape) or len(p.start) != len(t.shape):
+        raise ValueError(f"{at}: placement: globalShape {_shape_text(p.global_shape)} and start "
+                         f"{_shape_text(p.start)} must have as many dimensions as shape {_shape_text(t.shape)}")
+    for d, (n, s, g) in enumerate(zip(t.shape, p.start, p.global_shape)):
+        if n > g or s > g - n:
+            raise ValueError(f"{at}: placement: start {_shape_text(p.start)} + shape {_shape_text(t.shape)} passes "
+                             f"globalShape {_shape_text(p.global_shape)} in dimension {d}")
+    if DTYPES[t.dtype].bits % 8 and (p.global_shape != t.shape or any(p.start)):
+        raise ValueError(f"{at}: placement: a {t.dtype} tensor is placed only whole (its elements share bytes): "
+                         "globalShape must be its shape and start all 0")
+    byte_length(t.dtype, p.global_shape, f"{at}: placement: globalShape")
+
+
+def _dimensions(dims: list[Any], path: str) -> tuple[int, ...]:
+    """A shape's dimensions as the agent reads them: integers in [0, 2^63)."""
+    if not all(_natural(d) and d <= _I64_MAX for d in dims):
+        raise ValueError(f"{path}: each dimension must be an integer in [0, 2^63)")
+    return tuple(dims)
+
+
 def _only(obj: Mapping[str, Any], path: str, known: Iterable[str]) -> None:
     for k in obj:
         if k not in known:
@@ -264,7 +356,7 @@ def _only(obj: Mapping[str, Any], path: str, known: Iterable[str]) -> None:
 def _tensor_from_json(j: Any, path: str) -> TensorSpec:
     if not isinstance(j, Mapping):
         raise ValueError(f"{path}: must be an object")
-    _only(j, path, ("name", "dtype", "shape", "offset", "length"))
+    _only(j, path, ("name", "dtype", "shape", "offset", "length", "placement"))
     for key in ("name", "dtype", "shape", "offset", "length"):
         if key not in j:
             raise ValueError(f"{path}.{key}: is required")
@@ -283,7 +375,10 @@ def _tensor_from_json(j: Any, path: str) -> TensorSpec:
     for key in ("offset", "length"):
         if not _natural(j[key]):
             raise ValueError(f"{path}.{key}: must be a non-negative integer")
-    return TensorSpec(j["name"], j["dtype"], tuple(j["shape"]), j["offset"], j["length"])
+    placement = None
+    if "placement" in j:
+        placement = Placement.from_json(j["placement"], f"{path}.placement")
+    return TensorSpec(j["name"], j["dtype"], tuple(j["shape"]), j["offset"], j["length"], placement)
 
 
 

@@ -62,6 +62,7 @@ const std::set<std::string> kServedRoutes = {
     "POST /v1/transfers",
     "GET /v1/transfers/{id}",
     "DELETE /v1/transfers/{id}",
+    "POST /v1/reshard/plans",
 };
 
 struct Reply {
@@ -491,6 +492,10 @@ TEST(AgentApi, EveryOperationInTheSpecAnswersAsTheSpecSays) {
       {"POST /v1/transfers", {{}, "", transfer_body}},
       {"GET /v1/transfers/{id}", {{{"id", transfer_id}}, "", nullptr}},
       {"DELETE /v1/transfers/{id}", {{{"id", transfer_id}}, "", nullptr}},
+      {"POST /v1/reshard/plans",
+       {{},
+        "",
+        {{"sources", {{{"manifest", manifest}, {"rate", 1e9}}}}, {"targets", {{{"manifest", manifest}}}}}}},
   };
 
   for (const auto& op : spec_operations(spec)) {

@@ -493,9 +493,17 @@ TEST(ReshardFingerprint, SameTablesSamePrintMetadataAside) {
       << "sides are not interchangeable";
   auto renamed = sides({{whole("w\"", "F32", {8, 2})}});
   EXPECT_NE(reshard_fingerprint(renamed, t), reshard_fingerprint(a, t));
-  // Fixed: the digest of the canonical text, the same on every build.
-  EXPECT_EQ(reshard_fingerprint(sides({{whole("w", "U8", {1})}}), sides({{whole("w", "U8", {1})}})),
-            "2459b917687a1f60f2ef0df4c1869a1c856bcca2275481ef18d1f04b43ec3d7c");
+  // Fixed: SHA-256 of the canonical text, the same on every build (checked with Python's hashlib):
+  // [["w","U8",[1],0,1,[1],[0]]], then {"v":1,"sources":[{"manifest":"8138...","rate":0.0}],"targets":[...]}.
+  const auto one = sides({{whole("w", "U8", {1})}});
+  const std::string digest = "8138d10aae4b1fc2da5d31bb479cc15deba345a57c3e36b12a03e58ecaf5fd77";
+  EXPECT_EQ(manifest_digest(one[0].manifest), digest);
+  EXPECT_EQ(reshard_fingerprint(one, one),
+            "392da0112c0bb4d6266972539d58e87b47de5a6a23cb0a78cc19b59fc1ff8be2");
+  // From kept digests, the same fingerprint without hashing the tables again.
+  EXPECT_EQ(
+      reshard_fingerprint(std::vector<ReshardSideKey>{{digest, 0}}, std::vector<ReshardSideKey>{{digest, 0}}),
+      reshard_fingerprint(one, one));
 }
 
 TEST(ReshardPlanner, CachesByFingerprintAndDropsTheLeastRecentlyUsed) {

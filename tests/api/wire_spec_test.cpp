@@ -17,6 +17,7 @@
 #include "conduit/api/errors.h"
 #include "conduit/api/grant.h"
 #include "conduit/api/reasons.h"
+#include "conduit/api/reshard_wire.h"
 #include "conduit/api/transfer.h"
 #include "conduit/api/wire.h"
 #include "controller/store/yaml_json_reader.h"
@@ -370,6 +371,60 @@ TEST(WireSpec, RequestSchemasReadAndWriteBack) {
   const auto read = RenewGrant::from_json(renew);
   ASSERT_TRUE(read) << read.error().message;
   EXPECT_EQ(read->to_json(), renew);
+}
+
+// POST /v1/reshard/plans: the spec's example is a request the reader takes and the writer gives back, and a
+// plan made from it answers as the ReshardPlan schema says, every property present.
+TEST(WireSpec, ReshardPlanRequestAndAnswerAreTheSpecs) {
+  const json example = request_example("/v1/reshard/plans");
+  EXPECT_EQ(request_errors(example, "/v1/reshard/plans"), std::vector<std::string>{});
+  const auto request = ReshardPlanRequest::from_json(example);
+  ASSERT_TRUE(request) << request.error().message;
+  json written = example;  // a manifest is written with its metadata, {} when it has none
+  for (const char* side : {"sources", "targets"}) {
+    for (json& rank : written[side]) rank["manifest"]["metadata"] = json::object();
+  }
+  EXPECT_EQ(request->to_json(), written);
+  ASSERT_TRUE(request->sources[0].manifest.tensors[0].placement);
+  const auto plan = plan_reshard(request->sources, request->targets);
+  ASSERT_TRUE(plan) << plan.error().message;
+  const json answer = reshard_plan_to_json(*plan, false);
+  EXPECT_EQ(errors_of(answer, "ReshardPlan"), std::vector<std::string>{}) << answer.dump();
+  for (const auto& [field, _] : schema("ReshardPlan")["properties"].items()) {
+    EXPECT_TRUE(answer.contains(field)) << field;
+  }
+  for (const auto& [field, _] : schema("ReshardBatch")["properties"].items()) {
+    EXPECT_TRUE(answer["batches"][0].contains(field)) << field;
+  }
+  // Rows [0, 2) of the source 0 are the first two rows of each target's two columns: 2 runs of 4 bytes each.
+  EXPECT_EQ(answer["batches"][0]["ops"], 2);
+  const auto ops = parse_packed_scatter_ops(answer["batches"][0]["opsPacked"]);
+  ASSERT_TRUE(ops) << ops.error().message;
+  EXPECT_EQ((*ops)[1].source_offset, 8u);
+  EXPECT_EQ((*ops)[1].target_offset, 4u);
+  EXPECT_EQ((*ops)[1].length, 4u);
+
+  // A tensor with a placement is one the Tensor schema takes.
+  Manifest m{.tensors = {{.name = "w", .dtype = "F32", .shape = {1, 2}, .offset = 0, .length = 8}}};
+  m.tensors[0].placement = Placement{{2, 2}, {1, 0}};
+  EXPECT_EQ(errors_of(m.to_json(), "Manifest"), std::vector<std::string>{}) << m.to_json().dump();
+
+  const auto error_of = [](const json& body) {
+    const auto got = ReshardPlanRequest::from_json(body);
+    return got ? std::string("accepted") : got.error().message;
+  };
+  json negative = example;
+  negative["sources"][1]["rate"] = -1;
+  EXPECT_EQ(error_of(negative), "sources[1].rate: must be a number of bytes per second >= 0 (0: unknown)");
+  json no_manifest = example;
+  no_manifest["targets"][0].erase("manifest");
+  EXPECT_EQ(error_of(no_manifest), "targets[0].manifest: is required");
+  json wrong = example;
+  wrong["targets"][1]["manifest"]["tensors"][0]["placement"]["start"] = {0, 3};
+  EXPECT_EQ(
+      error_of(wrong),
+      "targets[1].manifest.tensors[0] (model.layers.0.mlp.down_proj.weight): placement: start [0,3] + shape "
+      "[4,2] passes globalShape [4,4] in dimension 1");
 }
 
 // The readers refuse what the agent refuses, naming the field (the agent answers 400 with the message).

@@ -25,6 +25,12 @@ HandlerResponse refuse_unbounded_body(const httplib::Request& req, httplib::Resp
   return HandlerResponse::Handled;
 }
 
+std::size_t body_limit(std::size_t max_body_bytes, const httplib::Request& req) {
+  if (req.method == "POST" && req.path == kReshardPlansPath)
+    return std::max(max_body_bytes, kReshardPlanBodyBytes);
+  return max_body_bytes;
+}
+
 std::optional<json> read_json_body(std::size_t max_bytes, const httplib::Request& req,
                                    httplib::Response& res) {
   std::string media_type = req.get_header_value("Content-Type");

@@ -1,5 +1,7 @@
 #include "rest/rest.h"
 
+#include <algorithm>
+
 #include "rest/auth.h"
 #include "rest/body.h"
 #include "rest/router.h"
@@ -9,7 +11,9 @@ namespace conduit::agent {
 
 void install_routes(httplib::Server& server, AgentState& state) {
   using HandlerResponse = httplib::Server::HandlerResponse;
-  server.set_payload_max_length(state.config.max_body_bytes);
+  // httplib's own bound is the largest any route takes; each route's own is checked on its body
+  // (rest/body.h).
+  server.set_payload_max_length(std::max(state.config.max_body_bytes, rest::kReshardPlanBodyBytes));
   // Before routing, so a route added later cannot forget to check the caller.
   server.set_pre_routing_handler([&state](const httplib::Request& req, httplib::Response& res) {
     const auto authenticated = rest::authenticate(state, req, res);
@@ -23,6 +27,7 @@ void install_routes(httplib::Server& server, AgentState& state) {
   rest::install_grant_routes(router);
   rest::install_file_routes(router);
   rest::install_transfer_routes(router);
+  rest::install_reshard_routes(router);
   router.install_error_handlers();
 }
 

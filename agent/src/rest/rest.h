@@ -11,6 +11,7 @@
 
 #include <atomic>
 
+#include "conduit/api/reshard_plan.h"
 #include "conduit/common/token_file.h"
 #include "config.h"
 #include "grants.h"
@@ -37,6 +38,8 @@ struct AgentState {
   std::atomic<bool> ready{false};  // /readyz: 200 once started, 503 while shutting down
   std::atomic<int> long_polls{0};  // requests waiting for a region version or a transfer's end
   const NodeCertificate* node_certificate = nullptr;  // with --node-certificate: /readyz waits for it
+  // POST /v1/reshard/plans's cache (rest/reshard_routes.cpp): 64 plans, 2^22 ops (96 MiB of them) in all.
+  api::ReshardPlanner reshard_plans{64, 1ULL << 22, api::ReshardLimits{.max_ops = 1ULL << 20}};
 };
 
 // Registers every route on `server`, with authentication before routing and JSON error bodies after.

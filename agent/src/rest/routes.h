@@ -13,6 +13,7 @@ void install_ack_routes(Router& r);       // /v1/regions/{name}/acks
 void install_grant_routes(Router& r);     // /v1/grants..., /v1/regions/{name}/grants
 void install_file_routes(Router& r);      // /v1/files/stat
 void install_transfer_routes(Router& r);  // /v1/transfers...
+void install_reshard_routes(Router& r);   // /v1/reshard/plans
 
 // conduit_agent_file_write_bytes_total: which way a save's bytes went to its file (a region saved, a grant's
 // landed bytes saved as they land).
