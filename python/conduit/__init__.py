@@ -18,7 +18,9 @@ from .errors import (AgentMismatch, ConduitError, Conflict, Forbidden, InvalidAr
                      TensorMismatch, TransferFailed, Unauthorized, Unavailable, Unprocessable)
 from .jobs import JobTarget, KubeJobs, LocalJobs, TransferJob
 from .manifest import Manifest, Placement, TensorSpec
+from .placement import Replicate, Shard
 from .publish import Published, Publisher, Subscriber, publish, subscribe
+from .reshard import Resharder, ReshardFailed, ReshardResult, reshard
 from .reshard_plan import ReshardBatch, ReshardPlan
 from .transfers import Transfer, TransferStatus
 from .versions import DoubleBuffer, Slot, Update
@@ -27,7 +29,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Ack", "Acks", "Agent", "AgentMismatch", "ConduitError", "Conflict", "DoubleBuffer", "Forbidden", "Grant", "InvalidArgument",
-    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Placement", "Published", "Publisher", "Subscriber", "Region", "ReshardBatch", "ReshardPlan", "SharedBuffer", "Slot", "Target",
+    "JobTarget", "KubeJobs", "LocalJobs", "Manifest", "NotFound", "Placement", "Published", "Publisher", "Subscriber", "Region",
+    "Replicate", "ReshardBatch", "ReshardFailed", "ReshardPlan", "ReshardResult", "Resharder", "Shard", "SharedBuffer", "Slot", "Target",
     "TensorMismatch", "TensorSpec", "TooManyRequests", "Transfer", "TransferFailed", "TransferJob", "TransferStatus", "Unauthorized",
-    "Unavailable", "Unprocessable", "Update", "__version__", "publish", "subscribe",
+    "Unavailable", "Unprocessable", "Update", "__version__", "publish", "reshard", "subscribe",
 ]
