@@ -30,6 +30,7 @@ as with any in-place write (docs/tensors.md), or land in a DoubleBuffer's back h
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -87,6 +88,19 @@ class ReshardResult:
         None where no rate was given."""
         lb = self.plan.lower_bound_seconds
         return self.seconds / lb if lb else None
+
+
+#: Ops one POST /v1/transfers carries: ``opsPacked`` is 32 base64 bytes an op, so 640 KB, inside the agents'
+#: default 1 MiB body (``--max-body-bytes``). A planned batch with more is posted in parts, each verified.
+OPS_PER_POST = 20_000
+
+
+def _parts(ops_packed: str, ops: int) -> list[str]:
+    if ops <= OPS_PER_POST:
+        return [ops_packed]
+    raw = base64.b64decode(ops_packed)
+    step = 24 * OPS_PER_POST
+    return [base64.b64encode(raw[at:at + step]).decode("ascii") for at in range(0, len(raw), step)]
 
 
 def _endpoints(what: str, given: Iterable[Endpoint]) -> list[Endpoint]:
@@ -173,19 +187,22 @@ class Resharder:
             self._grants[t] = agent.grant(region, "write", 0, 0, self.grant_ttl_seconds, self.writer)
         return self._grants[t]
 
-    def _start(self, plan: ReshardPlan, i: int) -> Transfer:
+    def _start(self, plan: ReshardPlan, i: int) -> list[Transfer]:
         b = plan.batches[i]
         agent, region = self.sources[b.source]
         target_agent, _ = self.targets[b.target]
         g = self._grant(b.target)
-        body: dict[str, Any] = {
-            "source": {"region": region},
-            "targets": [{"grant": g.key, "url": target_agent.url, "grantId": g.id}],
-            "opsPacked": b.ops_packed,
-            "verify": self.verify,
-        }
-        status = agent.request("POST", "/v1/transfers", body)
-        return Transfer(agent, str(status["id"]))
+        started = []
+        for packed in _parts(b.ops_packed, b.ops):
+            body: dict[str, Any] = {
+                "source": {"region": region},
+                "targets": [{"grant": g.key, "url": target_agent.url, "grantId": g.id}],
+                "opsPacked": packed,
+                "verify": self.verify,
+            }
+            status = agent.request("POST", "/v1/transfers", body)
+            started.append(Transfer(agent, str(status["id"])))
+        return started
 
     def run(self, timeout: float = 300.0) -> ReshardResult:
         """One step (see the module's docstring): returns once every target region is at the new version;
@@ -202,7 +219,7 @@ class Resharder:
         attempts = dict.fromkeys(left, 0)
         failed: dict[int, str] = {}
         for _ in range(self.retries + 1):
-            running: dict[int, tuple[Transfer, float]] = {}
+            running: dict[int, tuple[list[Transfer], float]] = {}
             for i in left:
                 attempts[i] += 1
                 try:
@@ -211,9 +228,10 @@ class Resharder:
                     failed[i] = str(e)
                 except OSError as e:  # the source agent does not answer
                     failed[i] = f"source agent unreachable: {e}"
-            for i, (transfer, started) in running.items():
+            for i, (transfers, started) in running.items():
                 try:
-                    transfer.wait(timeout=max(0.0, deadline - time.monotonic()))
+                    for transfer in transfers:
+                        transfer.wait(timeout=max(0.0, deadline - time.monotonic()))
                 except (ConduitError, OSError) as e:
                     failed[i] = str(e)
                     continue
