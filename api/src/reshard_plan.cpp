@@ -257,7 +257,8 @@ class Planning {
     if (all_whole) {  // one piece, any of them (a replicated tensor, a slice inside one source's)
       pieces_total_ += 1;
       work_ += meeting_.size();
-      if (pieces_total_ > limits_.max_ops || work_ > max_work()) return too_many(t, tensor);
+      box_words_ += 2 * rank;
+      if (over_bounds()) return too_many(t, tensor);
       return add_piece(t, tensor, bits, lo, hi, held, meeting_);
     }
     // Per dimension the cuts of the meeting boxes inside the target's, and the grid of cells they make.
@@ -277,7 +278,8 @@ class Planning {
     }
     pieces_total_ += cells;
     work_ += cells * meeting_.size();
-    if (pieces_total_ > limits_.max_ops || work_ > max_work()) return too_many(t, tensor);
+    box_words_ += cells * 2 * rank;
+    if (over_bounds()) return too_many(t, tensor);
     // Each meeting source's cells: [first, last) per dimension in the cuts.
     const std::size_t m = meeting_.size();
     spans_.resize(2 * m * rank);
@@ -335,15 +337,22 @@ class Planning {
     return {};
   }
 
-  // Pieces times the sources meeting them: the candidates kept (indexed by 32 bits) and the tests made.
-  std::uint64_t max_work() const { return std::min<std::uint64_t>(64 * limits_.max_ops, UINT32_MAX); }
+  // The pieces' bounds, which are what cutting costs in memory and time: at most max_ops pieces; their
+  // boxes' words (4 a piece of a matrix: 16 bytes a dimension); pieces times the sources meeting them (the
+  // candidates kept, indexed by 32 bits, and the tests made): 16 a piece, the replicas of a norm held by 64
+  // ranks being 64 a piece but few.
+  bool over_bounds() const {
+    return pieces_total_ > limits_.max_ops || box_words_ > 4 * limits_.max_ops ||
+           work_ > std::min<std::uint64_t>(16 * limits_.max_ops, UINT32_MAX);
+  }
 
   // Candidate c (an index into candidates_) of piece p.
   const Holder& holder(const Piece& p, std::uint32_t c) const { return p.held->holders[candidates_[c]]; }
 
   Error too_many(std::uint32_t t, const Tensor& tensor) const {
-    return too_big("the plan cuts into more than " + std::to_string(limits_.max_ops) + " pieces (at " +
-                   what(t, tensor) + "): the slices are too fine to move as byte runs");
+    return too_big("the plan cuts the targets into too many pieces for a plan of at most " +
+                   std::to_string(limits_.max_ops) + " ops (at " + what(t, tensor) +
+                   "): the slices are too fine, or too many ranks hold each piece");
   }
 
   // Pieces one source holds go to it; then those several hold, largest first, each to the source whose
@@ -560,6 +569,7 @@ class Planning {
   std::vector<std::uint64_t> boxes_;
   std::uint64_t pieces_total_ = 0;
   std::uint64_t work_ = 0;
+  std::uint64_t box_words_ = 0;
   std::vector<std::uint64_t> load_;
   std::vector<std::int32_t> pairs_index_;  // by source x targets + target: into pairs_, -1 for none yet
   std::vector<PairOps> pairs_;

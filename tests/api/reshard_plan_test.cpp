@@ -468,6 +468,25 @@ TEST(ReshardPlan, MoreThanAScattersOpsIsSeveralBatches) {
       << limited.error().message;
 }
 
+TEST(ReshardPlan, TooManyPiecesAreRefusedBeforeTheyAreMade) {
+  // A [64, 64] target cut by 8 x 8 source blocks: 64 pieces, past a plan of at most 32 ops.
+  std::vector<std::vector<Slice>> blocks;
+  for (std::uint64_t r = 0; r < 8; ++r) {
+    for (std::uint64_t c = 0; c < 8; ++c)
+      blocks.push_back({Slice{"w", "U8", {8, 8}, {8 * r, 8 * c}, {64, 64}}});
+  }
+  auto plan =
+      plan_reshard(sides(blocks), sides({{whole("w", "U8", {64, 64})}}), ReshardLimits{.max_ops = 32});
+  ASSERT_FALSE(plan);
+  EXPECT_EQ(plan.error().code, ErrorCode::ResourceExhausted);
+  EXPECT_NE(plan.error().message.find(
+                "too many pieces for a plan of at most 32 ops (at tensor \"w\" of targets[0])"),
+            std::string::npos)
+      << plan.error().message;
+  EXPECT_TRUE(
+      plan_reshard(sides(blocks), sides({{whole("w", "U8", {64, 64})}}), ReshardLimits{.max_ops = 8 * 64}));
+}
+
 TEST(ReshardPlan, ARunPastAScattersBytesIsCutAtTheBatch) {
   // 40 GiB, whole to whole: no memory is touched, the plan alone.
   const auto sources = sides({{whole("huge", "U8", {40ULL << 30})}});

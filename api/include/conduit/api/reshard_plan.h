@@ -58,8 +58,8 @@ struct ReshardLink {
 struct ReshardPlan {
   std::vector<ReshardBatch> batches;        // by source, then target
   std::vector<std::uint64_t> source_bytes;  // each source's egress
-  std::vector<std::uint64_t>
-      target_bytes;  // each target's ingress: what its manifest holds, empty ones aside
+  // Each target's ingress: the bytes of its tensors.
+  std::vector<std::uint64_t> target_bytes;
   // The link with the most bytes (the first source, then the first target, on a tie).
   ReshardLink busiest;
   // The plan cannot finish sooner: the largest bytes / rate over the links whose rate is known (each link
