@@ -7,6 +7,7 @@
 #include "conduit/api/names.h"
 #include "conduit/common/base64.h"
 #include "conduit/common/json_fields.h"
+#include "conduit/common/little_endian.h"
 
 namespace conduit::api {
 
@@ -231,8 +232,7 @@ Result<GrantChecksumRequest> GrantChecksumRequest::from_json(const json& body) {
   }
   const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
   auto u64 = [&in] {
-    std::uint64_t v = 0;
-    for (int b = 7; b >= 0; --b) v = (v << 8) | in[b];  // little-endian whatever this machine is
+    const std::uint64_t v = load_le64(in);
     in += sizeof(std::uint64_t);
     return v;
   };

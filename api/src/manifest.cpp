@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "conduit/common/json_fields.h"
+#include "conduit/common/little_endian.h"
 
 namespace conduit::api {
 
@@ -386,8 +387,7 @@ Result<std::string> Manifest::safetensors_header() const {
 }
 
 Result<std::uint64_t> safetensors_header_size(const unsigned char (&prefix)[8], std::uint64_t file_bytes) {
-  std::uint64_t n = 0;
-  for (int b = 7; b >= 0; --b) n = (n << 8) | prefix[b];  // little-endian whatever this machine is
+  const std::uint64_t n = load_le64(prefix);
   if (n > kMaxSafetensorsHeader) {
     return bad("the .safetensors header claims " + std::to_string(n) + " bytes, more than the format's " +
                std::to_string(kMaxSafetensorsHeader));

@@ -7,6 +7,7 @@
 #include "conduit/api/names.h"
 #include "conduit/common/base64.h"
 #include "conduit/common/json_fields.h"
+#include "conduit/common/little_endian.h"
 
 namespace conduit::api {
 
@@ -269,8 +270,7 @@ Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& pa
   if (count > kMaxScatterOps) return op_count_error("opsPacked", count);
   const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
   auto u64 = [&in] {
-    std::uint64_t v = 0;
-    for (int b = 7; b >= 0; --b) v = (v << 8) | in[b];  // little-endian whatever this machine is
+    const std::uint64_t v = load_le64(in);
     in += sizeof(std::uint64_t);
     return v;
   };

@@ -36,6 +36,23 @@ Status drain(DeviceCopier& copier, int slots, Status first) {
   return first;
 }
 
+// A host buffer of `bytes` that device memory is copied through: pinned where the driver gives it (the
+// copy engine reads it directly), plain memory where pinning fails. `bytes` views whichever it is.
+struct HostStage {
+  Result<MemoryRegion> pinned;
+  std::vector<std::byte> plain;
+  std::span<std::byte> bytes;
+
+  explicit HostStage(std::uint64_t size) : pinned(allocate_pinned(size)) {
+    if (pinned) {
+      bytes = pinned->bytes();
+    } else {
+      plain.resize(size);
+      bytes = plain;
+    }
+  }
+};
+
 }  // namespace
 
 Status run_staged(StageDirection direction, const StagePlan& plan, std::span<std::byte> bounce,
@@ -112,15 +129,8 @@ Result<std::vector<std::uint32_t>> region_crc32c_slices(const MemoryRegion& regi
   // each slice across buffer boundaries.
   constexpr std::uint64_t kPiece = 64ULL << 20;
   const std::uint64_t piece = std::min(kPiece, std::max<std::uint64_t>(length, 1));
-  auto pinned = allocate_pinned(piece);
-  std::vector<std::byte> plain;
-  std::span<std::byte> buffer;
-  if (pinned) {
-    buffer = pinned->bytes();
-  } else {
-    plain.resize(piece);
-    buffer = plain;
-  }
+  HostStage stage(piece);
+  const std::span<std::byte> buffer = stage.bytes;
   std::vector<std::uint32_t> out;
   out.reserve(length / slice + 1);
   std::uint32_t current = 0;
@@ -170,15 +180,8 @@ Result<std::uint32_t> region_crc32c_ranges(const MemoryRegion& region, std::span
   // Device memory: each range copied to one pinned buffer (plain memory if pinning fails) in pieces.
   constexpr std::uint64_t kPiece = 64ULL << 20;
   const std::uint64_t piece = std::min(kPiece, std::max<std::uint64_t>(largest, 1));
-  auto pinned = allocate_pinned(piece);
-  std::vector<std::byte> plain;
-  std::span<std::byte> buffer;
-  if (pinned) {
-    buffer = pinned->bytes();
-  } else {
-    plain.resize(piece);
-    buffer = plain;
-  }
+  HostStage stage(piece);
+  const std::span<std::byte> buffer = stage.bytes;
   for (const CrcRange& r : ranges) {
     for (std::uint64_t at = 0; at < r.length;) {
       const std::uint64_t n = std::min(piece, r.length - at);
