@@ -74,10 +74,7 @@ def main() -> int:
         work = Path(tmp)
         token = work / "token"
         new_token(token)
-        for node in net.nodes.values():
-            # tbf needs a bucket of at least one GSO packet (64 KiB); 1 MiB keeps the rate exact at 1 Gbit/s.
-            net.run(node.name, ["tc", "qdisc", "add", "dev", node.peer, "root", "tbf", "rate", args.rate,
-                                "burst", "1mb", "latency", "50ms"])
+        net.shape_egress(args.rate)
         pool = AgentPool(build, work, token, procs, network=net, log_level="warn")
         a = pool.start("node-a", "--memory-cap", cap)
         targets = {n: pool.start(n, "--memory-cap", cap) for n in TARGETS}

@@ -40,17 +40,11 @@ from conduit import Target  # noqa: E402
 from conduit.placement import Replicate, Shard, box, placed, shard_state_dict  # noqa: E402
 from conduit.reshard import Resharder  # noqa: E402
 from conduit.tensors import layout, pack, views  # noqa: E402
+from broadcast_bench import size_arg  # noqa: E402  (bench/, the script's own folder)
 from harness import AgentPool, Build, MiB, Network, ProcessSet, new_token  # noqa: E402
 
 TRAINERS = [f"tr{i}" for i in range(4)]
 ENGINES = [f"in{i}" for i in range(4)]
-
-
-def size_arg(text: str) -> int:
-    m = re.fullmatch(r"(\d+)(KiB|MiB|GiB)?", text)
-    if not m:
-        raise argparse.ArgumentTypeError(f"{text}: a size such as 512MiB")
-    return int(m.group(1)) * {None: 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}[m.group(2)]
 
 
 def rate_bytes(text: str) -> float:
@@ -116,9 +110,7 @@ def main() -> int:
         work = Path(tmp)
         token = work / "token"
         new_token(token)
-        for node in net.nodes.values():
-            net.run(node.name, ["tc", "qdisc", "add", "dev", node.peer, "root", "tbf", "rate", args.rate,
-                                "burst", "1mb", "latency", "50ms"])
+        net.shape_egress(args.rate)
         pool = AgentPool(build, work, token, procs, network=net, log_level="warn")
         agents = {n: pool.start(n, "--memory-cap", cap) for n in TRAINERS + ENGINES}
         sdk = {n: conduit.Agent(a.url, token_file=token, import_socket=a.socket) for n, a in agents.items()}

@@ -111,6 +111,14 @@ class Network:
             raise RuntimeError(f"{node}: {' '.join(argv)}: {r.stderr.strip() or f'exit {r.returncode}'}")
         return r
 
+    def shape_egress(self, rate: str) -> None:
+        """Every node's egress (its namespace-side veth) shaped to RATE, as tc writes it ("1gbit"), so the
+        links and not the CPUs are what a bench's jobs share. tbf needs a bucket of at least one GSO packet
+        (64 KiB); 1 MiB keeps the rate exact at 1 Gbit/s."""
+        for node in self.nodes.values():
+            self.run(node.name, ["tc", "qdisc", "add", "dev", node.peer, "root", "tbf", "rate", rate,
+                                 "burst", "1mb", "latency", "50ms"])
+
     def link_down(self, node: str) -> None:
         """Cut NODE off from every other node and from the root namespace."""
         _ip("link", "set", self.nodes[node].veth, "down")
