@@ -18,6 +18,15 @@ constexpr std::chrono::seconds kMaxTtl{86400};
 // someone else's grant.
 std::string new_grant_id() { return "g-" + random_hex(16); }
 
+// Ending a grant here, not when the last shared_ptr goes, is what makes revocation immediate: a caller
+// still holding the grant (an API handler mid-response, a listing for an access check) must neither keep
+// the key working nor keep the region from being deleted. Only the registration's handles and the
+// region's use count change; the RemoteKey that to_json reads and the memory a handler reads stay.
+void retire(Grant& grant) {
+  grant.registration.reset();
+  grant.region.end();
+}
+
 std::string_view access_name(Access access) {
   if (access == Access::RemoteReadWrite) return "readwrite";
   return allows(access, Access::RemoteWrite) ? "write" : "read";
@@ -168,9 +177,6 @@ std::vector<std::shared_ptr<const Grant>> GrantTable::list() const {
   return out;
 }
 
-// Deregistering here, not when the last shared_ptr goes, is what makes revocation immediate: a caller
-// still holding the grant (an API handler mid-response) must not keep the key working. Only the
-// registration's handles change; the RemoteKey that to_json reads stays as it was.
 Status GrantTable::revoke(const std::string& id) {
   std::shared_ptr<Grant> grant;
   {
@@ -180,7 +186,7 @@ Status GrantTable::revoke(const std::string& id) {
     grant = std::move(it->second);
     grants_.erase(it);
   }
-  grant->registration.reset();
+  retire(*grant);
   return {};
 }
 
@@ -211,7 +217,7 @@ std::size_t GrantTable::expire(Clock::time_point now) {
       }
     }
   }
-  for (auto& g : expired) g->registration.reset();
+  for (auto& g : expired) retire(*g);
   return expired.size();
 }
 
@@ -230,7 +236,7 @@ void GrantTable::revoke_all() {
     std::lock_guard lock(mu_);
     all.swap(grants_);
   }
-  for (auto& [_, g] : all) g->registration.reset();
+  for (auto& [_, g] : all) retire(*g);
 }
 
 }  // namespace conduit::agent

@@ -118,24 +118,30 @@ class Region {
 
 using RegionPtr = std::shared_ptr<Region>;
 
-// Marks a region in use for its lifetime (a transfer, a grant): DELETE answers 409 meanwhile.
+// Marks a region in use for its lifetime (a transfer, a grant): DELETE answers 409 meanwhile. end() stops
+// the marking before the lifetime does: a revoked grant is no use of its region even while a request that
+// looked it up a moment before (a listing, a checksum) still holds it, and so still reads the memory.
 class RegionUse {
  public:
   RegionUse() = default;
-  explicit RegionUse(RegionPtr region) : region_(std::move(region)) {
+  explicit RegionUse(RegionPtr region) : region_(std::move(region)), counted_(region_ != nullptr) {
     if (region_) region_->acquire();
   }
-  RegionUse(RegionUse&& o) noexcept : region_(std::move(o.region_)) {}
+  RegionUse(RegionUse&& o) noexcept : region_(std::move(o.region_)), counted_(o.counted_.exchange(false)) {}
   RegionUse& operator=(RegionUse&& o) noexcept {
     if (this != &o) {
       reset();
       region_ = std::move(o.region_);
+      counted_ = o.counted_.exchange(false);
     }
     return *this;
   }
   ~RegionUse() { reset(); }
+  void end() {
+    if (counted_.exchange(false)) region_->release();
+  }
   void reset() {
-    if (region_) region_->release();
+    end();
     region_.reset();
   }
   const RegionPtr& get() const { return region_; }
@@ -143,6 +149,7 @@ class RegionUse {
 
  private:
   RegionPtr region_;
+  std::atomic<bool> counted_{false};
 };
 
 // A file opened for reading under the data directory, with what it looked like when opened.

@@ -273,6 +273,22 @@ TEST(GrantTable, RegionIsInUseWhileAGrantExists) {
   EXPECT_TRUE(node.regions.remove("buf"));
 }
 
+// A request that listed the grants a moment before (an access check, GET /v1/grants) still holds the
+// revoked grant: the region is deletable all the same, and what the holder reads stays mapped.
+TEST(GrantTable, ARevokedGrantStillHeldElsewhereDoesNotKeepItsRegion) {
+  Node node("tcp", "grant-held");
+  auto region = node.region("buf", 1 * MiB);
+  std::string id;
+  node.grant(region, Access::RemoteWrite, 0, 0, &id);
+  region.reset();
+  auto held = node.grants.get(id);
+  ASSERT_TRUE(held);
+  ASSERT_TRUE(node.grants.revoke(id));
+  EXPECT_TRUE(node.regions.remove("buf"));
+  ASSERT_TRUE((*held)->region.get());
+  EXPECT_EQ((*held)->region->bytes(), 1 * MiB);
+}
+
 TEST(GrantTable, ExpiredGrantIsRevokedAndItsKeyStopsWorking) {
   Node target("tcp", "grant-exp-t");
   Node source("tcp", "grant-exp-s");
