@@ -154,6 +154,7 @@ void Reconciler::begin_attempt(Pass& p) {
   const auto& spec = p.spec();
   p.run.attempt += 1;
   p.run.not_before.reset();
+  p.run.subset_version.reset();  // read again once this attempt's subset landed
   // Keys an earlier attempt could not revoke (their node did not answer) go before new ones are handed out.
   if (!p.run.unrevoked.empty()) release(p, /*drop_source=*/false);
   if (!p.status.contains("startTime")) p.status["startTime"] = format_rfc3339(p.now, TimePrecision::Millis);
@@ -559,6 +560,35 @@ std::optional<Reconciler::AttemptError> Reconciler::take_grants(Pass& p) {
   }
   if (!save_run(p)) return std::nullopt;
   return error;
+}
+
+std::optional<Reconciler::AttemptError> Reconciler::commit_subset(Pass& p) {
+  const auto& spec = p.spec();
+  if (spec.tensors.empty() || spec.targets.size() != 1) return std::nullopt;
+  const auto& t = spec.targets[0];
+  const std::string what = "target region \"" + t.region + "\"" + on(t.node);
+  const auto grant = std::find_if(p.run.grants.begin(), p.run.grants.end(),
+                                  [&](const NodeRef& g) { return g.node == t.node; });
+  if (grant == p.run.grants.end())
+    return AttemptError{reason::kTransferLost, "the attempt's grant on " + what + " is not recorded"};
+  if (!p.run.subset_version) {
+    auto r = agents_.get_region(t.node, t.region);
+    if (!r) return AttemptError{reason_for(r.error()), "looking up " + what + ": " + r.error().message};
+    p.run.subset_version = r->version + 1;
+    if (!save_run(p))
+      return AttemptError{reason::kTransferLost, "the version to commit could not be recorded"};
+  }
+  const std::uint64_t k = *p.run.subset_version;
+  const auto s = agents_.commit_grant(t.node, grant->name, p.run.length, k);
+  if (s) return std::nullopt;
+  if (s.error().code == ErrorCode::Conflict) {
+    // At K or past it: this job's commit whose answer was lost, or another writer's after the subset landed;
+    // either way the version readers see holds these bytes.
+    auto again = agents_.get_region(t.node, t.region);
+    if (again && again->version >= k) return std::nullopt;
+  }
+  return AttemptError{reason_for(s.error()), "committing " + what + " to version " + std::to_string(k) +
+                                                 " failed: " + s.error().message};
 }
 
 std::optional<Reconciler::AttemptError> Reconciler::save_files(Pass& p) {

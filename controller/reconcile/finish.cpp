@@ -105,6 +105,16 @@ void Reconciler::track(Pass& p, const api::TransferStatus& t) {
 }
 
 void Reconciler::complete(Pass& p, const api::TransferStatus& t) {
+  // Before the grant goes: the commit is made through it.
+  if (auto error = commit_subset(p)) {
+    if (error->permanent) return fail(p, error->reason, error->message);
+    // Every byte is in and verified; only the version waits for an agent that does not answer now (the
+    // job's deadline bounds it).
+    log::warn("committing the subset's target failed; trying again",
+              {{"job", p.job_name()}, {"reason", error->reason}, {"message", error->message}});
+    p.wait = options_.poll_interval;
+    return;
+  }
   // Revoke first: nothing may write into a target while it is saved or used.
   release(p, /*drop_source=*/false);
   if (auto error = save_files(p)) {

@@ -137,6 +137,9 @@ class Reconciler {
   // Targets the agent said Succeeded in the attempt that just ended count as landed (run.landed).
   void note_landed(Pass& p);
   std::optional<AttemptError> save_files(Pass& p);
+  // spec.tensors: a scatter batch takes no landing reports, so the target region gets its new version here,
+  // through the attempt's grant, once every op landed (and was verified).
+  std::optional<AttemptError> commit_subset(Pass& p);
   void track(Pass& p, const api::TransferStatus& t);
   void complete(Pass& p, const api::TransferStatus& t);
   void fail(Pass& p, const std::string& reason, const std::string& message);

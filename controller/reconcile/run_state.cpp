@@ -81,6 +81,8 @@ RunState RunState::from_job(const json& job) {
     }
   }
   if (j.contains("reshard")) run.reshard = ReshardRun::from_json(j["reshard"]);
+  if (j.contains("subsetVersion") && j["subsetVersion"].is_number_unsigned())
+    run.subset_version = j["subsetVersion"].get<std::uint64_t>();
   return run;
 }
 
@@ -114,6 +116,7 @@ json RunState::to_json() const {
     for (const auto& p : pods) j["pods"].push_back(p.to_json(/*with_entry=*/true));
   }
   if (reshard) j["reshard"] = reshard->to_json();
+  if (subset_version) j["subsetVersion"] = *subset_version;
   return j;
 }
 

@@ -58,6 +58,9 @@ struct RunState {
   // Strategy Reshard: the current attempt's batches (their transfers instead of `transfer`) and commits; the
   // targets' long-lived write grants are `grants`, in spec.targets order.
   std::optional<ReshardRun> reshard;
+  // spec.tensors: the version the target region commits to once the subset landed (its version then + 1),
+  // recorded before the commit so that a commit whose answer was lost is not made twice.
+  std::optional<std::uint64_t> subset_version;
 
   static RunState from_job(const nlohmann::json& job);  // empty when the annotation is absent or unreadable
   nlohmann::json to_json() const;

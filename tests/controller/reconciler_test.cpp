@@ -1180,6 +1180,30 @@ TEST_F(ReconcilerTest, TensorsMoveOnlyTheNamedTensorsAsOneScatterBatch) {
   reconcile("subset");
   EXPECT_EQ(phase("subset"), "Succeeded");
   EXPECT_EQ(status("subset").value("bytesTotal", 0U), 3072U) << "the subset's bytes, not the region's";
+  // A scatter batch takes no landing reports: the job commits the target to its next version itself.
+  EXPECT_EQ(agents.commits, std::vector<std::string>{"node-b:model@1"});
+}
+
+// The target's agent does not answer the commit: the job waits (Running, the bytes in) and commits once
+// it answers, exactly once.
+TEST_F(ReconcilerTest, TensorsCommitTheTargetOnceItsAgentAnswersAgain) {
+  ASSERT_TRUE(agents.create_region(
+      "node-a", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  ASSERT_TRUE(agents.create_region(
+      "node-b", api::CreateRegion{.name = "model", .bytes = 8192, .manifest = model_manifest()}));
+  agents.nodes["node-b"].regions["model"].version = 4;
+  store.put(subset_job("later", {"lm_head.weight"}));
+  start("later");
+  agents.finish("Succeeded");
+  agents.nodes["node-b"].down = true;
+  reconcile("later");
+  EXPECT_EQ(phase("later"), "Running");
+  EXPECT_TRUE(agents.commits.empty());
+  agents.nodes["node-b"].down = false;
+  reconcile("later");
+  reconcile("later");
+  EXPECT_EQ(phase("later"), "Succeeded");
+  EXPECT_EQ(agents.commits, std::vector<std::string>{"node-b:model@5"});
 }
 
 // Verified by default: the batch goes with verify crc32c and the target's url and grantId, where the source

@@ -70,6 +70,7 @@ def test_a_jobs_tensors_move_only_those_and_a_mismatch_fails_it(
     dst, before = fill(b, "model", 2, model())
     odd, odd_before = fill(b, "odd", 3, model(head_dtype="F16"))
     with src, dst, odd:
+        version = b.version("model").version
         # verify left out: crc32c, the CRD's default.
         jobs.apply(TransferJob("subset", source_node="node-a", source_region="model",
                                targets=[JobTarget("node-b", "model")], transport="tcp",
@@ -77,6 +78,7 @@ def test_a_jobs_tensors_move_only_those_and_a_mismatch_fails_it(
         status = jobs.wait("subset", timeout=30)
         assert status["phase"] == "Succeeded", status
         assert status["bytesTotal"] == 4 * KiB, "the subset's bytes"
+        assert b.version("model").version == version + 1, "readers waiting on the region see one new version"
         after = dst.numpy()
         assert np.array_equal(after[8 * KiB:12 * KiB], src_bytes[8 * KiB:12 * KiB])
         assert np.array_equal(np.r_[after[:8 * KiB], after[12 * KiB:]], np.r_[before[:8 * KiB], before[12 * KiB:]])
