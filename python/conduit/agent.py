@@ -455,11 +455,13 @@ class Agent(Client):
         return ReshardPlan.from_json(self.request("POST", "/v1/reshard/plans", body))
 
     # ---- buffers, versions (in their own modules)
-    def allocate(self, name: str, nbytes: int, *, prefault: bool = False) -> SharedBuffer:
+    def allocate(self, name: str, nbytes: int, *, prefault: bool = False,
+                 manifest: Manifest | None = None) -> SharedBuffer:
         """NBYTES of shared memory of this process, imported by the agent as region NAME without a copy
         (:mod:`conduit.buffers`). ``prefault``: touch every page now, so the first transfer into it does not
-        pay the page faults (the first step into fresh buffers ran 3x slower for them)."""
-        return buffers.allocate(self, name, nbytes, prefault=prefault)
+        pay the page faults (the first step into fresh buffers ran 3x slower for them). ``manifest``: the
+        region's named tensors from the start (the agent checks it against NBYTES)."""
+        return buffers.allocate(self, name, nbytes, prefault=prefault, manifest=manifest)
 
     def open_shared(self, name: str, writable: bool = False) -> SharedBuffer:
         """Region NAME that the agent holds in shared memory (``create_region(..., shareable=True)``, or

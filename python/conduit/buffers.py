@@ -256,15 +256,24 @@ class SharedBuffer:
         self.close()
 
 
-def allocate(agent: Agent, name: str, nbytes: int, *, prefault: bool = False) -> SharedBuffer:
+def allocate(agent: Agent, name: str, nbytes: int, *, prefault: bool = False,
+             manifest: Manifest | None = None) -> SharedBuffer:
     """A memfd of NBYTES, mapped here and imported by AGENT as region NAME (:class:`SharedBuffer`). Raises the
     agent's refusal (AlreadyExists, InvalidArgument, ResourceExhausted, ...) with nothing left behind.
     PREFAULT: every page written once here first (they are zero already), so neither this process nor the
-    agent's transport takes a fault per page on the first write into it."""
+    agent's transport takes a fault per page on the first write into it. MANIFEST: the region's named
+    tensors from its first moment (a reader that waits for the region never sees it without them); checked
+    by the agent, whose refusal names the tensor."""
     path = checked_import_socket(agent)
     # The name is the agent's to judge (its message says what a name may be); a refused one leaves nothing.
     if not isinstance(nbytes, int) or nbytes < 1:
         raise InvalidArgument(f"a shared buffer needs at least 1 byte, not {nbytes!r}", "InvalidArgument")
+    if manifest is not None and not isinstance(manifest, Manifest):
+        raise InvalidArgument(f"manifest must be a conduit.Manifest, not {type(manifest).__name__}",
+                              "InvalidArgument")
+    request: dict[str, Any] = {"name": name, "bytes": nbytes}
+    if manifest is not None:
+        request["manifest"] = manifest.to_json()
     # MFD_ALLOW_SEALING lets the agent seal the size (F_SEAL_SHRINK): a memfd truncated under its mapping
     # would SIGBUS the agent.
     fd = os.memfd_create(f"conduit:{name}", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
@@ -276,14 +285,14 @@ def allocate(agent: Agent, name: str, nbytes: int, *, prefault: bool = False) ->
             view[::mmap.PAGESIZE] = bytes(len(range(0, nbytes, mmap.PAGESIZE)))
             view.release()
         try:
-            answer = send_import(path, {"name": name, "bytes": nbytes}, fd)
+            answer = send_import(path, request, fd)
         except BaseException:
             mm.close()
             raise
     finally:
         os.close(fd)  # the mapping here and the agent's own fd keep the memory
     region = Region.from_json(answer["region"]) if isinstance(answer.get("region"), dict) else None
-    return SharedBuffer(agent, name, nbytes, mm, region)
+    return SharedBuffer(agent, name, nbytes, mm, region, manifest=manifest)
 
 
 

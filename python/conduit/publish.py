@@ -74,9 +74,10 @@ class Publisher:
         self._framework = _framework_of(state_dict)
         self.manifest, nbytes = _tensors.layout(state_dict, metadata=metadata)
         # Nothing to move still makes a region (a model of empty tensors): the agent takes at least one byte.
-        self.buffer: SharedBuffer = agent.allocate(name, max(1, nbytes), prefault=prefault)
+        # The region carries its manifest from its first moment: a subscriber that waits for it never finds it
+        # without one.
+        self.buffer: SharedBuffer = agent.allocate(name, max(1, nbytes), prefault=prefault, manifest=self.manifest)
         try:
-            agent.set_manifest(name, self.manifest)
             _tensors.pack(state_dict, self.buffer, self.manifest)
         except BaseException:
             self.buffer.close()

@@ -88,6 +88,21 @@ def test_close_deletes_the_region_and_views_stay_usable(nodes: Callable[..., lis
         assert not again.closed
 
 
+def test_allocate_with_a_manifest_names_the_tensors_from_the_start(nodes: Callable[..., list[conduit.Agent]]) -> None:
+    (a,) = nodes("node-a")
+    manifest = conduit.Manifest([conduit.TensorSpec("w", "F32", (4, 4), 0, 64),
+                                 conduit.TensorSpec("b", "BF16", (4,), 64, 8)], {"step": "3"})
+    with a.allocate("named", 72, manifest=manifest) as buf:
+        assert buf.manifest == manifest
+        assert a.manifest("named") == manifest, "the agent's region holds it, not only this process"
+    # A manifest that does not fit the bytes is refused naming the tensor, and no region is left behind.
+    lying = conduit.Manifest([conduit.TensorSpec("w", "F32", (4, 4), 0, 64)], {})
+    with pytest.raises(conduit.InvalidArgument, match=r"tensors\[0\] \(w\).*outside the 32-byte region"):
+        a.allocate("short", 32, manifest=lying)
+    with pytest.raises(conduit.NotFound):
+        a.region("short")
+
+
 def test_torch_view_is_zero_copy(nodes: Callable[..., list[conduit.Agent]]) -> None:
     torch = pytest.importorskip("torch", reason="torch is not installed: SharedBuffer.torch() is tested where it is")
     (a,) = nodes("node-a")
