@@ -7,7 +7,8 @@
 #   scripts/kube-node.sh start DIR KUBE_DIR [NAME]   start the node NAME (default conduit-node) against the
 #                                                    apiserver of KUBE_DIR (started with CONDUIT_KUBE_NODE=1);
 #                                                    returns once the node is Ready. Writes DIR/env (NODE_NAME,
-#                                                    NODE_IP, CONTAINERD_ADDRESS, timings)
+#                                                    NODE_IP, CONTAINERD_ADDRESS, BRIDGE, CGROUP_ROOT, timings
+#                                                    in ms)
 #   scripts/kube-node.sh import DIR ARCHIVE...       import image archives (docker or OCI) into the node's
 #                                                    containerd, where pods find them (imagePullPolicy: Never)
 #   scripts/kube-node.sh stop DIR                    remove every pod (crictl rmp), stop the processes, then
@@ -245,10 +246,9 @@ free_port() {
   die "no free port found"
 }
 
-# The node's address: the one the default route leaves from (the kubelet refuses a loopback node IP).
-node_ip="$(ip -4 -o route get 8.8.8.8 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')"
-[ -n "$node_ip" ] || node_ip="$(ip -4 -o addr show scope global | awk '{sub("/.*", "", $4); print $4; exit}')"
-[ -n "$node_ip" ] || die "no IPv4 address for the node (no default route, no global address)"
+# shellcheck source=lib/node-ip.sh
+. "$here/lib/node-ip.sh"
+node_ip="$(node_ip)" || die "no IPv4 address for the node (no default route, no global address)"
 
 # A /24 for pods that no route of this machine covers, picked from 10.200-249.x by DIR's id.
 pod_subnet=""
@@ -470,6 +470,9 @@ NODE_NAME=$name
 NODE_IP=$node_ip
 POD_SUBNET=$pod_subnet
 POD_SUBNET_PREFIX=$pod_prefix
+BRIDGE=$bridge
+CGROUP_ROOT=$cgroup_root
+KUBELET_ROOT=$dir/kubelet
 CONTAINERD_ADDRESS=$sock
 KUBELET_PORT=$kubelet_port
 PAUSE_IMAGE=$pause_image
