@@ -217,6 +217,7 @@ done
 start_apiserver() {
   free_port "$prev_api_port"; api_port=$port
   api_url="https://$api_host:$api_port"
+  # shellcheck disable=SC2054 # --authorization-mode's value is a comma-separated list
   local api_args=(
     --etcd-servers="$etcd_url"
     --cert-dir="$dir/certs"

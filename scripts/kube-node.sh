@@ -120,34 +120,46 @@ shims() {
 }
 
 sweep() {
-  local pids p m ns
+  local pids m ns
   # Containers' processes are in the node's cgroups; the shims name the node's socket.
   for _ in 1 2 3; do
     pids="$( { for d in $(cgroup_dirs); do find "$d" -name cgroup.procs -exec cat {} + 2>/dev/null; done; shims; } \
              | sort -u)"
     [ -n "$pids" ] || break
-    log "killing what is left of the node's processes: $(echo $pids)"
+    log "killing what is left of the node's processes: $(printf '%s' "$pids" | tr '\n' ' ')"
     # shellcheck disable=SC2086 # one pid a word
     kill -KILL $pids 2>/dev/null || true
     sleep 0.3
   done
   # Mounts beneath DIR (overlay rootfs, sandbox /dev/shm, the kubelet's volumes), deepest first.
-  for m in $(awk -v d="$dir/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
+  awk -v d="$dir/" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || log "cannot unmount $m"
   done
   # Pods' network namespaces left by a containerd that died: those whose eth0 sits on this node's network.
   if [ -f "$dir/env" ]; then
     local subnet
     subnet="$(sed -n 's/^POD_SUBNET_PREFIX=//p' "$dir/env")"
-    for ns in $(ls /run/netns 2>/dev/null | grep '^cni-' || true); do
+    for ns in /run/netns/cni-*; do
+      ns="${ns#/run/netns/}"
       if [ -n "$subnet" ] && ip -n "$ns" -4 -o addr show 2>/dev/null | grep -q " inet $subnet"; then
         ip netns delete "$ns" 2>/dev/null || log "cannot delete network namespace $ns"
       fi
     done
   fi
   if ip link show "$bridge" >/dev/null 2>&1; then ip link delete "$bridge" || log "cannot delete bridge $bridge"; fi
-  # CNI's result cache for this network (libcni keeps it outside DIR).
+  # What a containerd or shim killed mid-way leaves outside DIR, found by the node's sandbox ids: libcni's
+  # result cache (<network>-<id>-<if>, the loopback's too), and the shims' sockets, which containerd 1.6 names
+  # /run/containerd/s/<sha256 of "<its socket>/<namespace>/<id>"> (crictl rmp leaves neither).
+  local id_dir="$dir/containerd/root/io.containerd.grpc.v1.cri/sandboxes" sid
+  for sid in "$id_dir"/*; do
+    sid="${sid##*/}"
+    rm -f /var/lib/cni/results/*-"$sid"-* \
+          "/run/containerd/s/$(printf '%s' "$sock/k8s.io/$sid" | sha256sum | cut -d' ' -f1)" 2>/dev/null || true
+  done
   rm -f /var/lib/cni/results/"$net_name"-* 2>/dev/null || true
+  # The kubelet's device-plugin socket (a fixed path, whatever its root dir) once no kubelet listens on it.
+  local dp=/var/lib/kubelet/device-plugins/kubelet.sock
+  if [ -S "$dp" ] && [ -z "$(ss -Hxl "src $dp" 2>/dev/null)" ]; then rm -f "$dp"; fi
   # Cgroups, children first (an empty cgroup is removed with rmdir); runc mirrors them in the cgroup2
   # hierarchy of a hybrid host too.
   for d in $(cgroup_dirs) /sys/fs/cgroup/unified"$cgroup_root"; do
@@ -218,6 +230,10 @@ for f in env client-ca.crt client-ca.key kubeconfig sa.key certs/apiserver.crt; 
   [ -s "$kube_dir/$f" ] || die "no $kube_dir/$f: start the apiserver with scripts/kube-env.sh first"
 done
 api_url="$(sed -n 's/^KUBE_APISERVER_URL=//p' "$kube_dir/env")"
+case "$api_url" in
+  https://127.*) log "warning: the apiserver listens on loopback only: pods will not reach it (start it with" \
+                     "CONDUIT_KUBE_NODE=1 scripts/kube-env.sh start)" ;;
+esac
 kc() { "$KUBECTL" --kubeconfig "$kube_dir/kubeconfig" --request-timeout=20s "$@"; }
 
 started=0
@@ -471,6 +487,7 @@ NODE_IP=$node_ip
 POD_SUBNET=$pod_subnet
 POD_SUBNET_PREFIX=$pod_prefix
 BRIDGE=$bridge
+CNI_NETWORK=$net_name
 CGROUP_ROOT=$cgroup_root
 KUBELET_ROOT=$dir/kubelet
 CONTAINERD_ADDRESS=$sock

@@ -127,7 +127,8 @@ class KubeNode:
     # ---- what a stop must have removed
     def leftovers(self) -> list[str]:
         """Everything of this node still on the machine: processes naming DIR, mounts beneath DIR, network
-        namespaces holding an address of its pod subnet, its bridge, its cgroups."""
+        namespaces holding an address of its pod subnet, its bridge, its cgroups, CNI's cached results for its
+        network, a device-plugin socket no kubelet listens on."""
         env = self.env
         d = os.fspath(self.dir)
         # The scheduler and controller-manager name the apiserver's kubeconfig, the others DIR.
@@ -146,6 +147,12 @@ class KubeNode:
                 left.append(f"network namespace {ns.name} ({', '.join(addrs)})")
         if env.get("BRIDGE") and Path(f"/sys/class/net/{env['BRIDGE']}").exists():
             left.append(f"bridge {env['BRIDGE']}")
+        if env.get("CNI_NETWORK"):
+            left += [f"CNI result {p}" for p in Path("/var/lib/cni/results").glob(f"{env['CNI_NETWORK']}-*")]
+        dp = "/var/lib/kubelet/device-plugins/kubelet.sock"
+        if os.path.exists(dp) and not subprocess.run(["ss", "-Hxl", f"src {dp}"], capture_output=True, text=True,
+                                                     timeout=10).stdout.strip():
+            left.append(f"socket {dp} (no kubelet listens)")
         if env.get("CGROUP_ROOT"):
             for h in Path("/sys/fs/cgroup").iterdir():
                 if (h / env["CGROUP_ROOT"].lstrip("/")).exists():
