@@ -40,6 +40,10 @@ command -v gcc >/dev/null || die "gcc is missing (scripts/install-deps.sh)"
 
 cache="${CONDUIT_KUBE_CACHE:-$HOME/.cache/conduit-kube}/images"
 mkdir -p "$cache"
+# One of these at a time per cache (two test runs on one machine): the second finds the first's archives
+# instead of building them into the same buildah storage and files beside it.
+exec 9> "$cache/.lock"
+flock 9
 bah=(buildah --root "$cache/buildah/root" --runroot "$cache/buildah/run" --storage-driver vfs)
 
 # key FILE...: 16 hex digits of a hash over the files' contents, and this script's.

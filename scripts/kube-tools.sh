@@ -187,7 +187,7 @@ build_kube() {
   for c in "${kube_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c@$KUBE_VERSION"); done
   (cd "$mod" && "$GO" get "${pkgs[@]}" >/dev/null)
 
-  # The version stamp `make` puts in (hack/lib/version.sh), so both report the pinned release.
+  # The version stamp `make` puts in (hack/lib/version.sh), so each reports the pinned release.
   local commit
   commit="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p')"
   local major="${minor%%.*}"

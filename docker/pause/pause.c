@@ -16,7 +16,8 @@ int main(void) {
   sigaddset(&wanted, SIGTERM);
   sigaddset(&wanted, SIGINT);
   sigaddset(&wanted, SIGCHLD);
-  // Blocked and taken with sigwait: no handler runs between fork-less waits, so nothing races.
+  // Blocked, then taken one at a time with sigwait: no signal handler, so nothing runs concurrently with the
+  // reaping loop.
   if (sigprocmask(SIG_BLOCK, &wanted, NULL) != 0) {
     fprintf(stderr, "pause: sigprocmask: %s\n", strerror(errno));
     return 1;

@@ -191,10 +191,12 @@ agent:
   importSocket: {{hostDir: {n.dir}/agent-run}}
   podResources: {{path: {n.env['KUBELET_ROOT']}/pod-resources}}
   extraEnv: {env}
+  readinessProbe: {{initialDelaySeconds: 0, periodSeconds: 1}}
 controller:
   image: {{repository: {images['CONTROLLER_IMAGE'].rsplit(':', 1)[0]}, tag: "{images['CONTROLLER_IMAGE'].rsplit(':', 1)[1]}", pullPolicy: Never}}
   replicas: 1
   extraEnv: {env}
+  readinessProbe: {{initialDelaySeconds: 0, periodSeconds: 1}}
 """
     (cluster.work / "values.yaml").write_text(values)
     hdir = cluster.work / "helm"
