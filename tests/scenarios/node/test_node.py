@@ -9,7 +9,8 @@ agent and controller images built without a registry and imported into the node'
      the Secret's token (401 without);
   3. `helm install` of the chart with the local images: the agent DaemonSet's pod Running and Ready, the
      controller Deployment Available, and the FabricNode of the node Reachable (the controller, in its pod,
-     found the agent and reached it); `helm uninstall` ends both pods;
+     found the agent and reached it); a TransferJob copying a file of its namespace on the node Succeeded and
+     the copy is byte-identical; `helm uninstall` ends both pods;
   4. stop leaves nothing of the node on the machine (processes, mounts, network namespaces, bridge, cgroups).
 
 One apiserver and one node for the module. Needs root, scripts/install-deps.sh --node and
@@ -236,10 +237,39 @@ controller:
     reachable_s = time.monotonic() - t0
     assert fabric["metadata"]["name"] == NODE
 
+    # A TransferJob through it all: the controller asks the agent to copy a file of the job's namespace into
+    # another (the agent is its own target, as a peer: TLS and its node certificate), verified with CRC32C.
+    team = "team-a"
+    data = os.urandom(3 * 1024 * 1024 + 12345)
+    src = n.dir / "agent-data" / team / "ckpt.bin"
+    src.parent.mkdir(parents=True, exist_ok=True)
+    src.write_bytes(data)
+    r = k.kubectl("create", "namespace", team, namespace=team)
+    assert r.returncode == 0, f"create namespace: {r.stderr.strip()}"
+    job = f"""apiVersion: conduit.dev/v1alpha1
+kind: TransferJob
+metadata: {{name: copy, namespace: {team}}}
+spec:
+  source: {{node: {NODE}, file: {team}/ckpt.bin}}
+  targets: [{{node: {NODE}, file: {team}/ckpt-copy.bin}}]
+  verify: crc32c
+"""
+    t1 = time.monotonic()
+    r = k.kubectl("apply", "-f", "-", input=job, namespace=team)
+    assert r.returncode == 0, f"TransferJob not accepted: {r.stderr.strip()}"
+    path = f"/apis/conduit.dev/v1alpha1/namespaces/{team}/transferjobs/copy"
+    done = wait_for("the TransferJob's end", lambda: (lambda j: j if j.get("status", {}).get("phase") in
+                                                       ("Succeeded", "Failed") else None)(k.get(path)), 60)
+    assert done["status"]["phase"] == "Succeeded", f"TransferJob: {done['status']}"
+    copy = src.with_name("ckpt-copy.bin")
+    assert copy.read_bytes() == data, f"{copy} is not the source's {len(data)} bytes"
+    job_s = time.monotonic() - t1
+
     helm("uninstall", "conduit", "-n", ns, "--wait", "--timeout", "90s")
     wait_for("the chart's pods gone", lambda: not k.get(f"/api/v1/namespaces/{ns}/pods").get("items", [1]), 90)
     report(f"helm install: agent pod Ready {agent_s:.1f} s, controller Available {controller_s:.1f} s, FabricNode "
-           f"Reachable {reachable_s:.1f} s; uninstalled, pods gone at {time.monotonic() - t0:.1f} s")
+           f"Reachable {reachable_s:.1f} s; a TransferJob copied {len(data)} bytes intact in {job_s:.1f} s; "
+           f"uninstalled, pods gone at {time.monotonic() - t0:.1f} s")
 
 
 def test_stop_leaves_nothing_behind(cluster, report):
