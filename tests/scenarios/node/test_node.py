@@ -52,17 +52,20 @@ class Cluster:
 def cluster(build, request) -> Iterator[Cluster]:
     work = Path(tempfile.mkdtemp(prefix="conduit-node."))
     kube = node = None
+    why = ""
     try:
         try:
             tools = kube_tools(REPO)
             kube = KubeEnv(REPO, work / "env", long_lived=True, node=True)
-        except KubeToolsMissing as e:
-            pytest.fail(f"{e} (build them with scripts/kube-tools.sh --node)", pytrace=False)
-        try:
+            # A node that cannot start says why (the script's own lines); its start stopped what it started.
             node = KubeNode(REPO, work / "node", kube, NODE, long_lived=True)
             images = node.load_images(build.dir)
+        except KubeToolsMissing as e:
+            why = f"{e} (build them with scripts/kube-tools.sh --node)"
         except NodeUnavailable as e:
-            pytest.fail(str(e), pytrace=False)
+            why = str(e)
+        if why:
+            pytest.fail(why, pytrace=False)
         yield Cluster(kube, node, images, work, tools)
     finally:
         if node:
