@@ -51,6 +51,8 @@ cgroup_root="/conduit-node-$id"
 net_name="conduit-$id"
 bridge="cnb$id"
 sock="$dir/containerd/containerd.sock"
+# A unix socket's path has at most 107 bytes (containerd also serves $sock.ttrpc).
+[ "${#sock}" -le 100 ] || die "DIR is too long for containerd's sockets beneath it ($sock): use a shorter one"
 
 # ---- tools (stop goes on without them: its sweep needs none)
 tools() {
