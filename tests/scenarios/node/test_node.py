@@ -98,6 +98,17 @@ def wait_for(what: str, check, timeout: float = 90.0, every: float = 0.5):
     pytest.fail(f"{what} not within {timeout:.0f} s (last: {last!r})", pytrace=False)
 
 
+def when(kube: KubeEnv, path: str, pred):
+    """A check for wait_for: the object at PATH once PRED(it) holds, else None."""
+    return lambda: (lambda obj: obj if pred(obj) else None)(kube.get(path))
+
+
+def pulled_never(ref: str) -> str:
+    """Chart values for the local image REF (repository:tag), never pulled."""
+    repo, tag = ref.rsplit(":", 1)
+    return f'{{repository: {repo}, tag: "{tag}", pullPolicy: Never}}'
+
+
 def condition(obj: dict, kind: str) -> str:
     """The status of OBJ's condition KIND ("" when it has none, or OBJ is an error Status)."""
     status = obj.get("status")
@@ -149,7 +160,7 @@ spec:
     r = k.kubectl("apply", "-f", "-", input=pod, namespace=ns)
     assert r.returncode == 0, f"pod not accepted: {r.stderr.strip()}"
     path = f"/api/v1/namespaces/{ns}/pods/agent"
-    got = wait_for("the agent pod Ready", lambda: (lambda p: p if condition(p, "Ready") == "True" else None)(k.get(path)))
+    got = wait_for("the agent pod Ready", when(k, path, lambda p: condition(p, "Ready") == "True"))
     ready_s = time.monotonic() - t0
     assert got["status"]["phase"] == "Running", f"phase {got['status']['phase']}"
     assert got["spec"]["nodeName"] == NODE
@@ -185,7 +196,7 @@ def test_chart_runs_on_the_node(cluster, report):
     env = f'[{{name: KUBERNETES_SERVICE_HOST, value: "{host}"}}, {{name: KUBERNETES_SERVICE_PORT, value: "{port}"}}]'
     values = f"""crds: {{upgradeJob: {{enabled: false}}}}
 agent:
-  image: {{repository: {images['AGENT_IMAGE'].rsplit(':', 1)[0]}, tag: "{images['AGENT_IMAGE'].rsplit(':', 1)[1]}", pullPolicy: Never}}
+  image: {pulled_never(images['AGENT_IMAGE'])}
   port: {agent_port}
   nodeSelector: {{feature.node.kubernetes.io/pci-15b3.present: null}}
   rdma: {{enabled: false}}
@@ -197,7 +208,7 @@ agent:
   extraEnv: {env}
   readinessProbe: {{initialDelaySeconds: 0, periodSeconds: 1}}
 controller:
-  image: {{repository: {images['CONTROLLER_IMAGE'].rsplit(':', 1)[0]}, tag: "{images['CONTROLLER_IMAGE'].rsplit(':', 1)[1]}", pullPolicy: Never}}
+  image: {pulled_never(images['CONTROLLER_IMAGE'])}
   replicas: 1
   extraEnv: {env}
   readinessProbe: {{initialDelaySeconds: 0, periodSeconds: 1}}
@@ -216,17 +227,14 @@ controller:
     helm("install", "conduit", os.fspath(CHART), "-n", ns, "--create-namespace", "-f",
          os.fspath(cluster.work / "values.yaml"))
 
-    def ds_ready():
-        ds = k.get(f"/apis/apps/v1/namespaces/{ns}/daemonsets/conduit-agent").get("status", {})
-        return ds if ds.get("desiredNumberScheduled") == 1 and ds.get("numberReady") == 1 else None
-
-    def deploy_available():
-        d = k.get(f"/apis/apps/v1/namespaces/{ns}/deployments/conduit-controller")
-        return d if condition(d, "Available") == "True" else None
-
-    wait_for("the agent DaemonSet's pod Ready on the node", ds_ready, 120)
+    wait_for("the agent DaemonSet's pod Ready on the node",
+             when(k, f"/apis/apps/v1/namespaces/{ns}/daemonsets/conduit-agent",
+                  lambda d: d.get("status", {}).get("desiredNumberScheduled") == 1
+                  and d.get("status", {}).get("numberReady") == 1), 120)
     agent_s = time.monotonic() - t0
-    wait_for("the controller Deployment Available", deploy_available, 120)
+    wait_for("the controller Deployment Available",
+             when(k, f"/apis/apps/v1/namespaces/{ns}/deployments/conduit-controller",
+                  lambda d: condition(d, "Available") == "True"), 120)
     controller_s = time.monotonic() - t0
     pods = k.get(f"/api/v1/namespaces/{ns}/pods").get("items", [])
     phases = {p["metadata"]["name"]: (p["status"].get("phase"), p["spec"].get("nodeName")) for p in pods}
@@ -234,9 +242,8 @@ controller:
 
     # The controller, from its pod, found the agent through the EndpointSlice and reached it (TLS, the node
     # certificate the agent got through a CSR the controller signed).
-    fabric = wait_for(f"FabricNode {NODE} Reachable",
-                      lambda: (lambda f: f if condition(f, "Reachable") == "True" else None)(
-                          k.get(f"/apis/conduit.dev/v1alpha1/fabricnodes/{NODE}")), 60)
+    fabric = wait_for(f"FabricNode {NODE} Reachable", when(k, f"/apis/conduit.dev/v1alpha1/fabricnodes/{NODE}",
+                                                         lambda f: condition(f, "Reachable") == "True"), 60)
     reachable_s = time.monotonic() - t0
     assert fabric["metadata"]["name"] == NODE
 
@@ -261,8 +268,8 @@ spec:
     r = k.kubectl("apply", "-f", "-", input=job, namespace=team)
     assert r.returncode == 0, f"TransferJob not accepted: {r.stderr.strip()}"
     path = f"/apis/conduit.dev/v1alpha1/namespaces/{team}/transferjobs/copy"
-    done = wait_for("the TransferJob's end", lambda: (lambda j: j if j.get("status", {}).get("phase") in
-                                                       ("Succeeded", "Failed") else None)(k.get(path)), 60)
+    done = wait_for("the TransferJob's end",
+                    when(k, path, lambda j: j.get("status", {}).get("phase") in ("Succeeded", "Failed")), 60)
     assert done["status"]["phase"] == "Succeeded", f"TransferJob: {done['status']}"
     copy = src.with_name("ckpt-copy.bin")
     assert copy.read_bytes() == data, f"{copy} is not the source's {len(data)} bytes"
