@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
 # Installs every Debian package Conduit builds, tests and benchmarks with.
 # Idempotent: when all packages are present it does nothing (no apt-get update).
+#
+#   scripts/install-deps.sh          what the build, the tests and the benches need
+#   scripts/install-deps.sh --node   also what a real test node needs (scripts/kube-node.sh): containerd 1.6,
+#                                    runc, the CNI plugins, and buildah for images without a registry
+#                                    (scripts/kube-images.sh)
 set -euo pipefail
 
 packages=(
@@ -23,6 +28,12 @@ packages=(
   ccache  # in front of the compiler (cmake/build_speed.cmake); its cache is ~/.cache/ccache
   python3 python3-yaml python3-venv
 )
+if [ "${1:-}" = --node ]; then
+  packages+=(containerd runc containernetworking-plugins buildah)
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [--node]" >&2
+  exit 2
+fi
 
 missing=()
 for p in "${packages[@]}"; do

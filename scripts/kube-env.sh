@@ -11,7 +11,18 @@
 # Logs: DIR/etcd.log, DIR/kube-apiserver.log. Ports (free ones, picked at start): DIR/env.
 # A start on a DIR that ran before (stop, then start) keeps its etcd data and comes back on the ports DIR/env
 # names while they are free, so DIR/kubeconfig and the clients holding it stay valid across the restart.
-# A start that fails half way stops what it started. Only 127.0.0.1 is listened on.
+# A start that fails half way stops what it started. Only 127.0.0.1 is listened on (with CONDUIT_KUBE_NODE=1
+# the node address instead: below).
+#
+# Client certificates: DIR/client-ca.{crt,key} is the apiserver's --client-ca-file, so a certificate it signs
+# authenticates (a node's kubelet: CN system:node:<name>, O system:nodes, which scripts/kube-node.sh issues;
+# the Node authorizer and NodeRestriction admission hold it to its own node). The apiserver reaches kubelets
+# (logs, exec) with DIR/kubelet-client.{crt,key} (O system:masters), signed by the same CA.
+# CONDUIT_KUBE_NODE=1: for a real node (scripts/kube-node.sh): the ServiceAccount admission plugin stays on, so
+# pods get their ServiceAccount's token mounted (kube-controller-manager then must run: it makes the
+# namespaces' default ServiceAccounts, without which pods are refused); and the apiserver listens on the node's
+# address (scripts/lib/node-ip.sh) instead of 127.0.0.1, so that pods, in network namespaces of their own,
+# reach it (its serving certificate names that address; clients authenticate as ever).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -125,6 +136,27 @@ if [ ! -s "$dir/token" ]; then
   (umask 077; openssl rand -hex 32 > "$dir/token")
 fi
 token="$(cat "$dir/token")"
+# The client CA and the apiserver's client certificate for kubelets (P-256 keys: fast to make).
+if [ ! -s "$dir/client-ca.key" ]; then
+  (umask 077
+   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 \
+     -subj "/CN=conduit-e2e-client-ca" -keyout "$dir/client-ca.key" -out "$dir/client-ca.crt" 2>/dev/null)
+fi
+if [ ! -s "$dir/kubelet-client.key" ]; then
+  (umask 077
+   openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+     -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" -keyout "$dir/kubelet-client.key" 2>/dev/null \
+   | openssl x509 -req -CA "$dir/client-ca.crt" -CAkey "$dir/client-ca.key" -CAcreateserial -days 3650 \
+       -out "$dir/kubelet-client.crt" 2>/dev/null)
+fi
+admission=(--disable-admission-plugins=ServiceAccount --enable-admission-plugins=NodeRestriction)
+api_host=127.0.0.1
+if [ "${CONDUIT_KUBE_NODE:-0}" = 1 ]; then
+  admission=(--enable-admission-plugins=NodeRestriction)
+  # shellcheck source=lib/node-ip.sh
+  . "$here/lib/node-ip.sh"
+  api_host="$(node_ip)" || die "CONDUIT_KUBE_NODE=1: this machine has no node address (no default route, no global IPv4)"
+fi
 # token,user,uid,"group,..."
 (umask 077; printf '%s,conduit-admin,conduit-admin,"system:masters"\n' "$token" > "$dir/tokens.csv")
 
@@ -168,7 +200,7 @@ prev_etcd_port="" prev_etcd_peer_port="" prev_api_port=""
 if [ -f "$dir/env" ]; then
   prev_etcd_port="$(sed -n 's#^ETCD_URL=http://127.0.0.1:##p' "$dir/env")"
   prev_etcd_peer_port="$(sed -n 's#^ETCD_PEER_URL=http://127.0.0.1:##p' "$dir/env")"
-  prev_api_port="$(sed -n 's#^KUBE_APISERVER_URL=https://127.0.0.1:##p' "$dir/env")"
+  prev_api_port="$(sed -n 's#^KUBE_APISERVER_URL=https://[0-9.]*:##p' "$dir/env")"
 fi
 etcd_fresh=0
 [ -n "$(ls -A "$dir/etcd")" ] || etcd_fresh=1
@@ -184,17 +216,23 @@ done
 # ---- kube-apiserver
 start_apiserver() {
   free_port "$prev_api_port"; api_port=$port
-  api_url="https://127.0.0.1:$api_port"
+  api_url="https://$api_host:$api_port"
+  # shellcheck disable=SC2054 # --authorization-mode's value is a comma-separated list
   local api_args=(
     --etcd-servers="$etcd_url"
     --cert-dir="$dir/certs"
     --secure-port="$api_port"
-    --bind-address=127.0.0.1
-    --advertise-address=127.0.0.1
+    --bind-address="$api_host"
+    --advertise-address="$api_host"
     --service-cluster-ip-range=10.0.0.0/24
     --allow-privileged=true
-    --authorization-mode=RBAC
-    --disable-admission-plugins=ServiceAccount
+    --authorization-mode=Node,RBAC
+    "${admission[@]}"
+    --client-ca-file="$dir/client-ca.crt"
+    --kubelet-client-certificate="$dir/kubelet-client.crt"
+    --kubelet-client-key="$dir/kubelet-client.key"
+    # A test node's name does not resolve; its InternalIP (the kubelet's --node-ip) does.
+    --kubelet-preferred-address-types=InternalIP,Hostname
     --service-account-issuer=https://kubernetes.default.svc
     --service-account-key-file="$dir/sa.pub"
     --service-account-signing-key-file="$dir/sa.key"

@@ -11,6 +11,13 @@
 #   scripts/kube-tools.sh           build what is missing, print KUBE_APISERVER=..., KUBECTL=..., ETCD=...,
 #                                   HELM=...
 #   scripts/kube-tools.sh --print   print the paths only; exit 1 if a binary is missing
+#   scripts/kube-tools.sh --node [--print]
+#                                   also kubelet, kube-scheduler and kube-controller-manager (a real node:
+#                                   scripts/kube-node.sh), from the same module, pin and cache, and crictl
+#                                   (sigs.k8s.io/cri-tools, the CRI client the node's stop removes pods
+#                                   with); prints KUBELET=..., KUBE_SCHEDULER=..., KUBE_CONTROLLER_MANAGER=...,
+#                                   CRICTL=... too. Only on request, so suites that need no node do not pay
+#                                   their build.
 #
 # etcd: Debian's etcd-server (/usr/bin/etcd) when it is installed and new enough, else built from
 # go.etcd.io/etcd/server/v3 into the same cache. CONDUIT_ETCD_SOURCE=go always builds it (debian: never).
@@ -32,6 +39,9 @@ ETCD_SOURCE="${CONDUIT_ETCD_SOURCE:-auto}"
 # version-skew policy), and needs go >= 1.24.0. Its go.mod has no replace lines, so `go build` of its
 # cmd/helm package from a throwaway module that requires it builds exactly the release.
 HELM_VERSION="${CONDUIT_HELM_VERSION:-v3.19.5}"
+# crictl v1.34.0: the cri-tools release of the same minor as the kubelet (it speaks CRI v1, as containerd
+# 1.6 does); its go.mod has no replace lines and needs go >= 1.24.1.
+CRICTL_VERSION="${CONDUIT_CRICTL_VERSION:-v1.34.0}"
 DEBIAN_ETCD=/usr/bin/etcd
 JOBS="${CONDUIT_KUBE_JOBS:-2}"
 
@@ -48,6 +58,29 @@ KUBECTL="$BIN/kubectl"
 ETCD="$BIN/etcd"
 HELM_CACHE="$CACHE_ROOT/helm-$HELM_VERSION"
 HELM="$HELM_CACHE/bin/helm"
+KUBELET="$BIN/kubelet"
+KUBE_SCHEDULER="$BIN/kube-scheduler"
+KUBE_CONTROLLER_MANAGER="$BIN/kube-controller-manager"
+CRICTL="$BIN/crictl-$CRICTL_VERSION"
+
+node=0
+print_only=0
+for arg in "$@"; do
+  case "$arg" in
+    --node) node=1 ;;
+    --print) print_only=1 ;;
+    *) echo "kube-tools: unknown argument $arg (usage: $0 [--node] [--print])" >&2; exit 2 ;;
+  esac
+done
+# The k8s.io/kubernetes commands wanted: the node's only when asked.
+kube_cmds=(kube-apiserver kubectl)
+[ "$node" -eq 0 ] || kube_cmds+=(kubelet kube-scheduler kube-controller-manager)
+kube_missing() {
+  local c
+  for c in "${kube_cmds[@]}"; do [ -x "$BIN/$c" ] || return 0; done
+  [ "$node" -eq 0 ] || [ -x "$CRICTL" ] || return 0
+  return 1
+}
 
 # debian_etcd_ok: /usr/bin/etcd runs and is 3.4.22+ or 3.5.6+ (3.6+ too).
 debian_etcd_ok() {
@@ -74,17 +107,23 @@ print_paths() {
   echo "KUBECTL=$KUBECTL"
   echo "ETCD=$ETCD"
   echo "HELM=$HELM"
+  if [ "$node" -eq 1 ]; then
+    echo "KUBELET=$KUBELET"
+    echo "KUBE_SCHEDULER=$KUBE_SCHEDULER"
+    echo "KUBE_CONTROLLER_MANAGER=$KUBE_CONTROLLER_MANAGER"
+    echo "CRICTL=$CRICTL"
+  fi
 }
 
-if [ "${1:-}" = "--print" ]; then
+if [ "$print_only" -eq 1 ]; then
   print_paths
-  [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ] && [ -x "$HELM" ]
+  ! kube_missing && [ -x "$ETCD" ] && [ -x "$HELM" ]
   exit
 fi
 
 log() { echo "kube-tools: $*" >&2; }
 
-if [ -x "$APISERVER" ] && [ -x "$KUBECTL" ] && [ -x "$ETCD" ] && [ -x "$HELM" ]; then
+if ! kube_missing && [ -x "$ETCD" ] && [ -x "$HELM" ]; then
   log "cached in $BIN and $HELM_CACHE/bin"
   print_paths
   exit 0
@@ -105,7 +144,7 @@ mkdir -p "$BIN" "$GOMODCACHE" "$GOCACHE"
 
 start_all=$(date +%s)
 
-# ---- kube-apiserver and kubectl --------------------------------------------------------------------------
+# ---- kube-apiserver, kubectl (and the node's commands) --------------------------------------------------------------------------
 build_kube() {
   local mod="$CACHE/build-kube"
   local minor="${KUBE_VERSION#v1.}"           # 34.2
@@ -127,7 +166,7 @@ build_kube() {
   log "k8s.io/kubernetes $KUBE_VERSION: go $gover, $(printf '%s\n' "$names" | wc -l) staging modules at $staging"
 
   {
-    echo "// Throwaway module: builds kube-apiserver and kubectl from k8s.io/kubernetes $KUBE_VERSION."
+    echo "// Throwaway module: builds ${kube_cmds[*]} from k8s.io/kubernetes $KUBE_VERSION."
     echo "module conduit.dev/kube-tools"
     echo
     echo "go $gover"
@@ -144,10 +183,11 @@ build_kube() {
   : > "$mod/go.sum"
 
   log "resolving modules"
-  (cd "$mod" && "$GO" get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE_VERSION" \
-                          "k8s.io/kubernetes/cmd/kubectl@$KUBE_VERSION" >/dev/null)
+  local c pkgs=()
+  for c in "${kube_cmds[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c@$KUBE_VERSION"); done
+  (cd "$mod" && "$GO" get "${pkgs[@]}" >/dev/null)
 
-  # The version stamp `make` puts in (hack/lib/version.sh), so both report the pinned release.
+  # The version stamp `make` puts in (hack/lib/version.sh), so each reports the pinned release.
   local commit
   commit="$(printf '%s\n' "$info" | sed -n 's/^[[:space:]]*"Hash": "\(.*\)",\{0,1\}$/\1/p')"
   local major="${minor%%.*}"
@@ -159,7 +199,7 @@ build_kube() {
   done
 
   local t
-  for cmd in kube-apiserver kubectl; do
+  for cmd in "${kube_cmds[@]}"; do
     [ -x "$BIN/$cmd" ] && continue
     t=$(date +%s)
     log "building $cmd $KUBE_VERSION (go build -p $JOBS)"
@@ -167,6 +207,33 @@ build_kube() {
     mv "$BIN/$cmd.tmp" "$BIN/$cmd"
     log "built $cmd in $(( $(date +%s) - t )) s"
   done
+}
+
+# ---- crictl ----------------------------------------------------------------------------------------------
+# In the kube cache (its k8s.io/cri-api and most of its modules are the kubelet's): a throwaway module that
+# requires the release builds exactly it.
+build_crictl() {
+  local mod="$CACHE/build-crictl"
+  mkdir -p "$mod"
+  cat > "$mod/go.mod" <<EOF
+// Throwaway module: builds crictl $CRICTL_VERSION.
+module conduit.dev/crictl-tools
+
+go 1.24.1
+
+require sigs.k8s.io/cri-tools $CRICTL_VERSION
+EOF
+  : > "$mod/go.sum"
+  log "resolving sigs.k8s.io/cri-tools@$CRICTL_VERSION"
+  (cd "$mod" && "$GO" get "sigs.k8s.io/cri-tools/cmd/crictl@$CRICTL_VERSION" >/dev/null)
+  local t
+  t=$(date +%s)
+  log "building crictl $CRICTL_VERSION"
+  (cd "$mod" && "$GO" build -p "$JOBS" -trimpath \
+     -ldflags "-s -w -X sigs.k8s.io/cri-tools/pkg/version.Version=$CRICTL_VERSION" \
+     -o "$CRICTL.tmp" sigs.k8s.io/cri-tools/cmd/crictl)
+  mv "$CRICTL.tmp" "$CRICTL"
+  log "built crictl in $(( $(date +%s) - t )) s"
 }
 
 # ---- etcd ------------------------------------------------------------------------------------------------
@@ -233,7 +300,12 @@ EOF
   log "built helm in $(( $(date +%s) - t )) s"
 )
 
-if [ ! -x "$APISERVER" ] || [ ! -x "$KUBECTL" ]; then build_kube; fi
+if kube_missing; then
+  for c in "${kube_cmds[@]}"; do
+    if [ ! -x "$BIN/$c" ]; then build_kube; break; fi
+  done
+  if [ "$node" -eq 1 ] && [ ! -x "$CRICTL" ]; then build_crictl; fi
+fi
 if [ ! -x "$ETCD" ]; then
   if [ "$ETCD_SOURCE" = debian ]; then log "no $DEBIAN_ETCD: apt-get install etcd-server"; exit 1; fi
   build_etcd

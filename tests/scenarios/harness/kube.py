@@ -48,9 +48,12 @@ def kube_tools(root: Path) -> dict[str, str]:
 class KubeEnv:
     """etcd + kube-apiserver in DIR (data, certs, logs, pids), started by scripts/kube-env.sh."""
 
-    def __init__(self, root: Path, dir: Path, *, long_lived: bool = False) -> None:
-        """LONG_LIVED: a module/session fixture's env, whose processes (after a restart too) outlive a test."""
+    def __init__(self, root: Path, dir: Path, *, long_lived: bool = False, node: bool = False) -> None:
+        """LONG_LIVED: a module/session fixture's env, whose processes (after a restart too) outlive a test.
+        NODE: for a real node (harness.node.KubeNode): the apiserver on the node's address, ServiceAccount
+        admission on (scripts/kube-env.sh, CONDUIT_KUBE_NODE=1)."""
         self.long_lived = long_lived
+        self.node = node
         self.root = root
         self.dir = dir
         self.tools = kube_tools(root)
@@ -73,7 +76,8 @@ class KubeEnv:
     # ---- lifecycle
     def start(self) -> None:
         """Start both (again, on the same DIR: etcd's data and the ports are kept while free)."""
-        env = {**os.environ, "KUBE_APISERVER": self.tools["KUBE_APISERVER"], "ETCD": self.tools["ETCD"]}
+        env = {**os.environ, "KUBE_APISERVER": self.tools["KUBE_APISERVER"], "ETCD": self.tools["ETCD"],
+               "CONDUIT_KUBE_NODE": "1" if self.node else "0"}
         r = subprocess.run([os.fspath(self.root / "scripts/kube-env.sh"), "start", os.fspath(self.dir)],
                            capture_output=True, text=True, env=env, timeout=300)
         self._started = True  # whatever half started is stopped by stop()
