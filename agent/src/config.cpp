@@ -83,7 +83,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 30> kSettings{{
+const std::array<Setting, 31> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -131,6 +131,17 @@ const std::array<Setting, 30> kSettings{{
        if (!n) return n.error();
        if (*n == 0) return invalid("must be more than 0");
        c.memory_cap = *n;
+       return {};
+     }},
+    {"link-rate", "RATE",
+     "the node's link rate in bits per second (e.g. 100Gbit, 800Mbit), as GET /v1/node reports it: the "
+     "controller plans Reshard jobs' lower bound with it (none: unknown)",
+     "",
+     [](AgentConfig& c, const std::string& v) -> Status {
+       if (v.empty()) return {};
+       auto n = parse_bit_rate(v);
+       if (!n) return n.error();
+       c.link_bytes_per_second = static_cast<double>(*n) / 8;
        return {};
      }},
     {"region-pool", "SIZE",

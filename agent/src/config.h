@@ -27,6 +27,9 @@ struct AgentConfig {
   bool insecure_no_auth = false;
   std::string data_dir = "/var/lib/conduit";
   std::uint64_t memory_cap = 8ULL << 30;  // bytes of agent-owned regions
+  // The node's link rate as its operator states it (--link-rate), in bytes per second; 0: unknown. Reported
+  // by GET /v1/node as linkBytesPerSecond: a Reshard plan's lower bound divides by it.
+  double link_bytes_per_second = 0;
   // Memory of deleted host regions kept, zeroed, for new regions of the same size (memory_pool.h).
   std::uint64_t region_pool = 2ULL << 30;
   // Per pipelined transfer and file: a file source's read-ahead slots, a file target's landing ring.

@@ -180,6 +180,7 @@ nlohmann::json node_inventory(const AgentConfig& config, const TransportSet& tra
   out["cuda"] = cuda_json();
   out["topology"] = topology ? topology->to_json() : nlohmann::json(nullptr);
   if (topology) out["topology"]["nicChoice"] = nic_choice(*topology);
+  if (config.link_bytes_per_second > 0) out["linkBytesPerSecond"] = config.link_bytes_per_second;
   out["memory"] = {
       {"cap", regions.cap()}, {"used", regions.used_bytes()}, {"pooled", regions.pool().held_bytes()}};
   out["checks"] = nlohmann::json::array({rdma_check(sysfs_root, "/dev/infiniband"), gpu_check(topology),

@@ -57,6 +57,30 @@ Result<std::uint64_t> parse_size(std::string_view text) {
   return bad();
 }
 
+Result<std::uint64_t> parse_bit_rate(std::string_view text) {
+  static constexpr std::array<Unit, 5> kRates{{{"bit", 1},
+                                               {"Kbit", 1000ULL},
+                                               {"Mbit", 1000ULL * 1000},
+                                               {"Gbit", 1000ULL * 1000 * 1000},
+                                               {"Tbit", 1000ULL * 1000 * 1000 * 1000}}};
+  const std::string_view t = trim(text);
+  const auto bad = [&] {
+    return make_error(ErrorCode::InvalidArgument, "bad link rate \"" + std::string(text) +
+                                                      "\" (want bits per second, e.g. 100Gbit or 800Mbit)");
+  };
+  std::uint64_t n = 0;
+  const auto [ptr, ec] = std::from_chars(t.data(), t.data() + t.size(), n);
+  if (ec != std::errc{} || ptr == t.data() || n == 0) return bad();
+  const std::string_view suffix = trim(t.substr(static_cast<std::size_t>(ptr - t.data())));
+  for (const Unit& unit : kRates) {
+    if (suffix != unit.suffix) continue;
+    if (n > UINT64_MAX / unit.scale)
+      return make_error(ErrorCode::InvalidArgument, "link rate \"" + std::string(text) + "\" is too large");
+    return n * unit.scale;
+  }
+  return bad();
+}
+
 std::string format_size(std::uint64_t bytes) {
   static constexpr std::array<Unit, 4> kBinary{
       {{"TiB", 1ULL << 40}, {"GiB", 1ULL << 30}, {"MiB", 1ULL << 20}, {"KiB", 1ULL << 10}}};

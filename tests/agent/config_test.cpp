@@ -122,6 +122,8 @@ TEST(AgentConfig, BadInputGetsOneLineNamingTheSetting) {
       {{"--listen", "localhost:99999"}, "--listen"},
       {{"--tls-cert", "c.pem"}, "--tls-cert needs --tls-key"},
       {{"--stall-timeout-ms", "soon"}, "--stall-timeout-ms"},
+      {{"--link-rate", "100G"}, "--link-rate: bad link rate \"100G\" (want bits per second"},
+      {{"--link-rate", "0bit"}, "--link-rate: bad link rate"},
       {{"--no-such-flag"}, "no-such-flag"},
   };
   for (const auto& [args, want] : cases) {
@@ -295,6 +297,38 @@ TEST(ParseBytes, Table) {
     ASSERT_FALSE(n) << "\"" << bad << "\" parsed as " << *n;
     EXPECT_EQ(n.error().code, ErrorCode::InvalidArgument);
   }
+}
+
+TEST(ParseBitRate, Table) {
+  const std::vector<std::pair<std::string, std::uint64_t>> good{
+      {"100Gbit", 100'000'000'000},  {"800Mbit", 800'000'000},
+      {"1Tbit", 1'000'000'000'000},  {"9600bit", 9600},
+      {" 25 Gbit ", 25'000'000'000}, {"1Kbit", 1000},
+  };
+  for (const auto& [text, want] : good) {
+    auto n = parse_bit_rate(text);
+    ASSERT_TRUE(n) << text << ": " << n.error().message;
+    EXPECT_EQ(*n, want) << text;
+  }
+  for (const std::string bad : {"", "Gbit", "0Gbit", "100", "100G", "100GB", "1.5Gbit", "99999999999Tbit"}) {
+    auto n = parse_bit_rate(bad);
+    ASSERT_FALSE(n) << "\"" << bad << "\" parsed as " << *n;
+    EXPECT_EQ(n.error().code, ErrorCode::InvalidArgument);
+  }
+}
+
+// A stated link rate reaches GET /v1/node in bytes per second, where the controller plans with it; none
+// stated, none reported (unknown, not 0).
+TEST(Inventory, ReportsTheStatedLinkRateInBytesPerSecond) {
+  TempDir sysfs, data;
+  AgentConfig config;
+  const TransportSet fabric;
+  const RegionStore regions(data.path(), 1ULL << 30);
+  EXPECT_FALSE(node_inventory(config, fabric, regions, sysfs.path().string()).contains("linkBytesPerSecond"));
+  auto parsed = parse({"--insecure-no-auth", "--link-rate", "100Gbit"});
+  ASSERT_TRUE(parsed) << parsed.error().message;
+  EXPECT_EQ(node_inventory(parsed->config, fabric, regions, sysfs.path().string())["linkBytesPerSecond"],
+            12.5e9);
 }
 
 TEST(AgentMetricsText, ExposesEveryListedName) {

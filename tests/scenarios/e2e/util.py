@@ -32,13 +32,18 @@ def free_port(low=20000, span=12000):
     raise RuntimeError("no free port")
 
 
+LINK_RATE = "10Gbit"
+
+
 def start_fabric(k, net, agents, processes, build, work, namespace, nodes, port):
     """An agent per node of NET on PORT, the agent Service's EndpointSlice in NAMESPACE listing them, and the
     controller in Kubernetes mode watching NAMESPACE and discovering them. Returns reachable(node): the
     Reachable condition's status ("True", "False", "") of the node's FabricNode."""
     agents.network = net
     for n in nodes:
-        agents.start(n, "--memory-cap", "1GiB", "--log-level", "warn", port=port)
+        # A stated link rate, as an operator gives it (agent.linkRate): FabricNodes report it and Reshard
+        # jobs' plans have a lower bound.
+        agents.start(n, "--memory-cap", "1GiB", "--log-level", "warn", "--link-rate", LINK_RATE, port=port)
     r = k.kubectl("apply", "-f", "-", input=agent_endpointslice(port, {n: net.addr(n) for n in nodes}))
     assert r.returncode == 0, f"Service/EndpointSlice rejected: {r.stderr.strip()}"
     processes.start(
