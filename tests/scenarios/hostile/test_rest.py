@@ -49,7 +49,9 @@ from harness.tls import CA
 from hostile import clients as hostile
 
 REPO = Path(__file__).resolve().parents[3]
-CASES = int(os.environ.get("CONDUIT_HOSTILE_CASES", "5000"))
+# 4,000: the mixed phase's 400 examples per operation of 31 took ~5 minutes of the suite's 45 on 2 busy
+# cores (the manifests' and plans' nested bodies are slow to generate); CONDUIT_HOSTILE_CASES asks for more.
+CASES = int(os.environ.get("CONDUIT_HOSTILE_CASES", "4000"))
 # The https run's mixed schemathesis phase sends fewer cases: it repeats the same operations over TLS (what
 # differs is the transport, which the other checks attack directly), and at the full count it alone would
 # add several minutes. Its invalid-only phase is the same size as plain HTTP's.
