@@ -201,6 +201,7 @@ class FakeAgents : public AgentApi {
     return it->second;
   }
   Result<api::Region> get_region(const std::string& node, const std::string& name) override {
+    std::lock_guard lock(mu_);  // a Reshard job looks its targets up at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.regions.count(name) == 0) return make_error(ErrorCode::NotFound, "NotFound: region " + name);
@@ -273,6 +274,7 @@ class FakeAgents : public AgentApi {
   // version - 1 (Conflict naming where it is otherwise).
   Status commit_grant(const std::string& node, const std::string& id, std::uint64_t bytes,
                       std::uint64_t version) override {
+    std::lock_guard lock(mu_);  // ... and commits them at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     if (n.grants.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: grant " + id);
