@@ -244,3 +244,31 @@ def test_bad_input_is_a_clear_error(cluster: Cluster, tmp_path: Path) -> None:
     r = subprocess.run([d, "--node-name", "x", "--kubeconfig", str(tmp_path / "none")], capture_output=True,
                        text=True, timeout=20)
     assert r.returncode == 1 and "--kubeconfig" in r.stderr, r.stderr
+
+
+def test_a_nodes_own_credential_is_held_to_its_slices_by_the_apiserver(cluster: Cluster, tmp_path: Path) -> None:
+    """The other way a driver can be held to its node (docs/dra.md): with the node's own credential (CN
+    system:node:<name>, as the kubelet's), the Node authorizer and NodeRestriction admission of the apiserver
+    v1.34 allow only slices whose spec.nodeName is that node, with no policy of the chart involved."""
+    import subprocess
+
+    import requests
+    env = cluster.kube.dir
+    key, crt = tmp_path / "node.key", tmp_path / "node.crt"
+    req = subprocess.run(["openssl", "req", "-new", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                          "-nodes", "-subj", "/O=system:nodes/CN=system:node:dra-8x8", "-keyout", str(key)],
+                         capture_output=True, check=True, timeout=30).stdout
+    subprocess.run(["openssl", "x509", "-req", "-CA", str(env / "client-ca.crt"), "-CAkey", str(env / "client-ca.key"),
+                    "-CAcreateserial", "-days", "1", "-out", str(crt)], input=req, capture_output=True, check=True,
+                   timeout=30)
+
+    def post(node: str, dry: bool) -> requests.Response:
+        url = f"{cluster.kube.url}/apis/resource.k8s.io/v1/resourceslices" + ("?dryRun=All" if dry else "")
+        return requests.post(url, json=foreign_slice(node, f"{node}-by-cert"), cert=(str(crt), str(key)),
+                             verify=str(cluster.kube.ca), timeout=10)
+
+    r = post("dra-p5", dry=False)
+    assert r.status_code == 403, r.text
+    assert "same NodeName as the requesting node" in r.json()["message"], r.json()["message"]
+    r = post("dra-8x8", dry=True)
+    assert r.status_code == 201, r.text
