@@ -2,6 +2,7 @@
 // driver conduit.dev: one ResourceSlice pool per node, kept current by rescanning sysfs (docs/dra.md).
 //
 //	conduit-dra-driver --node-name NODE [--kubeconfig FILE] [--sysfs-root /sys] [--gpus] [--rescan-interval 10s]
+//	    [--kubelet-plugin [--kubelet-dir /var/lib/kubelet] [--cdi-dir /var/run/cdi]]
 //	conduit-dra-driver --dry-run [--sysfs-root DIR] [--gpus]     print what would be published, as JSON
 package main
 
@@ -20,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"conduit.dev/dra/internal/discovery"
@@ -34,6 +34,10 @@ type config struct {
 	gpus       bool
 	rescan     time.Duration
 	dryRun     bool
+
+	kubeletPlugin bool
+	kubeletDir    string
+	cdiDir        string
 }
 
 func parseFlags() (config, error) {
@@ -45,6 +49,10 @@ func parseFlags() (config, error) {
 	fs.BoolVar(&c.gpus, "gpus", false, "publish NVIDIA GPUs too (for clusters without NVIDIA's DRA driver)")
 	fs.DurationVar(&c.rescan, "rescan-interval", 10*time.Second, "how often sysfs is read again for added or removed devices")
 	fs.BoolVar(&c.dryRun, "dry-run", false, "print the devices that would be published as JSON and exit")
+	fs.BoolVar(&c.kubeletPlugin, "kubelet-plugin", false,
+		"also serve the kubelet (register as its DRA plugin, prepare claims with CDI specs); without it only ResourceSlices are published")
+	fs.StringVar(&c.kubeletDir, "kubelet-dir", "/var/lib/kubelet", "the kubelet's root directory (its plugins_registry and plugins/ are beneath)")
+	fs.StringVar(&c.cdiDir, "cdi-dir", "/var/run/cdi", "where CDI specs of prepared claims are written")
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.Var(flagValue{klogFlags.Lookup("v")}, "v", "log verbosity")
@@ -120,26 +128,25 @@ func run(cfg config) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	sigCtx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	ctx, cancel := context.WithCancelCause(sigCtx)
+	defer cancel(nil)
+	ctx = context.WithValue(ctx, cancelKey{}, cancel)
 
 	desired := slices.Resources(cfg.nodeName, res.Devices)
-	// The Node as owner: the controller then sets spec.nodeName (what the scheduler matches and what a
-	// node's credential is held to) and the slices are garbage-collected with the Node.
-	ctl, err := resourceslice.StartController(ctx, resourceslice.Options{
-		DriverName: slices.DriverName,
-		KubeClient: client,
-		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: cfg.nodeName},
-		Resources:  desired,
-		ErrorHandler: func(ctx context.Context, err error, msg string) {
-			klog.FromContext(ctx).Error(err, msg)
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("ResourceSlice controller: %w", err)
+	var pub publisher
+	if cfg.kubeletPlugin {
+		pub, err = startKubeletPlugin(ctx, cfg, client, res.Devices, desired)
+	} else {
+		pub, err = startPublisher(ctx, cfg, client, desired)
 	}
-	defer ctl.Stop()
-	klog.InfoS("Publishing", "driver", slices.DriverName, "node", cfg.nodeName, "devices", len(res.Devices), "sysfsRoot", cfg.sysfsRoot)
+	if err != nil {
+		return err
+	}
+	defer pub.Stop()
+	klog.InfoS("Publishing", "driver", slices.DriverName, "node", cfg.nodeName, "devices", len(res.Devices),
+		"sysfsRoot", cfg.sysfsRoot, "kubeletPlugin", cfg.kubeletPlugin)
 
 	// sysfs gives no reliable inotify events for devices coming and going, so the tree is read again on an
 	// interval; the controller is told only when what it publishes changes.
@@ -148,6 +155,9 @@ func run(cfg config) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
 			klog.InfoS("Stopping")
 			return nil
 		case <-tick.C:
@@ -163,7 +173,9 @@ func run(cfg config) error {
 		if !apiequality.Semantic.DeepEqual(next, desired) {
 			klog.InfoS("Devices changed", "devices", len(res.Devices))
 			desired = next
-			ctl.Update(desired)
+			if err := pub.Update(ctx, desired, res.Devices); err != nil {
+				klog.ErrorS(err, "Publishing the change failed")
+			}
 		}
 	}
 }

@@ -49,6 +49,7 @@ type Device struct {
 	LinkLayer  string   // port 1's: "InfiniBand", "Ethernet", "Unspecified" (EFA)
 	RateGbps   int64    // port 1's rate, 0 when unreadable
 	NetDev     string   // the netdev of the same PCI function, "" for none
+	Uverbs     string   // its verbs character device ("uverbs0": /dev/infiniband/uverbs0), "" when unknown
 	Transports []string // in the order verbs, efa, tcp
 	Rail       int      // the NIC's index among the node's NICs in PCI address order
 
@@ -170,6 +171,7 @@ func (s scanner) nics(skipped *[]string) ([]Device, error) {
 	if err != nil {
 		return nil, err
 	}
+	uverbs := s.uverbs()
 	var out []Device
 	for _, name := range names {
 		ibdev := filepath.Join(s.root, "class", "infiniband", name)
@@ -180,6 +182,7 @@ func (s scanner) nics(skipped *[]string) ([]Device, error) {
 		}
 		d.Kind = KindNIC
 		d.RDMADevice = name
+		d.Uverbs = uverbs[name]
 		d.Name = "nic-" + label(name)
 		port := filepath.Join(ibdev, "ports", "1")
 		d.LinkLayer, _ = readLine(filepath.Join(port, "link_layer"))
@@ -201,6 +204,20 @@ func (s scanner) nics(skipped *[]string) ([]Device, error) {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].PCIAddress < out[j].PCIAddress })
 	return out, nil
+}
+
+// uverbs maps each RDMA device name to its verbs character device: class/infiniband_verbs/uverbsN/ibdev
+// names the device that uverbsN belongs to.
+func (s scanner) uverbs() map[string]string {
+	out := map[string]string{}
+	dir := filepath.Join(s.root, "class", "infiniband_verbs")
+	names, _ := entries(dir)
+	for _, n := range names {
+		if ib, err := readLine(filepath.Join(dir, n, "ibdev")); err == nil && ib != "" {
+			out[ib] = n
+		}
+	}
+	return out
 }
 
 func (s scanner) gpus(skipped *[]string) ([]Device, error) {

@@ -60,6 +60,9 @@ func TestEightGPUNodeHasEachNICOnItsGPUsRoot(t *testing.T) {
 		if n.RateGbps != 400 || n.LinkLayer != "InfiniBand" || n.NetDev != "ibp"+itoa(i) || n.Driver != "mlx5_core" {
 			t.Errorf("NIC %d: %+v", i, n)
 		}
+		if n.Uverbs != "uverbs"+itoa(i) {
+			t.Errorf("NIC %d uverbs %q", i, n.Uverbs)
+		}
 		if strings.Join(n.Transports, ",") != "verbs,tcp" {
 			t.Errorf("NIC %d transports %v", i, n.Transports)
 		}

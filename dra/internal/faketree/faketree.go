@@ -85,7 +85,7 @@ func Write(dir string, t Tree) error {
 	for _, g := range t.GPUs {
 		w.pci("pci0000:"+g.Root, "0000:"+g.Root+":01.0", "0000:"+g.Bus+":00.0", "0x10de", "0x2330", "0x030200", "nvidia", g.NUMA)
 	}
-	for _, n := range t.NICs {
+	for i, n := range t.NICs {
 		dev, devID := "0x15b3", "0x1021"
 		if n.Driver == "efa" {
 			dev, devID = "0x1d0f", "0xefa1"
@@ -99,6 +99,10 @@ func Write(dir string, t Tree) error {
 		if n.NetDev != "" {
 			w.file(filepath.Join(pci, "net", n.NetDev, "address"), "00:00:00:00:00:00")
 		}
+		uverbs := filepath.Join(pci, "infiniband_verbs", fmt.Sprintf("uverbs%d", i))
+		w.file(filepath.Join(uverbs, "ibdev"), n.Name)
+		w.link(filepath.Join(dir, "class", "infiniband_verbs", filepath.Base(uverbs)),
+			w.rel(filepath.Join(dir, "class", "infiniband_verbs"), uverbs))
 	}
 	return w.err
 }
