@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"k8s.io/client-go/kubernetes"
@@ -74,12 +75,17 @@ func startKubeletPlugin(ctx context.Context, cfg config, client kubernetes.Inter
 	p := plugin.New(slices.DriverName, cfg.nodeName, cfg.cdiDir)
 	p.OnFatal(fatalFrom(ctx))
 	p.SetDevices(devs)
+	// The helper listens in its data directory but does not make it (the DaemonSet's hostPath usually has).
+	dataDir := filepath.Join(cfg.kubeletDir, "plugins", slices.DriverName)
+	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("kubelet plugin directory: %w", err)
+	}
 	h, err := kubeletplugin.Start(ctx, p,
 		kubeletplugin.DriverName(slices.DriverName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(cfg.nodeName),
 		kubeletplugin.RegistrarDirectoryPath(filepath.Join(cfg.kubeletDir, "plugins_registry")),
-		kubeletplugin.PluginDataDirectoryPath(filepath.Join(cfg.kubeletDir, "plugins", slices.DriverName)),
+		kubeletplugin.PluginDataDirectoryPath(dataDir),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet plugin: %w", err)

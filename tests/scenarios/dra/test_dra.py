@@ -227,7 +227,7 @@ def test_a_nodes_driver_writes_only_its_own_nodes_slices(cluster: Cluster) -> No
     r = c.api("POST", f"{path}?dryRun=All", foreign_slice("dra-8x8", "dra-8x8-extra"), token=tr["status"]["token"])
     assert r.status_code == 403 and "names no node" in r.json()["message"], r.text
 
-    # And RBAC gives it nothing else: no claims, no pods, no nodes list.
+    # And RBAC gives it nothing else: no listing claims (a kubelet plugin gets one by name), pods or nodes.
     for p in (f"/apis/resource.k8s.io/v1/namespaces/{NAMESPACE}/resourceclaims", f"{pods_path()}", "/api/v1/nodes"):
         assert c.api("GET", p, token=a.token).status_code == 403, p
 
