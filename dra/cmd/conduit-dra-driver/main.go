@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -97,10 +98,17 @@ func main() {
 	}
 }
 
+// lastSkipped: the skipped devices last logged, so a rescan logs them again only when they change rather
+// than at every interval.
+var lastSkipped string
+
 func scan(cfg config) (discovery.Result, error) {
 	res, err := discovery.Scan(cfg.sysfsRoot, discovery.Options{GPUs: cfg.gpus})
-	for _, s := range res.Skipped {
-		klog.InfoS("Device skipped", "reason", s)
+	if now := strings.Join(res.Skipped, "\n"); now != lastSkipped {
+		lastSkipped = now
+		for _, s := range res.Skipped {
+			klog.InfoS("Device skipped", "reason", s)
+		}
 	}
 	return res, err
 }
