@@ -1,5 +1,6 @@
-"""The cluster of the DRA suite: the DRA driver conduit.dev against a real kube-apiserver, kube-scheduler and kube-controller-manager
-(its resourceclaim controller), all v1.34.2, shared by every test of the suite (docs/dra.md).
+"""The cluster of test_dra.py: the DRA driver conduit.dev against a real kube-apiserver, kube-scheduler and
+kube-controller-manager (its resourceclaim controller), all v1.34.2, shared by every test of the module
+(docs/dra.md).
 
 Two Node objects stand in for machines (no kubelet: scheduling needs only the Node, Ready, with room for
 pods): ``dra-8x8`` (8 GPUs, 8 InfiniBand NICs, NIC i on GPU i's PCIe root) and ``dra-p5`` (8 GPUs, 32 EFA, four
@@ -32,7 +33,7 @@ DRIVER_SA = f"{RELEASE}-dra-driver"  # the chart's name for it (fullname "condui
 LAYOUTS = {"dra-8x8": "8gpu-8nic", "dra-p5": "p5"}
 
 
-def _tools_env(kube: KubeEnv) -> dict[str, str]:
+def _node_tools() -> dict[str, str]:
     r = subprocess.run([os.fspath(REPO / "scripts/kube-tools.sh"), "--node", "--print"], capture_output=True,
                        text=True, timeout=60)
     paths = dict(ln.split("=", 1) for ln in r.stdout.splitlines() if "=" in ln)
@@ -152,7 +153,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     procs = ProcessSet(long_lived=True)
     c = Cluster(kube, work, bins, procs)
     try:
-        tools = _tools_env(kube)
+        tools = _node_tools()
         kc = os.fspath(kube.kubeconfig)
         procs.start([tools["KUBE_SCHEDULER"], f"--kubeconfig={kc}", "--leader-elect=false", "--secure-port=0"],
                     name="kube-scheduler", stderr=work / "kube-scheduler.log")

@@ -30,7 +30,8 @@ def pod(name: str, node: str, template: str) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
             "spec": {"nodeSelector": {"kubernetes.io/hostname": node},
                      "resourceClaims": [{"name": "gpu-nic", "resourceClaimTemplateName": template}],
-                     "containers": [{"name": "c", "image": "localhost/none:0", "resources": {"claims": [{"name": "gpu-nic"}]}}]}}
+                     "containers": [{"name": "c", "image": "localhost/none:0",
+                                     "resources": {"claims": [{"name": "gpu-nic"}]}}]}}
 
 
 def pods_path() -> str:
