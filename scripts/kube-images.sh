@@ -4,6 +4,9 @@
 # sandbox image (docker/pause/pause.c, built static) that containerd runs in every pod.
 #
 #   scripts/kube-images.sh --pause      the sandbox image only (PAUSE_IMAGE=..., PAUSE_ARCHIVE=...)
+#   scripts/kube-images.sh --dra-driver BINARY
+#                                       the pause image and the DRA driver's (a static binary, from
+#                                       scripts/dra-build.sh): also DRA_DRIVER_IMAGE=..., DRA_DRIVER_ARCHIVE=...
 #   scripts/kube-images.sh BUILD_DIR    build what is not cached; print, one a line,
 #                                       PAUSE_IMAGE=localhost/conduit-pause:<key>  PAUSE_ARCHIVE=<docker archive>
 #                                       AGENT_IMAGE=...  AGENT_ARCHIVE=...  CONTROLLER_IMAGE=...  CONTROLLER_ARCHIVE=...
@@ -28,10 +31,14 @@ root="$(cd "$here/.." && pwd)"
 log() { echo "kube-images: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-[ $# -eq 1 ] || die "usage: $0 --pause | BUILD_DIR"
-pause_only=0
+[ $# -eq 1 ] || [ $# -eq 2 ] || die "usage: $0 --pause | --dra-driver BINARY | BUILD_DIR"
+pause_only=0 dra_driver=""
 if [ "$1" = --pause ]; then
   pause_only=1
+elif [ "$1" = --dra-driver ]; then
+  [ $# -eq 2 ] && [ -x "$2" ] || die "--dra-driver needs the driver's binary (scripts/dra-build.sh)"
+  pause_only=1
+  dra_driver="$2"
 else
   build="$(cd "$1" 2>/dev/null && pwd)" || die "no build directory $1"
 fi
@@ -95,6 +102,26 @@ if [ ! -s "$PAUSE_ARCHIVE" ]; then
   gcc -static -O2 -Wall -Wextra -Werror -s -o "$work/rootfs/pause" "$pause_src"
   image pause "$PAUSE_IMAGE" "$PAUSE_ARCHIVE" "$work/rootfs" --entrypoint '["/pause"]' --user 65535:65535
   rm -rf "$work"
+fi
+
+# ---- conduit-dra-driver: a static binary, alone in its image, started as docker/dra-driver.Dockerfile says.
+if [ -n "$dra_driver" ]; then
+  dockerfile="$root/docker/dra-driver.Dockerfile"
+  k="$(key "$dra_driver" "$dockerfile")"
+  DRA_DRIVER_IMAGE="localhost/conduit-dra-driver:$k"
+  DRA_DRIVER_ARCHIVE="$cache/conduit-dra-driver-$k.tar"
+  if [ ! -s "$DRA_DRIVER_ARCHIVE" ]; then
+    # Alone in its image: it must need no dynamic loader (binutils' readelf, as strip is, for the agent's).
+    readelf -l "$dra_driver" | grep -q 'Requesting program interpreter' && die "$dra_driver is not a static binary"
+    work="$(mktemp -d "$cache/conduit-dra-driver.XXXXXX")"
+    mkdir -p "$work/rootfs/usr/bin"
+    cp "$dra_driver" "$work/rootfs/usr/bin/conduit-dra-driver"
+    image conduit-dra-driver "$DRA_DRIVER_IMAGE" "$DRA_DRIVER_ARCHIVE" "$work/rootfs" --env PATH=/usr/bin \
+      --user "$(dockerfile_runtime "$dockerfile" USER)" --entrypoint "$(dockerfile_runtime "$dockerfile" ENTRYPOINT)"
+    rm -rf "$work"
+  fi
+  echo "DRA_DRIVER_IMAGE=$DRA_DRIVER_IMAGE"
+  echo "DRA_DRIVER_ARCHIVE=$DRA_DRIVER_ARCHIVE"
 fi
 
 if [ "$pause_only" -eq 1 ]; then
