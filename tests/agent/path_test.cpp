@@ -266,6 +266,7 @@ TEST_F(PathProverTest, RailsWithoutANicSayWhy) {
   const auto judged = p.end(std::move(w), OpKind::Write, {});
   EXPECT_EQ(judged.verdict, pv::kNotApplicable);
   EXPECT_EQ(judged.message, "the shm rails name no NIC");
+  EXPECT_EQ(judged.counted, "tx");
 }
 
 }  // namespace

@@ -47,7 +47,9 @@ Prover::Window Prover::begin(const std::vector<NicRef>& rail_nics, std::string w
 api::TransferPath Prover::end(Window window, OpKind op, const std::vector<Planned>& planned) {
   namespace pv = api::path_verdict;
   if (window.ticket == 0) {
-    api::TransferPath out{.verdict = std::string(pv::kNotApplicable), .message = window.why_no_nic};
+    api::TransferPath out{.verdict = std::string(pv::kNotApplicable),
+                          .message = window.why_no_nic,
+                          .counted = op == OpKind::Write ? "tx" : "rx"};
     count(out, op);
     return out;
   }
