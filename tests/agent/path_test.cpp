@@ -251,13 +251,23 @@ TEST_F(PathProverTest, ANestedTransferCannotCoverForTheOneAroundIt) {
   EXPECT_EQ(judged.verdict, pv::kMisrouted) << judged.message;
 }
 
-TEST_F(PathProverTest, CountersRemovedMidTransferAreUnreadable) {
+TEST_F(PathProverTest, ACounterThatTurnsToJunkMidTransferIsUnreadable) {
   Prover p = prover();
   auto w = p.begin({net("veth1")}, "");
-  fs::remove_all(sysfs_.root() / "class/net/veth1");
+  FakeSysfs::write(sysfs_.root() / "class/net/veth1/statistics/tx_bytes", "N/A");
   const auto judged = p.end(std::move(w), OpKind::Write, {{net("veth1"), MiB}});
   EXPECT_EQ(judged.verdict, pv::kUnreadable);
-  EXPECT_NE(judged.message.find("veth1/statistics/tx_bytes"), std::string::npos) << judged.message;
+  EXPECT_NE(judged.message.find("veth1/statistics/tx_bytes holds \"N/A\""), std::string::npos)
+      << judged.message;
+}
+
+TEST_F(PathProverTest, ACounterMissingFromTheStartIsUnreadable) {
+  Prover p = prover();
+  auto w = p.begin({net("veth9")}, "");
+  const auto judged = p.end(std::move(w), OpKind::Write, {{net("veth9"), MiB}});
+  EXPECT_EQ(judged.verdict, pv::kUnreadable);
+  EXPECT_NE(judged.message.find("veth9/statistics/tx_bytes: No such file"), std::string::npos)
+      << judged.message;
 }
 
 TEST_F(PathProverTest, RailsWithoutANicSayWhy) {

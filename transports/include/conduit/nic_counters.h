@@ -11,12 +11,15 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "conduit/common/result.h"
+#include "conduit/common/unique_fd.h"
 
 namespace conduit {
 
@@ -66,11 +69,18 @@ class CounterSource {
 class SysfsCounters final : public CounterSource {
  public:
   explicit SysfsCounters(std::filesystem::path root = "/sys") : root_(std::move(root)) {}
-  Result<NicCounters> read(const NicRef& nic) const override;
+  Result<NicCounters> read(const NicRef& nic) const override;  // any thread
   std::vector<NicRef> infiniband() const override;
 
  private:
+  // One counter. Its file stays open between reads, each a pread at offset 0 (which makes sysfs print the
+  // value anew): one system call instead of open, read and close, about 1 us against 25 here. A read that
+  // fails closes it and opens the file again once (a device removed and made again under its name).
+  Result<std::uint64_t> counter(const std::filesystem::path& file) const;
+
   std::filesystem::path root_;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, UniqueFd> open_;  // path -> its file; at most kMaxOpen, then emptied
 };
 
 }  // namespace conduit
