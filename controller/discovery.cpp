@@ -116,6 +116,13 @@ void NodeDiscovery::run(AgentApi& agents, const AgentDirectory& directory, Objec
       if (const json rate = info->value("linkBytesPerSecond", json());
           rate.is_number() && rate.get<double>() > 0)
         status["linkBytesPerSecond"] = rate;
+      // The agent's proof-of-path totals (docs/path.md): transfers by verdict, bytes per NIC.
+      if (json paths = info->value("paths", json()); paths.is_object()) {
+        // The CRD holds 64 NICs; a node with more keeps the first 64 (the agent lists them by name).
+        if (paths.contains("nics") && paths["nics"].is_array() && paths["nics"].size() > 64)
+          paths["nics"].erase(paths["nics"].begin() + 64, paths["nics"].end());
+        status["pathTotals"] = std::move(paths);
+      }
       status["lastSeen"] = now;
     } else {
       // What the node last reported stays; only reachability changes, and readiness becomes unknown.

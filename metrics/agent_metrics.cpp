@@ -85,10 +85,25 @@ AgentMetrics::AgentMetrics(const std::string& version, const std::string& node)
       file_write_(counter(*registry_, "conduit_agent_file_write_bytes_total",
                           "Bytes of saved files written, by path: around the page cache (O_DIRECT, whole "
                           "blocks from aligned memory) or through it.")),
-      errors_(counter(*registry_, "conduit_agent_errors_total", "Errors by reason code.")) {
+      errors_(counter(*registry_, "conduit_agent_errors_total", "Errors by reason code.")),
+      paths_(counter(*registry_, "conduit_agent_transfer_paths_total",
+                     "Transfers whose path was judged from the NICs' own counters, by verdict: Matched, or "
+                     "the mismatch named (docs/path.md).")),
+      nic_planned_(counter(*registry_, "conduit_agent_nic_planned_bytes_total",
+                           "Bytes judged transfers put on the rails of each NIC.")),
+      nic_counted_(counter(*registry_, "conduit_agent_nic_counted_bytes_total",
+                           "Each NIC's own counter delta (tx for writes, rx for reads) over the judged "
+                           "transfers' lifetimes; windows of concurrent transfers overlap, so it can exceed "
+                           "the NIC's traffic.")),
+      nic_mismatches_(
+          counter(*registry_, "conduit_agent_nic_path_mismatches_total",
+                  "NICs of judged transfers whose verdict was not Carried, by NIC and verdict.")) {
   // Known label values start at 0, so rate() and absent() work before the first event.
   for (const char* result : {"succeeded", "failed", "cancelled"}) transfers_.Add({{"result", result}});
   for (const char* memory : {"host", "cuda", "file"}) region_bytes_.Add({{"memory", memory}});
+  for (const char* verdict :
+       {"Matched", "NotCarried", "Misrouted", "EmulatedSendRecv", "Unreadable", "NotApplicable"})
+    paths_.Add({{"verdict", verdict}});
   for (const char* path : {"page_cache", "direct"}) {
     file_read_.Add({{"path", path}});
     file_write_.Add({{"path", path}});
@@ -139,6 +154,17 @@ void AgentMetrics::add_file_write(const std::string& path, double bytes) {
 }
 
 void AgentMetrics::error(const std::string& reason) { errors_.Add({{"reason", reason}}).Increment(); }
+
+void AgentMetrics::path_judged(const std::string& verdict) { paths_.Add({{"verdict", verdict}}).Increment(); }
+
+void AgentMetrics::nic_path(const std::string& nic, double planned_bytes, double counted_bytes) {
+  nic_planned_.Add({{"nic", nic}}).Increment(planned_bytes);
+  nic_counted_.Add({{"nic", nic}}).Increment(counted_bytes);
+}
+
+void AgentMetrics::nic_mismatch(const std::string& nic, const std::string& verdict) {
+  nic_mismatches_.Add({{"nic", nic}, {"verdict", verdict}}).Increment();
+}
 
 std::string AgentMetrics::serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());

@@ -39,6 +39,14 @@ class AgentMetrics {
   // A saved file's bytes as written: path "direct" (O_DIRECT, around the page cache) | "page_cache".
   void add_file_write(const std::string& path, double bytes);
   void error(const std::string& reason);
+  // The proof of path (docs/path.md). A transfer judged, by its overall verdict ("Matched", "Misrouted",
+  // ...).
+  void path_judged(const std::string& verdict);
+  // Per NIC of a judged transfer: the bytes it planned there, and the NIC's counter delta over its window
+  // in the direction counted (tx for a write, rx for a read).
+  void nic_path(const std::string& nic, double planned_bytes, double counted_bytes);
+  // A NIC's verdict other than Carried: "NotCarried", "Unplanned", "EmulatedSendRecv", "Unreadable".
+  void nic_mismatch(const std::string& nic, const std::string& verdict);
 
   // Prometheus text exposition format 0.0.4 of everything above.
   std::string serialize() const;
@@ -60,6 +68,10 @@ class AgentMetrics {
   prometheus::Family<prometheus::Counter>& file_read_;
   prometheus::Family<prometheus::Counter>& file_write_;
   prometheus::Family<prometheus::Counter>& errors_;
+  prometheus::Family<prometheus::Counter>& paths_;
+  prometheus::Family<prometheus::Counter>& nic_planned_;
+  prometheus::Family<prometheus::Counter>& nic_counted_;
+  prometheus::Family<prometheus::Counter>& nic_mismatches_;
 };
 
 }  // namespace conduit::metrics

@@ -89,7 +89,7 @@ compare() {
   if [ -z "$exposed" ]; then fail "$what exposes no $prefix* metric"; return; fi
   local name type labels doc_type doc_labels lazy
   while read -r name type labels; do
-    read -r _ doc_type doc_labels <<< "$(printf '%s\n' "$doc_rows" | awk -v n="$name" '$1 == n')"
+    read -r _ doc_type doc_labels _ <<< "$(printf '%s\n' "$doc_rows" | awk -v n="$name" '$1 == n')"
     if [ -z "$doc_type" ]; then
       fail "$what exposes $name ($type, labels $labels), which docs/observability.md does not list"
     elif [ "$doc_type" != "$type" ]; then

@@ -115,6 +115,10 @@ const std::array<Setting, 31> kSettings{{
      set_bool<&AgentConfig::stripe_all_rails>},
     {"bind-address", "IP", "local address the fabric endpoints bind to", "the provider's default interface",
      set_text<&AgentConfig::bind_address>},
+    {"nic-counters-root", "DIR",
+     "sysfs root the NICs' byte counters are read under, for each transfer's proof of path (docs/path.md); "
+     "empty: no transfer is judged",
+     "/sys", set_text<&AgentConfig::nic_counters_root>},
     {"token-file", "FILE", "file holding the bearer token every /v1 request must carry",
      "none: required unless --insecure-no-auth", set_text<&AgentConfig::token_file>},
     {"insecure-no-auth", "", "serve /v1 without a token (local testing only)", "false",

@@ -25,6 +25,8 @@ struct AgentConfig {
   std::string bind_address;  // fabric endpoints' local address ("" = provider default)
   std::string token_file;    // bearer token; required unless --insecure-no-auth
   bool insecure_no_auth = false;
+  // Where the NICs' byte counters are read (docs/path.md): the node's sysfs; tests point it elsewhere.
+  std::string nic_counters_root = "/sys";
   std::string data_dir = "/var/lib/conduit";
   std::uint64_t memory_cap = 8ULL << 30;  // bytes of agent-owned regions
   // The node's link rate as its operator states it (--link-rate), in bytes per second; 0: unknown. Reported

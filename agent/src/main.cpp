@@ -205,6 +205,8 @@ int serve(const AgentConfig& config, const sigset_t& signals) {
   options.pipeline_bytes = config.pipeline_bytes;
   options.namespace_files = config.namespace_files;
   TransferManager transfers(transports, regions, peers, &metrics, options);
+  if (!config.nic_counters_root.empty())
+    transfers.prove_paths(path::Prover::for_node(config.nic_counters_root, &metrics));
 
   const std::string socket_path = config.import_socket.empty()
                                       ? (std::filesystem::path(config.data_dir) / "conduit.sock").string()

@@ -388,6 +388,9 @@ TransferStatus TransferStatus::from_json(const json& body) {
   t.created_at = body.value("createdAt", "");
   t.started_at = time_or_null(body, "startedAt");
   t.finished_at = time_or_null(body, "finishedAt");
+  if (const auto it = body.find("path"); it != body.end() && it->is_object()) {
+    t.path = TransferPath::from_json(*it);
+  }
   return t;
 }
 
@@ -421,6 +424,7 @@ json TransferStatus::to_json() const {
            {"startedAt", started_at ? json(*started_at) : json(nullptr)},
            {"finishedAt", finished_at ? json(*finished_at) : json(nullptr)}};
   if (!gpu_path.empty()) out["gpuPath"] = gpu_path;
+  if (path) out["path"] = path->to_json();
   return out;
 }
 

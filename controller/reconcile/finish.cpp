@@ -43,6 +43,8 @@ void Reconciler::track(Pass& p, const api::TransferStatus& t) {
   p.status["throughputBytesPerSecond"] = t.finished() ? 0.0 : t.throughput;
   p.status["throughput"] = t.finished() ? "" : format_throughput(t.throughput);
   set_stages(p.status, t);
+  // The source agent's proof of path for this attempt's transfer (docs/path.md), once it judged it.
+  if (t.path) p.status["path"] = path_status(*t.path);
   json targets = json::array();
   for (std::size_t i = 0; i < spec.targets.size(); ++i) {
     json entry = target_entry(spec.targets[i]);

@@ -105,6 +105,17 @@ void set_gpu_path(nlohmann::json& entry, const api::TransferStatus& t, std::size
   if (target < t.targets.size()) entry["staged"] = t.targets[target].staged;
 }
 
+nlohmann::json path_status(const api::TransferPath& path) {
+  api::TransferPath cut = path;
+  if (cut.nics.size() > 64) cut.nics.resize(64);
+  cut.message = cut.message.substr(0, 4096);
+  for (auto& n : cut.nics) {
+    n.message = n.message.substr(0, 1024);
+    n.nic = n.nic.substr(0, 64);
+  }
+  return cut.to_json();
+}
+
 std::string staged_summary(const api::TransferStatus& t, const TransferJobSpec& spec) {
   std::string ends;
   if (t.gpu_path == "staged") {

@@ -67,6 +67,9 @@ void set_stages(nlohmann::json& status, const api::TransferStatus& t);
 // reached for it: none, dmabuf, peermem or staged; absent when the agent does not say) and staged (this
 // target's CUDA region was reached through a host staging buffer). Sets or leaves `entry`'s keys.
 void set_gpu_path(nlohmann::json& entry, const api::TransferStatus& t, std::size_t target);
+// status.path from the source agent's proof of path (docs/path.md), cut to what the CRD holds (64 NICs,
+// messages of 4096 and 1024 characters): one refused field would leave the whole status unwritten.
+nlohmann::json path_status(const api::TransferPath& path);
 
 // One sentence naming the ends that ran staged ("CUDA memory went through host memory (staged), not
 // GPU-direct: source node-a/weights, target node-b/w"); "" when none did.

@@ -348,6 +348,9 @@ TEST(AgentMetricsText, ExposesEveryListedName) {
   m.set_region_bytes("host", 4096);
   m.observe_registration(0.001);
   m.error("Stalled");
+  m.path_judged("Misrouted");
+  m.nic_path("veth1", 1 << 20, 0);
+  m.nic_mismatch("veth1", "NotCarried");
   const std::string text = m.serialize();
 
   std::ifstream names(fs::path(conduit::testing::source_dir()) / "metrics/metric_names.txt");

@@ -994,6 +994,33 @@ TEST(TransferInfoJson, CarriesTheGpuPathAndEachTargetsStagedFlag) {
   EXPECT_FALSE(api::TransferStatus::from_json(json::parse(R"({"gpuPath": "none"})")).any_staged());
 }
 
+// The agent's proof of path (docs/path.md) survives the wire both ways, and the job's copy fits the CRD.
+TEST(JobStatusPath, CopiesTheAgentsVerdictCutToWhatTheCrdHolds) {
+  const auto t = api::TransferStatus::from_json(json::parse(R"({
+    "id": "t-1", "state": "Succeeded",
+    "path": {"verdict": "Misrouted", "counted": "tx", "message": "planned NIC not carrying its bytes: veth1",
+             "nics": [{"nic": "veth1", "kind": "net", "planned": true, "plannedBytes": 16777216,
+                       "windowBytes": 16777216, "counterDelta": {"txBytes": 2310, "rxBytes": 9000},
+                       "verdict": "NotCarried"},
+                      {"nic": "veth2", "kind": "net", "planned": false, "plannedBytes": 0, "windowBytes": 0,
+                       "counterDelta": {"txBytes": 17301630, "rxBytes": 0}, "verdict": "Unplanned"}]}})"));
+  ASSERT_TRUE(t.path);
+  EXPECT_EQ(t.path->verdict, "Misrouted");
+  ASSERT_EQ(t.path->nics.size(), 2U);
+  EXPECT_EQ(t.path->nics[1].counter_delta->tx_bytes, 17301630U);
+  EXPECT_FALSE(t.path->nics[1].counter_delta->send_bytes) << "EFA's fields only where the agent gave them";
+  EXPECT_EQ(api::TransferStatus::from_json(t.to_json()).path->to_json(), t.path->to_json());
+  EXPECT_FALSE(api::TransferStatus::from_json(json::parse(R"({"id": "t-2"})")).path) << "an older agent";
+
+  api::TransferPath big = *t.path;
+  big.message.assign(10000, 'x');
+  big.nics.resize(70, big.nics[0]);
+  const json cut = path_status(big);
+  EXPECT_EQ(cut["message"].get<std::string>().size(), 4096U);
+  EXPECT_EQ(cut["nics"].size(), 64U);
+  EXPECT_EQ(cut["verdict"], "Misrouted");
+}
+
 TEST(JobStatusGpuPath, NamesTheEndsThatRanStaged) {
   TransferJobSpec spec;
   spec.source.node = "node-a";

@@ -11,6 +11,7 @@
 #include "../src/op_validation.h"
 #include "../src/registration_checks.h"
 #include "conduit/cuda_device.h"
+#include "conduit/net_interface.h"
 #include "conduit/slicer.h"
 #include "mr_mode.h"
 #include "provider.h"
@@ -117,8 +118,16 @@ Result<std::unique_ptr<LibfabricTransport>> LibfabricTransport::open_rails(const
     options.index = static_cast<std::uint32_t>(r);
     options.mode = choose_progress_mode(config.progress, **endpoint);
     options.stall_timeout = config.stall_timeout;
+    if (info.addr_format == FI_SOCKADDR_IN || info.addr_format == FI_SOCKADDR_IN6 ||
+        info.addr_format == FI_SOCKADDR) {
+      const std::vector<std::byte>& name = (*endpoint)->address();
+      if (std::string host = numeric_host(name.data(), name.size()); !host.empty())
+        t->caps_.rail_addresses.push_back(std::move(host));
+    }
     t->rails_.push_back(std::make_unique<Rail>(std::move(*endpoint), options));
   }
+  // All or none: a provider whose rails name no address says so with an empty list.
+  if (t->caps_.rail_addresses.size() != t->rails_.size()) t->caps_.rail_addresses.clear();
   return t;
 }
 

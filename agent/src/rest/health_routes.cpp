@@ -45,8 +45,11 @@ void install_health_routes(Router& r) {
   r.get(
       "/metrics", [](Call& c) { c.res.set_content(c.state.metrics.serialize(), kMetricsType); },
       RouteAccess::Public);
-  r.get("/v1/node",
-        [](Call& c) { c.reply(200, node_inventory(c.state.config, c.state.transports, c.state.regions)); });
+  r.get("/v1/node", [](Call& c) {
+    nlohmann::json node = node_inventory(c.state.config, c.state.transports, c.state.regions);
+    node["paths"] = c.state.transfers.path_totals();  // docs/path.md
+    c.reply(200, node);
+  });
 }
 
 }  // namespace conduit::agent::rest

@@ -8,6 +8,7 @@
 #include "conduit/common/log.h"
 #include "conduit/common/random.h"
 #include "metrics/agent_metrics.h"
+#include "path/rail_nics.h"
 #include "tenancy.h"
 #include "transfer/run.h"
 #include "transfer/scatter.h"
@@ -155,6 +156,7 @@ Result<std::string> TransferManager::start(ResolvedRequest request) {
     }
     t->transports.push_back(transport);
   }
+  for (Transport* transport : t->transports) t->wire[transport];
   t->length = length;
   t->created = run::SteadyClock::now();
   t->source = RegionUse(std::move(region));
@@ -293,11 +295,44 @@ Result<std::string> TransferManager::admit(const std::shared_ptr<TransferRun>& t
 
 void TransferManager::run(const std::shared_ptr<TransferRun>& t) {
   const run::Context context{transports_, peers_, metrics_, options_, regions_, shutdown_deadline_};
+  // The NICs of every rail its transports have, sampled before its first byte (path/prover.h).
+  std::vector<std::pair<const Transport*, path::RailNics>> rails;
+  path::Prover::Window window;
+  if (prover_) {
+    std::vector<NicRef> nics;
+    std::string why_none;
+    for (const auto& [transport, _] : t->wire) {
+      path::RailNics r = path::rail_nics(*transport);
+      for (const auto& nic : r.per_rail) {
+        if (nic && std::find(nics.begin(), nics.end(), *nic) == nics.end()) nics.push_back(*nic);
+      }
+      if (why_none.empty()) why_none = r.why_none;
+      rails.emplace_back(transport, std::move(r));
+    }
+    window = prover_->begin(nics, why_none);
+  }
   std::optional<run::Failure> failure = t->execute(context);
   // Every error and stop path funnels through here, so releasing happens once, before the end state is
   // visible: whoever sees a finished transfer may delete its region at once. execute() cancelled and
   // waited out any batch still in flight, so nothing uses the registrations any more.
   t->release();
+  if (prover_) {
+    std::vector<path::Planned> planned;
+    {
+      std::lock_guard lock(t->mu);
+      for (const auto& [transport, r] : rails) {
+        const TransferRun::Wire& w = t->wire.at(transport);
+        path::add_planned(planned, r, w.rails, w.bytes.load(std::memory_order_relaxed));
+      }
+    }
+    api::TransferPath proof = prover_->end(std::move(window), t->request.wire.op, planned);
+    if (proof.verdict != api::path_verdict::kMatched && proof.verdict != api::path_verdict::kNotApplicable) {
+      log::warn("transfer path mismatch",
+                {{"transfer", t->status.id}, {"verdict", proof.verdict}, {"detail", proof.message}});
+    }
+    std::lock_guard lock(t->mu);
+    t->status.path = std::move(proof);
+  }
   finish(t, std::move(failure), /*threaded=*/true);
 }
 

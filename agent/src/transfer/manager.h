@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "conduit/api/agent_client.h"
+#include "path/prover.h"
 #include "regions.h"
 #include "transfer/options.h"
 #include "transfer/request.h"
@@ -51,6 +52,11 @@ class TransferManager {
   std::vector<TransferStatus> list() const;  // newest first
   Status cancel(const std::string& id);      // NotFound; finished transfers stay as they ended
   std::size_t active() const;
+  // From now on every transfer that runs on a thread of its own is judged from its NICs' counters
+  // (docs/path.md). Before the first start(); without it no transfer says its path.
+  void prove_paths(std::unique_ptr<path::Prover> prover) { prover_ = std::move(prover); }
+  // The judged transfers' totals per NIC and verdict (path::Prover::totals), null without a prover.
+  nlohmann::json path_totals() const { return prover_ ? prover_->totals() : nlohmann::json(nullptr); }
 
   // Stops accepting work, fails running transfers with AgentShuttingDown and joins their threads within
   // `grace`, releasing every registration.
@@ -74,6 +80,7 @@ class TransferManager {
   const api::ClientOptions& peers_;  // how to reach the target agents each request names
   metrics::AgentMetrics* metrics_;
   TransferOptions options_;
+  std::unique_ptr<path::Prover> prover_;
 
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<TransferRun>> transfers_;

@@ -129,6 +129,8 @@ std::optional<Failure> TransferRun::watch(const run::Context& c, Transport& tran
     BatchStatus s = transport.poll(id);
     const auto now = SteadyClock::now();
     if (s.bytes_done > done) {
+      if (const auto w = wire.find(&transport); w != wire.end())
+        w->second.bytes.fetch_add(s.bytes_done - done, std::memory_order_relaxed);
       if (c.metrics != nullptr) {
         c.metrics->add_bytes(transport.capabilities().provider, direction,
                              static_cast<double>(s.bytes_done - done));
@@ -356,6 +358,7 @@ std::optional<Failure> TransferRun::open_source(const run::Context& c, Transport
   const RailChoice rails = c.transports.rails_for(transport, memory);
   {
     std::lock_guard lock(mu);
+    if (const auto w = wire.find(&transport); w != wire.end()) w->second.rails = rails.rails;
     for (const auto& nic : rails.nics) {
       if (std::find(status.source_nics.begin(), status.source_nics.end(), nic) == status.source_nics.end())
         status.source_nics.push_back(nic);

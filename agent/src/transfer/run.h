@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -83,6 +84,14 @@ class TransferRun {
   std::atomic<int> stop{run::kRun};
   RegionUse source;                // a region source
   std::optional<SourceFile> file;  // a file source: read as it goes out
+  // What each of `transports` put on the wire (every retry and re-send included), and the rails it used
+  // (open_source; empty: every rail): the plan its proof of path is judged on (path/prover.h). The map is
+  // filled by start() and only its counts change after; rails under `mu`.
+  struct Wire {
+    std::atomic<std::uint64_t> bytes{0};
+    std::vector<std::uint32_t> rails;
+  };
+  std::map<const Transport*, Wire> wire;
 
   // Written by the worker, read by get() and list() at any moment.
   mutable std::mutex mu;

@@ -56,6 +56,7 @@ api::TransferStatus TransferStatus::to_api() const {
   out.created_at = format_rfc3339(created_at, TimePrecision::Millis);
   out.started_at = optional_time(started_at);
   out.finished_at = optional_time(finished_at);
+  out.path = path;
   return out;
 }
 

@@ -62,6 +62,9 @@ struct TransferStatus {
   std::string message;  // human text for reason
   std::vector<TargetStatus> targets;
   StageSeconds stages;
+  // Which NICs carried the bytes, judged from their counters once the transfer ended (docs/path.md);
+  // absent until then, and for a scatter-gather transfer.
+  std::optional<api::TransferPath> path;
   std::string requested_by;   // ResolvedRequest's; not shown
   std::string job_namespace;  // ResolvedRequest's; not shown
   std::chrono::system_clock::time_point created_at;

@@ -4,7 +4,8 @@ Debian's `prometheus` scrapes two real conduit-agents and a real conduit-control
 metrics/alerts.yaml loaded as a rule file. One TransferJob succeeds (256 MiB, crc32c-verified) and one fails
 (its target node's agent is down); then, through Prometheus's HTTP API: every dashboard variable resolves,
 every panel query parses and returns data, every alert rule loads and evaluates, ConduitTransferFailures
-fires (hold times cut to 0s), and a misspelt query is caught. Last, docs/observability.md and
+fires (hold times cut to 0s), and a misspelt query is caught. node-b reads its NICs' counters from a frozen
+tree, so a last job it runs is judged NotCarried and ConduitTransferPathMismatch fires (docs/path.md). Last, docs/observability.md and
 metrics/metric_names.txt are checked against what the binaries expose (scripts/check-observability.sh).
 
 One stack (agents, Prometheus, controller) serves the module; the tests run in file order, the failed job
@@ -47,6 +48,25 @@ spec:
         bytes: 1048576
   backoffLimit: 0
   activeDeadlineSeconds: 5
+"""
+
+
+# Run by node-b, whose counters are a frozen tree: its transfer's bytes never show on lo.
+UNMOVED_JOB = """apiVersion: conduit.dev/v1alpha1
+kind: TransferJob
+metadata:
+  name: unmoved
+spec:
+  source:
+    node: node-b
+    file: unmoved.bin
+  targets:
+    - node: node-a
+      region: unmoved
+      create:
+        bytes: 1048576
+  transport:
+    type: tcp
 """
 
 
@@ -195,9 +215,15 @@ def stack(build):
         with ProcessSet() as procs:
             new_token(work / "token")
             pool = AgentPool(build, work, work / "token", procs, log_level="warn")
+            # node-b reads its NICs' counters from a tree that never moves: a transfer it runs is judged
+            # NotCarried (docs/path.md), which ConduitTransferPathMismatch must see. node-a reads /sys.
+            for counter in ("tx_bytes", "rx_bytes"):
+                frozen = work / "frozen-sysfs/class/net/lo/statistics" / counter
+                frozen.parent.mkdir(parents=True, exist_ok=True)
+                frozen.write_text("0\n")
             try:
                 a = pool.start("node-a", "--memory-cap", "1GiB")
-                b = pool.start("node-b", "--memory-cap", "1GiB")
+                b = pool.start("node-b", "--memory-cap", "1GiB", "--nic-counters-root", str(work / "frozen-sysfs"))
             except RuntimeError as e:
                 pytest.fail(f"agents node-a and node-b did not start: {e}", pytrace=False)
             dead_port, ctl_port, prom_port = free_port(), free_port(), free_port()
@@ -297,6 +323,13 @@ def test_succeeded_transfer_seen_and_alert_quiet(stack):
     assert seen, f"conduit_agent_transfer_bytes_total of node-a is below 256 MiB: {series}"
     ok(f"Prometheus counts the 256 MiB node-a wrote ({prom.check(wrote)[1]})")
     assert state == "inactive", f"ConduitTransferFailures is {state} after only a successful job, want inactive"
+    # node-a judged the checkpoint's path from its own counters (lo): Matched, and the path alert is quiet.
+    assert prom.wait('sum(conduit_agent_transfer_paths_total{node="node-a", verdict="Matched"}) >= 1', 5), \
+        f"node-a's checkpoint transfer was not judged Matched: {stack.job_text('checkpoint')}"
+    assert re.search(r"^  path:\n(    .*\n)*?    verdict: Matched$", stack.job_text("checkpoint"), re.M), \
+        f"TransferJob checkpoint's status.path is not Matched: {stack.job_text('checkpoint')}"
+    state = prom.alert_state("ConduitTransferPathMismatch")
+    assert state == "inactive", f"ConduitTransferPathMismatch is {state} after a Matched transfer, want inactive"
 
 
 def test_failed_job_and_unreachable_node_seen(failed_job):
@@ -429,3 +462,28 @@ def test_docs_match_binaries(stack):
     out = (r.stdout + r.stderr).strip()
     assert r.returncode == 0, f"docs/observability.md or metrics/metric_names.txt does not match the binaries:\n{out}"
     ok(f"docs/observability.md matches the binaries ({out.splitlines()[-1] if out else ''})")
+
+
+@pytest.fixture(scope="module")
+def unmoved_job(stack):
+    """A 1 MiB job run by node-b, whose counters never move (its frozen tree): judged NotCarried."""
+    random_file(stack.agents["node-b"].data_dir / "unmoved.bin", 1)
+    (stack.jobs / "unmoved.yaml").write_text(UNMOVED_JOB)
+    stack.wait_phase("unmoved")
+    if stack.phase("unmoved") != "Succeeded":
+        pytest.fail(f"TransferJob unmoved: phase '{stack.phase('unmoved')}', want Succeeded", pytrace=False)
+    return stack
+
+
+def test_path_alert_fires_when_the_counters_did_not_move(unmoved_job):
+    text = unmoved_job.job_text("unmoved")
+    assert re.search(r"^  path:\n(    .*\n)*?    verdict: NotCarried$", text, re.M), \
+        f"TransferJob unmoved's status.path is not NotCarried: {text}"
+    state = ""
+    for _ in range(40):
+        state = unmoved_job.prom.alert_state("ConduitTransferPathMismatch")
+        if state == "firing":
+            break
+        time.sleep(0.5)
+    assert state == "firing", f"ConduitTransferPathMismatch is {state} after a NotCarried transfer, want firing"
+    ok("ConduitTransferPathMismatch fires after node-b's transfer its counters did not see")

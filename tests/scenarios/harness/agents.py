@@ -122,8 +122,10 @@ class Agent:
         self.out.write_text("")
         # tcp unless the test names its own providers (an option given twice is an error to the agent).
         providers = [] if "--providers" in self.args else ["--providers", "tcp"]
+        # The fabric binds to the node's address unless the test binds it elsewhere (a link of its own).
+        bind = [] if "--bind-address" in self.args else ["--bind-address", self.host]
         argv: list[str] = [os.fspath(self.pool.build.agent), "--listen", f"{self.host}:{self.port}",
-                           *providers, "--bind-address", self.host,
+                           *providers, *bind,
                            "--token-file", os.fspath(self.pool.token_file), "--data-dir", os.fspath(self.data_dir),
                            "--import-socket", os.fspath(self.socket), *self.args]
         if "--log-level" not in self.args:

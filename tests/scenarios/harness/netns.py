@@ -8,6 +8,7 @@ Names carry a per-run tag, so concurrent runs do not collide.
     with Network(["node-a", "node-b"]) as net:
         net.argv("node-a", ["conduit-agent", ...])   # ["ip", "netns", "exec", NS, "conduit-agent", ...]
         net.link_down("node-b")                      # cuts node-b off (its root-side veth down)
+        link = net.add_link("node-a", "node-b")      # a direct veth link between the two, besides the bridge
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ class Node:
     peer: str  # the namespace-side end
 
 
+@dataclass(frozen=True)
+class Link:
+    """A direct veth link between two nodes' namespaces (its own /24): `a_dev` in node A holds `a_addr`,
+    `b_dev` in node B holds `b_addr`. A rail bound to `a_addr` has `a_dev` as its NIC."""
+    a: str
+    b: str
+    a_dev: str
+    a_addr: str
+    b_dev: str
+    b_addr: str
+
+
 class Network:
     """The nodes' namespaces, veths and the bridge; :meth:`down` (or leaving the ``with``) removes them all."""
 
@@ -55,6 +68,7 @@ class Network:
         self.tag = f"c{random.randint(1000, 9999)}"
         self.bridge = f"{self.tag}br"
         self.nodes: dict[str, Node] = {}
+        self.links: list[Link] = []
         self._up(list(nodes))
 
     def __enter__(self) -> Network:
@@ -70,13 +84,33 @@ class Network:
     def addr(self, node: str) -> str:
         return self.nodes[node].addr
 
-    def _free_subnet(self) -> str:
+    def _free_subnet(self, prefix: str = "10.231") -> str:
         used = _ip("-o", "-4", "addr", "show").stdout
+        for n in self.nodes.values():  # the links' subnets live inside the namespaces
+            used += _ip("-n", n.netns, "-o", "-4", "addr", "show").stdout
         for _ in range(50):
             x = random.randint(20, 219)
-            if f" 10.231.{x}." not in used:
-                return f"10.231.{x}"
-        raise RuntimeError("netns: no free 10.231.X.0/24")
+            if f" {prefix}.{x}." not in used:
+                return f"{prefix}.{x}"
+        raise RuntimeError(f"netns: no free {prefix}.X.0/24")
+
+    def add_link(self, a: str, b: str) -> Link:
+        """A second path between nodes A and B besides the bridge: a veth pair with one end in each
+        namespace, on a /24 of its own (10.232.X.1 in A, .2 in B). Removed with the namespaces."""
+        i = len(self.links) + 1
+        a_dev, b_dev = f"{self.tag}l{i}a", f"{self.tag}l{i}b"
+        subnet = self._free_subnet("10.232")
+        na, nb = self.nodes[a], self.nodes[b]
+        _ip("link", "add", a_dev, "type", "veth", "peer", "name", b_dev)
+        _ip("link", "set", a_dev, "netns", na.netns)
+        _ip("link", "set", b_dev, "netns", nb.netns)
+        _ip("-n", na.netns, "addr", "add", f"{subnet}.1/24", "dev", a_dev)
+        _ip("-n", nb.netns, "addr", "add", f"{subnet}.2/24", "dev", b_dev)
+        _ip("-n", na.netns, "link", "set", a_dev, "up")
+        _ip("-n", nb.netns, "link", "set", b_dev, "up")
+        link = Link(a, b, a_dev, f"{subnet}.1", b_dev, f"{subnet}.2")
+        self.links.append(link)
+        return link
 
     def _up(self, nodes: list[str]) -> None:
         subnet = self._free_subnet()
@@ -128,6 +162,9 @@ class Network:
 
     def down(self) -> None:
         """Delete every namespace, veth and the bridge this network made (idempotent)."""
+        for link in self.links:
+            _ip("-n", self.nodes[link.a].netns, "link", "del", link.a_dev, check=False)
+        self.links = []
         for n in self.nodes.values():
             _ip("link", "del", n.veth, check=False)
             _ip("netns", "del", n.netns, check=False)

@@ -113,6 +113,10 @@ struct Capabilities {
   // nearest its memory (conduit/rail_choice.h). Empty where every rail is an endpoint on one interface
   // (tcp, shm): there is nothing to choose between.
   std::vector<std::string> rail_nics;
+  // The local IP each rail's endpoint is bound to, where its address is a socket address (tcp): what ties a
+  // rail that names no NIC to the interface carrying it (conduit/net_interface.h, docs/path.md). Empty
+  // for providers without one (shm, efa, verbs).
+  std::vector<std::string> rail_addresses;
 };
 
 // How an idle libfabric progress thread waits. Fd: sleep in poll() on the CQ's wait fd (tcp). Backoff: spin

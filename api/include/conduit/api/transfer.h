@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "conduit/api/manifest.h"
+#include "conduit/api/transfer_path.h"
 #include "conduit/common/op_kind.h"
 #include "conduit/common/result.h"
 
@@ -120,6 +121,8 @@ struct TransferStatus {
   std::string created_at{};  // RFC 3339, as the agent wrote them
   std::optional<std::string> started_at{};
   std::optional<std::string> finished_at{};
+  // Which NICs carried the bytes (docs/path.md): set once the transfer ended, by agents that judge it.
+  std::optional<TransferPath> path{};
 
   bool finished() const { return state == "Succeeded" || state == "Failed" || state == "Cancelled"; }
   bool any_staged() const;  // either end of any target ran through host bounce or staging buffers
