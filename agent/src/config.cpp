@@ -83,7 +83,7 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 31> kSettings{{
+const std::array<Setting, 32> kSettings{{
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
