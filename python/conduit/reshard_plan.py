@@ -20,7 +20,7 @@ from typing import Any
 __all__ = ["MAX_SCATTER_RUNS", "ReshardBatch", "ReshardLink", "ReshardPlan", "pack_ops", "unpack_ops"]
 
 #: The most runs one scatter list takes (kMaxScatterRuns in api/include/conduit/api/transfer.h).
-MAX_SCATTER_RUNS = 1 << 20
+MAX_SCATTER_RUNS = 1 << 18
 
 #: opsPacked's v2 header (strided ops): "COPS" and the little-endian uint32 2.
 _V2_HEADER = b"COPS\x02\x00\x00\x00"

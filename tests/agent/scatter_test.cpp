@@ -464,7 +464,7 @@ TEST_F(Scatter, StridedOpsLandRunByRunVerifiedAndBadOnesAreRefused) {
               {strided_json({0, 0, 256, 8, 256, 1024}), strided_json({0, 3 * 1024 + 100, 64, 2, 64, 4096})}),
           "ops[1] overlaps ops[0] in the target at [3172, +64)");
   refused(json::array({strided_json({0, 0, 1, kMaxScatterRuns, 1, 2}), strided_json({0, 1, 1, 2, 1, 2})}),
-          "ops: more than 1048576 runs in all (up to ops[1], count 2)");
+          "ops: more than " + std::to_string(kMaxScatterRuns) + " runs in all (up to ops[1], count 2)");
   refused(ops_packed_v2({{0, 0, 8, 0, 8, 8}}), "ops[0].count: must be at least 1", "opsPacked");
   refused(ops_packed_v2({{0, 0, 8}}, {'C', 'O', 'P', 'S', 3, 0, 0, 0}), "v2 header", "opsPacked");
   EXPECT_TRUE(region_bytes(b, "dst") == want) << "a refused list sent bytes";

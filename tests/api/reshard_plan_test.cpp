@@ -516,9 +516,9 @@ TEST(ReshardPlan, MoreThanAScattersOpsIsSeveralBatches) {
 }
 
 TEST(ReshardPlan, AColumnSplitIsOneStridedOpAPairCutAtAScattersRuns) {
-  // [3M, 2] by columns, to whole: one op a pair of 3M one-byte runs, cut into batches of kMaxScatterRuns
-  // runs (no memory is touched: the plan alone).
-  const Dims global{3ULL << 20, 2};
+  // [3 kMaxScatterRuns, 2] by columns, to whole: one op a pair of that many one-byte runs, cut into batches
+  // of kMaxScatterRuns runs (no memory is touched: the plan alone).
+  const Dims global{3 * kMaxScatterRuns, 2};
   const auto sources = sides({{cols("w", "I8", global, 0, 1)}, {cols("w", "I8", global, 1, 2)}});
   auto plan = plan_reshard(sources, sides({{whole("w", "I8", global)}}));
   ASSERT_TRUE(plan) << plan.error().message;

@@ -58,8 +58,9 @@ struct ScatterOp {
 inline constexpr std::size_t kMaxScatterOps = 65536;
 inline constexpr std::uint64_t kMaxScatterBytes = 16ULL << 30;
 // Runs in all (the ops' counts together): what a list costs the executor (one transport op per run at
-// most), its verify and the overlap check, bounded apart from how few ops carry them.
-inline constexpr std::uint64_t kMaxScatterRuns = 1ULL << 20;
+// most, each holding a copy of the grant's key: ~100 bytes and two allocations), its verify and the overlap
+// check, bounded apart from how few ops carry them: 4x what kMaxScatterOps plain ops cost before.
+inline constexpr std::uint64_t kMaxScatterRuns = 1ULL << 18;
 
 // POST /v1/transfers. The one type of the body from the controller and the CLI to the agent's run: a Chain
 // hop's forwarding transfer is this body again, with its source and targets changed.
