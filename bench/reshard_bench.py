@@ -16,6 +16,7 @@ Prints medians [min, max] and ratios per round; asserts only that the bytes arri
 
 Usage (root, for the namespaces): $(scripts/python-env.sh)/bin/python bench/reshard_bench.py \
           [--build build] [--size 512MiB] [--tensors 256] [--rate 1gbit] [--rounds 3] [--rows-only]
+          [--windows 64,256]
 """
 
 from __future__ import annotations
@@ -96,6 +97,9 @@ def main() -> int:
     p.add_argument("--rate", default="1gbit", help="every node's egress rate, as tc writes it (1gbit, 500mbit)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rows-only", action="store_true", help="split every matrix on dim 0 (no column splits)")
+    p.add_argument("--windows", default="",
+                   help="also run the reshard with these windows (comma-separated), interleaved, against the "
+                        "default")
     args = p.parse_args()
     global ROWS_ONLY
     ROWS_ONLY = args.rows_only
@@ -200,8 +204,17 @@ def main() -> int:
                 return t2 + slowest - t0, t1 - t0, t2 - t1, slowest
 
             results: dict[str, list[float]] = {}
+            windows = [int(w) for w in args.windows.split(",") if w]
+            others = [Resharder(sources, targets, rates=([rate] * 4, [None] * 4), window=w) for w in windows]
             with Resharder(sources, targets, rates=([rate] * 4, [None] * 4)) as r:
                 for round_ in range(args.rounds):
+                    for w, other in zip(windows, others, strict=True):
+                        clear()
+                        res_w = other.run(timeout=600)
+                        check(f"reshard window {w}")
+                        lb_w = res_w.plan.lower_bound_seconds or float("nan")
+                        results.setdefault(f"reshard window {w}", []).append(res_w.seconds)
+                        results.setdefault(f"  window {w} vs bound", []).append(res_w.seconds / lb_w)
                     clear()
                     res = r.run(timeout=600)
                     check("reshard")
@@ -216,10 +229,12 @@ def main() -> int:
                     print(f"round {round_ + 1}: reshard {res.seconds:.2f} s (bound {lb:.2f} s, plan cached "
                           f"{res.plan.cached}), gather+chain+slice {g:.2f} s", flush=True)
                 plan = res.plan
+            for other in others:
+                other.close()
             print(f"\n{total / MiB:.0f} MiB in {len(model)} tensors, TP4 (4 nodes) -> TP2 x 2 (4 nodes), every "
                   f"node's egress {args.rate} (tc tbf), tcp, {args.rounds} rounds interleaved; medians [min, max]")
-            print(f"plan: {len(plan.batches)} batches, busiest link {plan.busiest}, lower bound "
-                  f"{plan.lower_bound_seconds:.2f} s")
+            print(f"plan: {len(plan.batches)} batches, {plan.ops} ops, {plan.runs} byte runs, busiest link "
+                  f"{plan.busiest}, lower bound {plan.lower_bound_seconds:.2f} s")
             for key, v in results.items():
                 print(f"  {key:<20} {median_range(v)}")
         finally:

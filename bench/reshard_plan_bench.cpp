@@ -125,7 +125,7 @@ void run(const char* layout, bool columns, std::uint64_t hidden, int runs) {
 
   std::vector<double> fresh, fresh_cpu, cached, cached_cpu, kept, kept_cpu;
   std::size_t ops = 0, batches = 0;
-  std::uint64_t bytes = 0;
+  std::uint64_t bytes = 0, byte_runs = 0;
   double bound = 0;
   for (int i = 0; i < runs; ++i) {
     ReshardPlanner planner(64, UINT64_MAX, limits);
@@ -155,16 +155,17 @@ void run(const char* layout, bool columns, std::uint64_t hidden, int runs) {
     kept.push_back(ms(t3 - t2));
     kept_cpu.push_back(c3 - c2);
     ops = planned->plan->ops();
+    byte_runs = planned->plan->runs();
     batches = planned->plan->batches.size();
     bytes = 0;
     for (const auto b : planned->plan->target_bytes) bytes += b;
     bound = planned->plan->lower_bound_seconds.value_or(0);
   }
   std::printf(
-      "%s: %zu tensors, 64 -> 32 ranks, %.1f GB moved, %zu ops in %zu batches, lower bound %.2f s at 25 GB/s "
-      "a link; request body %.1f MB\n",
-      layout, shapes.size(), static_cast<double>(bytes) / 1e9, ops, batches, bound,
-      static_cast<double>(body) / 1e6);
+      "%s: %zu tensors, 64 -> 32 ranks, %.1f GB moved, %zu ops (%llu byte runs) in %zu batches, lower bound "
+      "%.2f s at 25 GB/s a link; request body %.1f MB\n",
+      layout, shapes.size(), static_cast<double>(bytes) / 1e9, ops,
+      static_cast<unsigned long long>(byte_runs), batches, bound, static_cast<double>(body) / 1e6);
   print("plan from scratch", fresh, fresh_cpu, "(goal < 50 ms)");
   print("cached, from the manifests", cached, cached_cpu, "(goal < 1 ms; hashes every tensor table)");
   print("cached, from kept digests", kept, kept_cpu, "(goal < 1 ms)");

@@ -3,6 +3,7 @@
 #include "conduit/api/grant.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "conduit/api/names.h"
 #include "conduit/common/base64.h"
@@ -211,8 +212,15 @@ json CommitRequest::to_json() const {
   return body;
 }
 
+namespace {
+
+constexpr std::size_t kRangeV1 = 2 * sizeof(std::uint64_t);
+constexpr std::size_t kRangeV2 = 4 * sizeof(std::uint64_t);
+constexpr char kRangesV2Header[8] = {'C', 'R', 'N', 'G', 2, 0, 0, 0};  // "CRNG", little-endian uint32 2
+
+}  // namespace
+
 Result<GrantChecksumRequest> GrantChecksumRequest::from_json(const json& body) {
-  constexpr std::size_t kRangeBytes = 2 * sizeof(std::uint64_t);
   JsonFields f(body, "");
   f.only({"rangesPacked"});
   const auto packed = f.string("rangesPacked", Need::Required);
@@ -222,15 +230,22 @@ Result<GrantChecksumRequest> GrantChecksumRequest::from_json(const json& body) {
   };
   auto bytes = base64_decode(*packed);
   if (!bytes) return bad(bytes.error().message);
-  if (bytes->empty() || bytes->size() % kRangeBytes != 0) {
-    return bad("must decode to whole ranges of 16 bytes (two little-endian uint64: offset, length), got " +
-               std::to_string(bytes->size()) + " bytes");
+  const bool v2 = bytes->size() % kRangeV1 == sizeof kRangesV2Header;  // v1 is whole 16-byte ranges
+  const std::size_t header = v2 ? sizeof kRangesV2Header : 0;
+  const std::size_t range_bytes = v2 ? kRangeV2 : kRangeV1;
+  if (v2 && std::string_view(bytes->data(), header) != std::string_view(kRangesV2Header, header))
+    return bad("a layout of 8 bytes past whole 16-byte ranges must start with the v2 header \"CRNG\" 2");
+  if (bytes->size() == header || (bytes->size() - header) % range_bytes != 0) {
+    return bad(
+        "must decode to whole ranges of 16 bytes (two little-endian uint64: offset, length), or the v2 "
+        "header and whole ranges of 32 bytes (four: offset, length, count, stride), got " +
+        std::to_string(bytes->size()) + " bytes");
   }
-  const std::size_t count = bytes->size() / kRangeBytes;
+  const std::size_t count = (bytes->size() - header) / range_bytes;
   if (count > kMaxScatterOps) {
     return bad("must hold 1 to " + std::to_string(kMaxScatterOps) + " ranges, got " + std::to_string(count));
   }
-  const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
+  const auto* in = reinterpret_cast<const unsigned char*>(bytes->data()) + header;
   auto u64 = [&in] {
     const std::uint64_t v = load_le64(in);
     in += sizeof(std::uint64_t);
@@ -238,26 +253,46 @@ Result<GrantChecksumRequest> GrantChecksumRequest::from_json(const json& body) {
   };
   GrantChecksumRequest request;
   request.ranges.resize(count);
-  std::uint64_t total = 0;
+  std::uint64_t total = 0, runs = 0;
   for (std::size_t i = 0; i < count; ++i) {
     Range& r = request.ranges[i];
     r.offset = u64();
     r.length = u64();
+    if (v2) {
+      r.count = u64();
+      r.stride = u64();
+    }
     const std::string name = "range " + std::to_string(i);
     if (r.length == 0) return bad(name + ": length must be at least 1");
-    if (r.length > kMaxScatterBytes - total)
+    if (r.count == 0) return bad(name + ": count must be at least 1");
+    if (r.count > 1 && r.stride < r.length)
+      return bad(name + ": stride must be at least the length (" + std::to_string(r.length) + "), got " +
+                 std::to_string(r.stride));
+    if (r.count > kMaxScatterRuns - runs)
+      return bad("more than " + std::to_string(kMaxScatterRuns) + " runs in all (up to " + name + ")");
+    runs += r.count;
+    const unsigned __int128 range_total = static_cast<unsigned __int128>(r.length) * r.count;
+    if (range_total > kMaxScatterBytes - total)
       return bad("more than " + std::to_string(kMaxScatterBytes) + " bytes in all (up to " + name + ")");
-    total += r.length;
+    total += static_cast<std::uint64_t>(range_total);
   }
   return request;
 }
 
 json GrantChecksumRequest::to_json() const {
+  const bool v2 = std::any_of(ranges.begin(), ranges.end(), [](const Range& r) { return r.count != 1; });
   std::string raw;
-  raw.reserve(ranges.size() * 16);
+  raw.reserve((v2 ? sizeof kRangesV2Header : 0) + ranges.size() * (v2 ? kRangeV2 : kRangeV1));
+  if (v2) raw.append(kRangesV2Header, sizeof kRangesV2Header);
+  const auto put = [&raw](std::uint64_t v) {
+    for (int b = 0; b < 8; ++b, v >>= 8) raw.push_back(static_cast<char>(v & 0xff));
+  };
   for (const Range& r : ranges) {
-    for (std::uint64_t v : {r.offset, r.length}) {
-      for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+    put(r.offset);
+    put(r.length);
+    if (v2) {
+      put(r.count);
+      put(r.stride);
     }
   }
   return {{"rangesPacked", base64_encode(raw)}};

@@ -81,19 +81,41 @@ struct PairOps {
   std::uint32_t target;
   std::vector<ScatterOp> ops;
   std::uint64_t bytes = 0;
-  std::uint64_t runs = 0;  // before merging: what ops may hold at most
+  std::uint64_t runs = 0;     // the ops' counts together
+  std::uint64_t reserve = 0;  // ops before merging: what ops may hold at most
 
-  void add(std::uint64_t source_offset, std::uint64_t target_offset, std::uint64_t length) {
-    bytes += length;
+  // `count` runs of `length` bytes, `source_stride`/`target_stride` apart (count 1: one run). Merged into
+  // the op before when they continue it: back to back on both sides (plain runs, as rows are), or the next
+  // runs of its progression (a column piece continued by the next outer index, or its first row's op).
+  void add(std::uint64_t source_offset, std::uint64_t target_offset, std::uint64_t length,
+           std::uint64_t count, std::uint64_t source_stride, std::uint64_t target_stride) {
+    bytes += length * count;
     if (!ops.empty()) {
       ScatterOp& last = ops.back();
-      if (last.source_offset + last.length == source_offset &&
-          last.target_offset + last.length == target_offset) {
-        last.length += length;
-        return;
+      if (last.count == 1 && count == 1) {
+        if (last.source_offset + last.length == source_offset &&
+            last.target_offset + last.length == target_offset) {
+          last.length += length;
+          return;
+        }
+      } else if (last.length == length) {
+        // The progression's strides: the strided one's (both's, which must agree).
+        const std::uint64_t ss = last.count > 1 ? last.source_stride : source_stride;
+        const std::uint64_t ts = last.count > 1 ? last.target_stride : target_stride;
+        if ((count == 1 || (source_stride == ss && target_stride == ts)) &&
+            last.source_offset + last.count * ss == source_offset &&
+            last.target_offset + last.count * ts == target_offset) {
+          last.count += count;
+          last.source_stride = ss;
+          last.target_stride = ts;
+          runs += count;
+          return;
+        }
       }
     }
-    ops.push_back({source_offset, target_offset, length});
+    runs += count;
+    ops.push_back({source_offset, target_offset, length, count, count > 1 ? source_stride : 0,
+                   count > 1 ? target_stride : 0});
   }
 };
 
@@ -119,7 +141,7 @@ class Planning {
     assign();
     pairs_index_.assign(sources_.size() * targets_.size(), -1);
     if (auto ok = count_runs(); !ok) return ok.error();
-    for (PairOps& p : pairs_) p.ops.reserve(p.runs);
+    for (PairOps& p : pairs_) p.ops.reserve(p.reserve);
     for (const Piece& p : pieces_) emit(p);
     return finish(std::move(fingerprint));
   }
@@ -391,16 +413,17 @@ class Planning {
   }
 
   // The runs of piece `p` from its chosen source: the innermost dimensions the piece spans whole in both
-  // slices collapse into one run with the dimension outside them; every index of the dimensions outside that
-  // starts a run. Calls f(source element, target element, elements) for each, in row-major order.
+  // slices collapse into one run with the dimension outside them (j below); the dimension outside that
+  // (j - 1) makes the runs of one strided op, and every index of the dimensions outside it starts an op.
+  // Calls f(source element, target element, elements a run, runs, source stride, target stride) for each op
+  // in row-major order, strides in elements.
   template <typename F>
   static void runs(const Piece& p, const std::uint64_t* source_lo, const std::uint64_t* source_hi,
                    const std::uint64_t* lo, const std::uint64_t* hi, F&& f) {
     const Tensor& target = *p.tensor;
     const std::size_t rank = target.shape.size();
-    if (rank == 0) return f(0, 0, 1);
-    std::size_t j = rank - 1;
-    while (j > 0 && hi[j] - lo[j] == source_hi[j] - source_lo[j] && hi[j] - lo[j] == target.shape[j]) --j;
+    if (rank == 0) return f(0, 0, 1, 1, 0, 0);
+    const std::size_t j = collapsed(p, source_lo, source_hi, lo, hi);
     std::uint64_t run = 1;
     for (std::size_t d = j; d < rank; ++d) run *= hi[d] - lo[d];
     // Strides in elements, and where the piece starts in each slice.
@@ -414,8 +437,8 @@ class Planning {
       ss *= source_hi[d] - source_lo[d];
       ts *= target.shape[d];
     }
-    if (j == 0) return f(s0, t0, run);
-    // Odometer over dimensions [0, j - 1), a plain loop over dimension j - 1.
+    if (j == 0) return f(s0, t0, run, 1, 0, 0);
+    // Odometer over dimensions [0, j - 1); dimension j - 1 is each op's runs.
     const std::size_t inner = j - 1;
     const std::uint64_t rows = hi[inner] - lo[inner];
     std::uint64_t index[Manifest::kMaxRank] = {};
@@ -425,11 +448,7 @@ class Planning {
         s += index[d] * source_stride[d];
         t += index[d] * target_stride[d];
       }
-      for (std::uint64_t r = 0; r < rows; ++r) {
-        f(s, t, run);
-        s += source_stride[inner];
-        t += target_stride[inner];
-      }
+      f(s, t, run, rows, source_stride[inner], target_stride[inner]);
       std::size_t d = inner;
       while (d > 0) {
         --d;
@@ -441,8 +460,18 @@ class Planning {
     }
   }
 
-  // The runs the pieces make before merging, bounded before any is made, and counted per pair so that each
-  // pair's ops are allocated once.
+  // The first dimension of the run: the innermost dimensions piece [lo, hi) spans whole in both the source
+  // slice [source_lo, source_hi) and the target's collapse into it.
+  static std::size_t collapsed(const Piece& p, const std::uint64_t* source_lo, const std::uint64_t* source_hi,
+                               const std::uint64_t* lo, const std::uint64_t* hi) {
+    const std::size_t rank = p.tensor->shape.size();
+    std::size_t j = rank == 0 ? 0 : rank - 1;
+    while (j > 0 && hi[j] - lo[j] == source_hi[j] - source_lo[j] && hi[j] - lo[j] == p.tensor->shape[j]) --j;
+    return j;
+  }
+
+  // The ops the pieces make before merging (one per index of the dimensions outside a strided op's),
+  // bounded before any is made, and counted per pair so that each pair's ops are allocated once.
   Status count_runs() {
     std::uint64_t total = 0;
     for (const Piece& p : pieces_) {
@@ -451,17 +480,15 @@ class Planning {
       const std::uint64_t *source_lo = p.held->lo(from, rank), *source_hi = p.held->hi(from, rank);
       const std::uint64_t* lo = boxes_.data() + p.box;
       const std::uint64_t* hi = lo + rank;
-      std::size_t j = rank == 0 ? 0 : rank - 1;
-      while (j > 0 && hi[j] - lo[j] == source_hi[j] - source_lo[j] && hi[j] - lo[j] == p.tensor->shape[j])
-        --j;
+      const std::size_t j = collapsed(p, source_lo, source_hi, lo, hi);
       std::uint64_t n = 1;
-      for (std::size_t d = 0; d < j; ++d) n *= hi[d] - lo[d];  // <= the piece's elements: no overflow
+      for (std::size_t d = 0; d + 1 < j; ++d) n *= hi[d] - lo[d];  // <= the piece's elements: no overflow
       total += n;
-      pair(p.held->holders[from].source, p.target).runs += n;
+      pair(p.held->holders[from].source, p.target).reserve += n;
       if (n > limits_.max_ops || total > limits_.max_ops) {
-        return too_big("the plan takes more than " + std::to_string(limits_.max_ops) +
-                       " byte runs (at tensor " + quoted(p.tensor->name) + " of targets[" +
-                       std::to_string(p.target) + "]): the slices are too fine to move as byte runs");
+        return too_big("the plan takes more than " + std::to_string(limits_.max_ops) + " ops (at tensor " +
+                       quoted(p.tensor->name) + " of targets[" + std::to_string(p.target) +
+                       "]): the slices are too fine to move as strided byte runs");
       }
     }
     return {};
@@ -471,7 +498,7 @@ class Planning {
     std::int32_t& at = pairs_index_[source * targets_.size() + target];
     if (at < 0) {
       at = static_cast<std::int32_t>(pairs_.size());
-      pairs_.push_back({source, target, {}, 0, 0});
+      pairs_.push_back({source, target, {}, 0, 0, 0});
     }
     return pairs_[static_cast<std::size_t>(at)];
   }
@@ -483,12 +510,13 @@ class Planning {
     const Tensor& target = *p.tensor;
     const std::size_t rank = target.shape.size();
     const std::uint32_t bits = p.bits;
-    if (bits % 8 != 0) return ops.add(source_offset, target.offset, target.length);  // whole, as cut() says
+    if (bits % 8 != 0) return ops.add(source_offset, target.offset, target.length, 1, 0, 0);  // whole (cut())
     const std::uint64_t size = bits / 8;
     const std::uint64_t* lo = boxes_.data() + p.box;
     runs(p, p.held->lo(from, rank), p.held->hi(from, rank), lo, lo + rank,
-         [&](std::uint64_t s, std::uint64_t t, std::uint64_t n) {
-           ops.add(source_offset + s * size, target.offset + t * size, n * size);
+         [&](std::uint64_t s, std::uint64_t t, std::uint64_t n, std::uint64_t count, std::uint64_t ss,
+             std::uint64_t ts) {
+           ops.add(source_offset + s * size, target.offset + t * size, n * size, count, ss * size, ts * size);
          });
   }
 
@@ -499,7 +527,7 @@ class Planning {
     std::uint64_t pieces = 0;  // a run is cut at most once per batch it crosses
     std::uint64_t total = 0;
     for (const PairOps& p : pairs_) {
-      pieces += p.ops.size() + p.bytes / kMaxScatterBytes;
+      pieces += p.ops.size() + p.bytes / kMaxScatterBytes + p.runs / kMaxScatterRuns;
       if (p.bytes > UINT64_MAX - total) return too_big("the plan moves more than 2^64 bytes");
       total += p.bytes;
       plan.source_bytes[p.source] += p.bytes;
@@ -533,23 +561,51 @@ class Planning {
     return plan;
   }
 
-  // A pair's ops as batches of at most kMaxScatterOps ops and kMaxScatterBytes bytes.
+  // A pair's ops as batches of at most kMaxScatterOps ops, kMaxScatterRuns runs and kMaxScatterBytes bytes:
+  // a plain run is cut by bytes, a strided op by runs.
   static void into_batches(PairOps& p, std::vector<ReshardBatch>& out) {
-    if (p.ops.size() <= kMaxScatterOps && p.bytes <= kMaxScatterBytes) {
-      out.push_back({p.source, p.target, std::move(p.ops), p.bytes});
+    if (p.ops.size() <= kMaxScatterOps && p.bytes <= kMaxScatterBytes && p.runs <= kMaxScatterRuns) {
+      out.push_back({p.source, p.target, std::move(p.ops), p.bytes, p.runs});
       return;
     }
-    ReshardBatch batch{p.source, p.target, {}, 0};
-    for (const ScatterOp& op : p.ops) {
-      for (std::uint64_t done = 0; done < op.length;) {
-        if (batch.ops.size() == kMaxScatterOps || batch.bytes == kMaxScatterBytes) {
-          out.push_back(std::move(batch));
-          batch = {p.source, p.target, {}, 0};
-        }
-        const std::uint64_t n = std::min(op.length - done, kMaxScatterBytes - batch.bytes);
-        batch.ops.push_back({op.source_offset + done, op.target_offset + done, n});
+    ReshardBatch batch{p.source, p.target, {}, 0, 0};
+    const auto full = [&batch] {
+      return batch.ops.size() == kMaxScatterOps || batch.bytes == kMaxScatterBytes ||
+             batch.runs == kMaxScatterRuns;
+    };
+    const auto next = [&] {
+      out.push_back(std::move(batch));
+      batch = {p.source, p.target, {}, 0, 0};
+    };
+    const auto plain = [&](std::uint64_t source_offset, std::uint64_t target_offset, std::uint64_t length) {
+      for (std::uint64_t done = 0; done < length;) {
+        if (full()) next();
+        const std::uint64_t n = std::min(length - done, kMaxScatterBytes - batch.bytes);
+        batch.ops.push_back({source_offset + done, target_offset + done, n});
         batch.bytes += n;
+        batch.runs += 1;
         done += n;
+      }
+    };
+    for (const ScatterOp& op : p.ops) {
+      if (op.count == 1 || op.length > kMaxScatterBytes) {  // runs too long to share a batch: each alone
+        op.for_each_run(plain);
+        continue;
+      }
+      for (std::uint64_t done = 0; done < op.count;) {
+        if (full()) next();
+        const std::uint64_t k = std::min(
+            {op.count - done, kMaxScatterRuns - batch.runs, (kMaxScatterBytes - batch.bytes) / op.length});
+        if (k == 0) {  // not one more run fits the bytes left
+          next();
+          continue;
+        }
+        batch.ops.push_back({op.source_offset + done * op.source_stride,
+                             op.target_offset + done * op.target_stride, op.length, k,
+                             k > 1 ? op.source_stride : 0, k > 1 ? op.target_stride : 0});
+        batch.bytes += k * op.length;
+        batch.runs += k;
+        done += k;
       }
     }
     if (!batch.ops.empty()) out.push_back(std::move(batch));
@@ -580,6 +636,12 @@ class Planning {
 std::size_t ReshardPlan::ops() const {
   std::size_t n = 0;
   for (const ReshardBatch& b : batches) n += b.ops.size();
+  return n;
+}
+
+std::uint64_t ReshardPlan::runs() const {
+  std::uint64_t n = 0;
+  for (const ReshardBatch& b : batches) n += b.runs;
   return n;
 }
 

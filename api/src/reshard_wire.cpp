@@ -88,6 +88,7 @@ json reshard_plan_to_json(const ReshardPlan& plan, bool cached) {
                        {"target", b.target},
                        {"bytes", b.bytes},
                        {"ops", b.ops.size()},
+                       {"runs", b.runs},
                        {"opsPacked", pack_scatter_ops(b.ops)}});
   }
   json out = {{"fingerprint", plan.fingerprint},
@@ -101,20 +102,6 @@ json reshard_plan_to_json(const ReshardPlan& plan, bool cached) {
                 {"bytes", plan.busiest.bytes}}}};
   if (plan.lower_bound_seconds) out["lowerBoundSeconds"] = *plan.lower_bound_seconds;
   return out;
-}
-
-std::string pack_scatter_ops(std::span<const ScatterOp> ops) {
-  std::string bytes(ops.size() * 24, '\0');
-  auto* out = reinterpret_cast<unsigned char*>(bytes.data());
-  const auto put = [&out](std::uint64_t v) {
-    for (int b = 0; b < 8; ++b, v >>= 8) *out++ = static_cast<unsigned char>(v);  // little-endian
-  };
-  for (const ScatterOp& op : ops) {
-    put(op.source_offset);
-    put(op.target_offset);
-    put(op.length);
-  }
-  return base64_encode(bytes);
 }
 
 }  // namespace conduit::api

@@ -2,7 +2,9 @@
 // (every client's) and the status every transfer route answers.
 #include "conduit/api/transfer.h"
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 #include "conduit/api/names.h"
 #include "conduit/common/base64.h"
@@ -219,73 +221,141 @@ Result<TransferRequest> TransferRequest::from_json(const json& body) {
   return r;
 }
 
+Status check_scatter_op_limits(std::span<const ScatterOp> ops) {
+  std::uint64_t runs = 0, total = 0;
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const ScatterOp& op = ops[i];
+    const std::string name = "ops[" + std::to_string(i) + "]";
+    if (op.length == 0) return bad(name + ".length", "must be at least 1");
+    if (op.count == 0) return bad(name + ".count", "must be at least 1");
+    if (op.count > 1) {
+      for (const auto& [field, stride] :
+           {std::pair{".sourceStride", op.source_stride}, std::pair{".targetStride", op.target_stride}}) {
+        if (stride < op.length) {
+          return bad(name + field, "must be at least the op's length (" + std::to_string(op.length) +
+                                       ") when count is above 1, got " + std::to_string(stride));
+        }
+      }
+    }
+    if (op.count > kMaxScatterRuns - runs) {
+      return bad("ops", "more than " + std::to_string(kMaxScatterRuns) + " runs in all (up to " + name +
+                            ", count " + std::to_string(op.count) + "): split the request");
+    }
+    runs += op.count;
+    // length * count in 128 bits: both are client values, and the product may pass 2^64.
+    const unsigned __int128 bytes = static_cast<unsigned __int128>(op.length) * op.count;
+    if (bytes > kMaxScatterBytes - total) return total_error(i);
+    total += static_cast<std::uint64_t>(bytes);
+  }
+  return {};
+}
+
 Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops) {
   if (!ops.is_array()) return bad("ops", "must be an array");
   if (ops.empty() || ops.size() > kMaxScatterOps) return op_count_error("ops", ops.size());
   std::vector<ScatterOp> out;
   out.reserve(ops.size());
-  std::uint64_t total = 0;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     // Thousands per request: the common, well-formed op is read directly; anything else goes through the
-    // strict reader, which names the field and what is wrong with it.
+    // strict reader, which names the field and what is wrong with it. The limits of the list are checked
+    // once at the end, alike for both.
     const nlohmann::json& j = ops[i];
     if (j.is_object() && j.size() == 3) {
       const auto s = j.find("sourceOffset"), t = j.find("targetOffset"), n = j.find("length");
       if (s != j.end() && t != j.end() && n != j.end() && s->is_number_unsigned() &&
           t->is_number_unsigned() && n->is_number_unsigned()) {
-        const ScatterOp op{s->get<std::uint64_t>(), t->get<std::uint64_t>(), n->get<std::uint64_t>()};
-        if (op.length >= 1 && op.length <= kMaxScatterBytes - total) {
-          total += op.length;
-          out.push_back(op);
-          continue;
-        }
+        out.push_back({s->get<std::uint64_t>(), t->get<std::uint64_t>(), n->get<std::uint64_t>()});
+        continue;
       }
     }
     JsonFields f(ops[i], "ops[" + std::to_string(i) + "]");
-    f.only({"sourceOffset", "targetOffset", "length"});
+    f.only({"sourceOffset", "targetOffset", "length", "count", "sourceStride", "targetStride"});
     ScatterOp op;
     op.source_offset = f.u64("sourceOffset", Need::Required).value_or(0);
     op.target_offset = f.u64("targetOffset", Need::Required).value_or(0);
     op.length = f.u64("length", Need::Required, 1, kMaxScatterBytes).value_or(0);
+    op.count = f.u64("count", Need::Optional, 1, kMaxScatterRuns).value_or(1);
+    const Need strides = op.count > 1 ? Need::Required : Need::Optional;
+    op.source_stride = f.u64("sourceStride", strides).value_or(0);
+    op.target_stride = f.u64("targetStride", strides).value_or(0);
     if (!f.ok()) return f.status().error();
-    total += op.length;
-    if (total > kMaxScatterBytes) return total_error(i);
     out.push_back(op);
   }
+  if (auto ok = check_scatter_op_limits(out); !ok) return ok.error();
   return out;
 }
 
+namespace {
+
+constexpr std::size_t kPackedV1Op = 3 * sizeof(std::uint64_t);
+constexpr std::size_t kPackedV2Op = 6 * sizeof(std::uint64_t);
+constexpr char kPackedV2Header[8] = {'C', 'O', 'P', 'S', 2, 0, 0, 0};  // "COPS", little-endian uint32 2
+
+}  // namespace
+
 Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& packed) {
-  constexpr std::size_t kOpBytes = 3 * sizeof(std::uint64_t);
   if (!packed.is_string()) return bad("opsPacked", "must be a base64 string");
   auto bytes = base64_decode(packed.get_ref<const std::string&>());
   if (!bytes) return bad("opsPacked", bytes.error().message);
-  if (bytes->empty() || bytes->size() % kOpBytes != 0) {
+  // v2 is 8 bytes past a multiple of 24 (the header, then 48-byte ops), v1 a multiple of 24: the length
+  // alone says which.
+  const bool v2 = bytes->size() % kPackedV1Op == sizeof kPackedV2Header;
+  const std::size_t header = v2 ? sizeof kPackedV2Header : 0;
+  const std::size_t op_bytes = v2 ? kPackedV2Op : kPackedV1Op;
+  if (v2 && std::string_view(bytes->data(), header) != std::string_view(kPackedV2Header, header)) {
+    return bad("opsPacked",
+               "a layout of 8 bytes past whole 24-byte ops must start with the v2 header \"COPS\" and the "
+               "little-endian uint32 2");
+  }
+  if (bytes->size() == header || (bytes->size() - header) % op_bytes != 0) {
     return bad("opsPacked",
                "must decode to whole ops of 24 bytes (three little-endian uint64: sourceOffset, "
-               "targetOffset, length), got " +
+               "targetOffset, length), or the v2 header and whole ops of 48 bytes (six: sourceOffset, "
+               "targetOffset, length, count, sourceStride, targetStride), got " +
                    std::to_string(bytes->size()) + " bytes");
   }
-  const std::size_t count = bytes->size() / kOpBytes;
+  const std::size_t count = (bytes->size() - header) / op_bytes;
   if (count > kMaxScatterOps) return op_count_error("opsPacked", count);
-  const auto* in = reinterpret_cast<const unsigned char*>(bytes->data());
+  const auto* in = reinterpret_cast<const unsigned char*>(bytes->data()) + header;
   auto u64 = [&in] {
     const std::uint64_t v = load_le64(in);
     in += sizeof(std::uint64_t);
     return v;
   };
   std::vector<ScatterOp> out(count);
-  std::uint64_t total = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    ScatterOp& op = out[i];
+  for (ScatterOp& op : out) {
     op.source_offset = u64();
     op.target_offset = u64();
     op.length = u64();
-    if (op.length == 0) return bad("ops[" + std::to_string(i) + "].length", "must be at least 1");
-    if (op.length > kMaxScatterBytes - total) return total_error(i);
-    total += op.length;
+    if (v2) {
+      op.count = u64();
+      op.source_stride = u64();
+      op.target_stride = u64();
+    }
   }
+  if (auto ok = check_scatter_op_limits(out); !ok) return ok.error();
   return out;
+}
+
+std::string pack_scatter_ops(std::span<const ScatterOp> ops) {
+  const bool v2 = std::any_of(ops.begin(), ops.end(), [](const ScatterOp& op) { return op.count != 1; });
+  std::string bytes;
+  bytes.reserve((v2 ? sizeof kPackedV2Header : 0) + ops.size() * (v2 ? kPackedV2Op : kPackedV1Op));
+  if (v2) bytes.append(kPackedV2Header, sizeof kPackedV2Header);
+  const auto put = [&bytes](std::uint64_t v) {
+    for (int b = 0; b < 8; ++b, v >>= 8) bytes.push_back(static_cast<char>(v & 0xff));  // little-endian
+  };
+  for (const ScatterOp& op : ops) {
+    put(op.source_offset);
+    put(op.target_offset);
+    put(op.length);
+    if (v2) {
+      put(op.count);
+      put(op.source_stride);
+      put(op.target_stride);
+    }
+  }
+  return base64_encode(bytes);
 }
 
 json TransferRequest::to_json() const {
@@ -325,9 +395,15 @@ json TransferRequest::to_json() const {
   if (manifest) body["manifest"] = manifest->to_json();
   if (!ops.empty()) {
     json list = json::array();
-    for (const auto& op : ops)
-      list.push_back(
-          {{"sourceOffset", op.source_offset}, {"targetOffset", op.target_offset}, {"length", op.length}});
+    for (const auto& op : ops) {
+      json j{{"sourceOffset", op.source_offset}, {"targetOffset", op.target_offset}, {"length", op.length}};
+      if (op.count != 1) {
+        j["count"] = op.count;
+        j["sourceStride"] = op.source_stride;
+        j["targetStride"] = op.target_stride;
+      }
+      list.push_back(std::move(j));
+    }
     body["ops"] = std::move(list);
   }
   return body;

@@ -30,13 +30,13 @@ as with any in-place write (docs/tensors.md), or land in a DoubleBuffer's back h
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, ConduitError, InvalidArgument, TensorMismatch, TransferFailed, Unavailable
+from .reshard_plan import MAX_SCATTER_RUNS, ReshardBatch, pack_ops
 from .transfers import Transfer
 
 if TYPE_CHECKING:
@@ -90,17 +90,27 @@ class ReshardResult:
         return self.seconds / lb if lb else None
 
 
-#: Ops one POST /v1/transfers carries: ``opsPacked`` is 32 base64 bytes an op, so 640 KB, inside the agents'
-#: default 1 MiB body (``--max-body-bytes``). A planned batch with more is posted in parts, each verified.
-OPS_PER_POST = 20_000
+#: What one POST /v1/transfers carries of a batch: ``opsPacked`` of at most this many bytes before base64
+#: (640 KB after), inside the agents' default 1 MiB body (``--max-body-bytes``): 20,000 plain ops (24 bytes
+#: each) or 10,000 strided ones (48), and never more than MAX_SCATTER_RUNS runs. A planned batch with more is
+#: posted in parts, each verified.
+PACKED_BYTES_PER_POST = 480_000
 
 
-def _parts(ops_packed: str, ops: int) -> list[str]:
-    if ops <= OPS_PER_POST:
-        return [ops_packed]
-    raw = base64.b64decode(ops_packed)
-    step = 24 * OPS_PER_POST
-    return [base64.b64encode(raw[at:at + step]).decode("ascii") for at in range(0, len(raw), step)]
+def _parts(b: ReshardBatch) -> list[str]:
+    if len(b.ops_packed) * 3 // 4 <= PACKED_BYTES_PER_POST + 8 and b.runs <= MAX_SCATTER_RUNS:
+        return [b.ops_packed]  # as planned (the 8: v2's header)
+    ops = b.ops_array()
+    per_op = 24 if bool((ops[:, 3] == 1).all()) else 48
+    limit = PACKED_BYTES_PER_POST // per_op
+    parts, start, runs = [], 0, 0
+    for i, count in enumerate(ops[:, 3].tolist()):
+        if i > start and (i - start == limit or runs + count > MAX_SCATTER_RUNS):
+            parts.append(pack_ops(ops[start:i]))
+            start, runs = i, 0
+        runs += count
+    parts.append(pack_ops(ops[start:]))
+    return parts
 
 
 def _endpoints(what: str, given: Iterable[Endpoint]) -> list[Endpoint]:
@@ -122,12 +132,13 @@ class Resharder:
     the whole tensor: a replica). PLANNER: the agent that plans (default: the first source's). RATES: each
     rank's link rate in bytes/s, ``(source rates, target rates)`` (None: unknown), as ``Agent.plan_reshard``
     takes them: they choose among replicas and give the plan's lower bound.
-    WRITER names the writer in the targets' ``updatedBy``. ``close()`` revokes the grants."""
+    WRITER names the writer in the targets' ``updatedBy``. WINDOW: the RMA operations each batch keeps in
+    flight (the agent's default, 16, when None). ``close()`` revokes the grants."""
 
     def __init__(self, sources: Iterable[Endpoint], targets: Iterable[Endpoint], *, planner: Agent | None = None,
                  rates: tuple[Sequence[float | None], Sequence[float | None]] | None = None,
                  verify: str = "crc32c", retries: int = 1,
-                 writer: str = "reshard", grant_ttl_seconds: int = 86400) -> None:
+                 writer: str = "reshard", grant_ttl_seconds: int = 86400, window: int | None = None) -> None:
         if verify not in ("crc32c", "none"):
             raise InvalidArgument(f"verify must be \"crc32c\" or \"none\", not {verify!r}", "InvalidArgument")
         if retries < 0:
@@ -140,6 +151,7 @@ class Resharder:
         self.retries = retries
         self.writer = writer
         self.grant_ttl_seconds = grant_ttl_seconds
+        self.window = window
         self._grants: dict[int, Grant] = {}
         # The step under way: the version it lands as, its plan's fingerprint, and the batches done.
         self._pending: tuple[int, str] | None = None
@@ -193,13 +205,15 @@ class Resharder:
         target_agent, _ = self.targets[b.target]
         g = self._grant(b.target)
         started = []
-        for packed in _parts(b.ops_packed, b.ops):
+        for packed in _parts(b):
             body: dict[str, Any] = {
                 "source": {"region": region},
                 "targets": [{"grant": g.key, "url": target_agent.url, "grantId": g.id}],
                 "opsPacked": packed,
                 "verify": self.verify,
             }
+            if self.window is not None:
+                body["window"] = self.window
             status = agent.request("POST", "/v1/transfers", body)
             started.append(Transfer(agent, str(status["id"])))
         return started

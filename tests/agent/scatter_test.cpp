@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "agent_process.h"
+#include "conduit/api/transfer.h"
 #include "conduit/common/base64.h"
 #include "conduit/crc32c.h"
 #include "conduit/pattern.h"
@@ -26,6 +27,7 @@ using namespace std::chrono_literals;
 using testing::AgentOptions;
 using testing::AgentProcess;
 using json = nlohmann::json;
+using api::kMaxScatterRuns;
 namespace fs = std::filesystem;
 
 constexpr std::uint64_t KiB = 1 << 10;
@@ -345,10 +347,127 @@ TEST_F(Scatter, AGrantsChecksumIsTheSumOfItsRangesEndToEnd) {
           "range 1 [2097142, +11) is outside the grant's 2097152 bytes");
   refused({{"rangesPacked", ranges_packed({{2 * MiB, 1}})}}, "range 0 [2097152, +1) is outside");
   refused({{"rangesPacked", ranges_packed({{0, 0}})}}, "range 0: length must be at least 1");
-  refused({{"rangesPacked", base64_encode(std::string(24, '\0'))}}, "whole ranges of 16 bytes");
+  refused({{"rangesPacked", base64_encode(std::string(20, '\0'))}}, "whole ranges of 16 bytes");
+  refused({{"rangesPacked", base64_encode(std::string(24, '\0'))}}, "must start with the v2 header");
   refused({{"rangesPacked", "not base64!"}}, "rangesPacked: invalid base64");
   refused({{"ranges", json::array()}}, "ranges");
   EXPECT_EQ(b.post("/v1/grants/g-none/checksum", {{"rangesPacked", ranges_packed({{0, 1}})}}).status, 404);
+}
+
+// A strided op (docs/kv-cache.md): count runs of length bytes, each side advancing by its stride, as a
+// column piece of a row-major matrix is. Two column pieces interleaved in the target, one in JSON and one in
+// the v2 opsPacked layout, land run by run and verify; a strided read comes back; a grant's checksum over a
+// strided range is the sum of its runs; bad strides, extents and interleavings are refused naming the op.
+struct Strided {
+  std::uint64_t source = 0, target = 0, length = 0, count = 1, source_stride = 0, target_stride = 0;
+};
+
+// The v2 layout as the spec writes it: "COPS", uint32 2, then six little-endian uint64 an op.
+std::string ops_packed_v2(const std::vector<Strided>& ops,
+                          const std::string& header = {'C', 'O', 'P', 'S', 2, 0, 0, 0}) {
+  std::string raw = header;
+  for (const Strided& op : ops) {
+    for (std::uint64_t v : {op.source, op.target, op.length, op.count, op.source_stride, op.target_stride}) {
+      for (int b = 0; b < 8; ++b) raw.push_back(static_cast<char>((v >> (8 * b)) & 0xff));
+    }
+  }
+  return base64_encode(raw);
+}
+
+json strided_json(const Strided& op) {
+  return {
+      {"sourceOffset", op.source}, {"targetOffset", op.target},        {"length", op.length},
+      {"count", op.count},         {"sourceStride", op.source_stride}, {"targetStride", op.target_stride}};
+}
+
+// Applies `op` from `from` to `to` run by run (a write; a read swaps the roles and offsets).
+void apply(const Strided& op, const std::vector<std::byte>& from, std::vector<std::byte>& to) {
+  for (std::uint64_t k = 0; k < op.count; ++k) {
+    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(op.source + k * op.source_stride), op.length,
+                to.begin() + static_cast<std::ptrdiff_t>(op.target + k * op.target_stride));
+  }
+}
+
+TEST_F(Scatter, StridedOpsLandRunByRunVerifiedAndBadOnesAreRefused) {
+  const json g = grant("write");
+  // The source's [512, 1024] byte matrix at 1 MiB; the target's [512, 512] at 2 MiB takes its columns
+  // [100, 356) and [700, 956) side by side: two strided ops whose runs interleave in the target.
+  const Strided left{MiB + 100, 2 * MiB, 256, 512, 1024, 512};
+  const Strided right{MiB + 700, 2 * MiB + 256, 256, 512, 1024, 512};
+  const Strided plain{0, 0, 4096};  // a count-1 op beside them, in the v2 layout too
+  auto verified = [&](const json& grant_json, const std::string& field, const json& ops,
+                      const std::string& op) {
+    json target{{"grant", grant_json["key"]}, {"url", b.url()}, {"grantId", grant_json["id"]}};
+    auto done = a.post("/v1/transfers?waitSeconds=30", {{"source", {{"region", "src"}}},
+                                                        {"targets", {target}},
+                                                        {"op", op},
+                                                        {"verify", "crc32c"},
+                                                        {field, ops}});
+    EXPECT_EQ(done.status, 200) << done.body.dump();
+    EXPECT_EQ(done.body["state"], "Succeeded") << done.body.dump();
+    EXPECT_EQ(done.body.value("verified", false), true) << done.body.dump();
+    return done.body;
+  };
+  auto json_done = verified(g, "ops", json::array({strided_json(left)}), "write");
+  EXPECT_EQ(json_done["bytesDone"], 256 * 512) << "bytes are the runs', not the op's extent";
+  verified(g, "opsPacked", ops_packed_v2({right, plain}), "write");
+  std::vector<std::byte> want(kBytes);
+  apply(left, source, want);
+  apply(right, source, want);
+  apply(plain, source, want);
+  EXPECT_TRUE(region_bytes(b, "dst") == want) << "a strided op put bytes elsewhere than its runs";
+
+  // Read: the target's [512, 512] matrix's columns [0, 128) into the local region at 6 MiB, rows 300 apart.
+  const json r = grant("read");
+  const Strided pull{6 * MiB, 2 * MiB, 128, 512, 300, 512};  // source: local; target: the grant
+  verified(r, "opsPacked", ops_packed_v2({pull}), "read");
+  std::vector<std::byte> mine = source;
+  for (std::uint64_t k = 0; k < pull.count; ++k) {
+    std::copy_n(want.begin() + static_cast<std::ptrdiff_t>(pull.target + k * pull.target_stride), pull.length,
+                mine.begin() + static_cast<std::ptrdiff_t>(pull.source + k * pull.source_stride));
+  }
+  EXPECT_TRUE(region_bytes(a, "src") == mine) << "a strided read put bytes elsewhere than its runs";
+
+  // The grant's checksum over a strided range (v2 rangesPacked: "CRNG", 2, then offset, length, count,
+  // stride) is the sum of its runs end to end.
+  std::string raw{'C', 'R', 'N', 'G', 2, 0, 0, 0};
+  for (std::uint64_t v : {2 * MiB + 256, std::uint64_t{256}, std::uint64_t{512}, std::uint64_t{512}})
+    for (int k = 0; k < 8; ++k) raw.push_back(static_cast<char>((v >> (8 * k)) & 0xff));
+  auto sum = b.post("/v1/grants/" + g["id"].get<std::string>() + "/checksum",
+                    {{"rangesPacked", base64_encode(raw)}});
+  ASSERT_EQ(sum.status, 200) << sum.body.dump();
+  std::vector<std::byte> runs;
+  for (std::uint64_t k = 0; k < 512; ++k) {
+    const auto at = source.begin() + static_cast<std::ptrdiff_t>(right.source + k * right.source_stride);
+    runs.insert(runs.end(), at, at + 256);
+  }
+  EXPECT_EQ(sum.body["crc32c"].get<std::uint32_t>(), crc32c(runs));
+  EXPECT_EQ(sum.body["bytes"], 256 * 512);
+
+  auto refused = [&](const json& ops, const std::string& says, const std::string& field = "ops") {
+    auto reply = run(g, ops, "write", field);
+    EXPECT_EQ(reply.status, 400) << reply.body.dump();
+    const std::string message = reply.body["error"].value("message", "");
+    EXPECT_NE(message.find(says), std::string::npos) << message;
+  };
+  refused(json::array({strided_json({0, 0, 256, 4, 1024, 200})}),
+          "ops[0].targetStride: must be at least the op's length (256) when count is above 1, got 200");
+  refused(json::array({{{"sourceOffset", 0}, {"targetOffset", 0}, {"length", 8}, {"count", 2}}}),
+          "ops[0].sourceStride");
+  refused(
+      json::array({strided_json({0, kBytes - 4096, 256, 5, 256, 1024})}),
+      "ops[0]: target 5 runs of 256 bytes 1024 apart from 8384512 reaches outside the 8388608-byte grant");
+  // (count - 1) * stride past 2^64: refused, not wrapped around into the region.
+  refused(json::array({strided_json({0, 0, 1, 3, 1, 1ULL << 63})}), "ops[0]: target 3 runs");
+  // Interleaved, but one column on top of the other's.
+  refused(json::array(
+              {strided_json({0, 0, 256, 8, 256, 1024}), strided_json({0, 3 * 1024 + 100, 64, 2, 64, 4096})}),
+          "ops[1] overlaps ops[0] in the target at [3172, +64)");
+  refused(json::array({strided_json({0, 0, 1, kMaxScatterRuns, 1, 2}), strided_json({0, 1, 1, 2, 1, 2})}),
+          "ops: more than " + std::to_string(kMaxScatterRuns) + " runs in all (up to ops[1], count 2)");
+  refused(ops_packed_v2({{0, 0, 8, 0, 8, 8}}), "ops[0].count: must be at least 1", "opsPacked");
+  refused(ops_packed_v2({{0, 0, 8}}, {'C', 'O', 'P', 'S', 3, 0, 0, 0}), "v2 header", "opsPacked");
+  EXPECT_TRUE(region_bytes(b, "dst") == want) << "a refused list sent bytes";
 }
 
 TEST_F(Scatter, ARevokedLongLivedGrantStopsWorkingAtOnce) {

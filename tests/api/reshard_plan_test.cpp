@@ -115,16 +115,23 @@ void expect_moves_every_byte(const std::vector<ReshardSide>& sources, const std:
     ASSERT_LT(b.target, targets.size());
     ASSERT_FALSE(b.ops.empty());
     EXPECT_LE(b.ops.size(), kMaxScatterOps);
-    std::uint64_t bytes = 0;
+    EXPECT_TRUE(check_scatter_op_limits(b.ops)) << "a batch within a scatter's limits (runs, bytes, strides)";
+    std::uint64_t bytes = 0, runs = 0;
     for (const ScatterOp& op : b.ops) {
       ASSERT_GT(op.length, 0u);
-      ASSERT_LE(op.source_offset + op.length, from[b.source].size());
-      ASSERT_LE(op.target_offset + op.length, to[b.target].size());
-      std::memcpy(&to[b.target][op.target_offset], &from[b.source][op.source_offset], op.length);
-      for (std::uint64_t k = 0; k < op.length; ++k) ++writes[b.target][op.target_offset + k];
-      bytes += op.length;
+      ASSERT_GE(op.count, 1u);
+      runs += op.count;
+      op.for_each_run([&](std::uint64_t s, std::uint64_t t, std::uint64_t n) {
+        ASSERT_LE(s + n, from[b.source].size());
+        ASSERT_LE(t + n, to[b.target].size());
+        std::memcpy(&to[b.target][t], &from[b.source][s], n);
+        for (std::uint64_t k = 0; k < n; ++k) ++writes[b.target][t + k];
+        bytes += n;
+      });
+      if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_EQ(b.bytes, bytes);
+    EXPECT_EQ(b.runs, runs);
     source_bytes[b.source] += bytes;
     target_bytes[b.target] += bytes;
   }
@@ -180,14 +187,14 @@ std::vector<Layout> layouts() {
     for (std::uint64_t j = 0; j < 2; ++j) l.targets.push_back({rows("w", "F32", {8, 6}, 4 * j, 4 * j + 4)});
     out.push_back(l);
   }
-  {  // TP4 columns -> TP2 columns: one run per row and pair.
-    Layout l{"TP4 dim 1 -> TP2", {}, {}, 4 * 6};
+  {  // TP4 columns -> TP2 columns: one strided op a pair (a run per row).
+    Layout l{"TP4 dim 1 -> TP2", {}, {}, 4};
     for (std::uint64_t i = 0; i < 4; ++i) l.sources.push_back({cols("w", "BF16", {6, 8}, 2 * i, 2 * i + 2)});
     for (std::uint64_t j = 0; j < 2; ++j) l.targets.push_back({cols("w", "BF16", {6, 8}, 4 * j, 4 * j + 4)});
     out.push_back(l);
   }
-  {  // TP4 columns -> TP2 rows.
-    Layout l{"TP4 dim 1 -> TP2 dim 0"};
+  {  // TP4 columns -> TP2 rows: each source's column piece of a target's rows is one strided op.
+    Layout l{"TP4 dim 1 -> TP2 dim 0", {}, {}, 8};
     for (std::uint64_t i = 0; i < 4; ++i) l.sources.push_back({cols("w", "F32", {6, 8}, 2 * i, 2 * i + 2)});
     for (std::uint64_t j = 0; j < 2; ++j) l.targets.push_back({rows("w", "F32", {6, 8}, 3 * j, 3 * j + 3)});
     out.push_back(l);
@@ -249,6 +256,31 @@ std::vector<Layout> layouts() {
                   rows("bias", "BF16", {10}, 0, 5), whole("packed", "F4", {6})},
                  {Slice{"cube", "I8", {3, 2, 5}, {0, 2, 0}, {3, 4, 5}}, whole("step", "I8", {}),
                   rows("bias", "BF16", {10}, 5, 10)}};
+    out.push_back(l);
+  }
+  {  // Columns 3 uneven -> columns 2 uneven: pairs whose column ranges meet, one strided op each.
+    Layout l{"[9, 11] columns 4/4/3 -> columns 6/5", {}, {}, 4};
+    for (const auto& [a, b] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 4}, {4, 8}, {8, 11}}) {
+      l.sources.push_back({cols("c", "BF16", {9, 11}, a, b)});
+    }
+    for (const auto& [a, b] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 6}, {6, 11}}) {
+      l.targets.push_back({cols("c", "BF16", {9, 11}, a, b)});
+    }
+    out.push_back(l);
+  }
+  {  // 3-d split on the middle dimension, 2 -> 1 (whole): each source's [3, 2, 5] is one op of 3 runs.
+    Layout l{"3-d dim 1 -> whole", {}, {}, 2};
+    for (std::uint64_t i = 0; i < 2; ++i)
+      l.sources.push_back({Slice{"m", "F32", {3, 2, 5}, {0, 2 * i, 0}, {3, 4, 5}}});
+    l.targets = {{whole("m", "F32", {3, 4, 5})}};
+    out.push_back(l);
+  }
+  {  // 3-d split on the last dimension, uneven: the ops of successive outer indices continue one progression.
+    Layout l{"3-d dim 2 -> dim 2", {}, {}, 3};
+    l.sources = {{Slice{"k", "I8", {2, 3, 3}, {0, 0, 0}, {2, 3, 7}}},
+                 {Slice{"k", "I8", {2, 3, 4}, {0, 0, 3}, {2, 3, 7}}}};
+    l.targets = {{Slice{"k", "I8", {2, 3, 5}, {0, 0, 0}, {2, 3, 7}}},
+                 {Slice{"k", "I8", {2, 3, 2}, {0, 0, 5}, {2, 3, 7}}}};
     out.push_back(l);
   }
   {  // Empty tensors match and move nothing; a source tensor no target holds is left out.
@@ -325,6 +357,7 @@ std::vector<std::vector<Slice>> random_side(std::mt19937_64& rng, const std::vec
 TEST(ReshardPlan, RandomLayoutsMoveEveryTargetByteFromTheRightPlace) {
   std::mt19937_64 rng(20240611);
   const char* dtypes[] = {"I8", "BF16", "F32", "F64"};
+  std::uint64_t strided = 0;
   for (int round = 0; round < 300; ++round) {
     std::vector<Slice> model;
     const std::size_t tensors = 1 + rng() % 4;
@@ -340,7 +373,13 @@ TEST(ReshardPlan, RandomLayoutsMoveEveryTargetByteFromTheRightPlace) {
     SCOPED_TRACE("round " + std::to_string(round));
     expect_moves_every_byte(sources, targets, *plan);
     if (::testing::Test::HasFatalFailure()) return;
+    for (const ReshardBatch& b : plan->batches) {
+      for (const ScatterOp& op : b.ops) strided += op.count > 1;
+    }
   }
+  // The layouts split on inner dimensions (columns, grids) are planned as strided ops, which the oracle
+  // applied run by run: the rounds must have made many.
+  EXPECT_GT(strided, 100u);
 }
 
 TEST(ReshardPlan, RowSlicesBackToBackAreOneOpAPair) {
@@ -447,25 +486,59 @@ TEST(ReshardPlan, RefusesMismatchesAndGapsNamingTheTensor) {
 }
 
 TEST(ReshardPlan, MoreThanAScattersOpsIsSeveralBatches) {
-  // 70,000 rows of one byte in each of two column halves: 70,000 runs a pair, two batches each.
-  const Dims global{70000, 2};
-  const auto sources = sides({{cols("w", "I8", global, 0, 1)}, {cols("w", "I8", global, 1, 2)}});
+  // A [70000, 3, 4] tensor on a 2 x 2 grid over dims 1 and 2, to whole: each source's piece is one op per
+  // row of dim 0 (2 x 2 elements, whose next row does not continue the progression in the target), 70,000
+  // ops a pair, two batches each.
+  const Dims global{70000, 3, 4};
+  std::vector<std::vector<Slice>> grid;
+  for (const auto& [a, b] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 2}, {2, 3}}) {
+    for (const auto& [c, d] : std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 2}, {2, 4}})
+      grid.push_back({Slice{"w", "I8", {70000, b - a, d - c}, {0, a, c}, global}});
+  }
+  const auto sources = sides(grid);
   const auto targets = sides({{whole("w", "I8", global)}});
   auto plan = plan_reshard(sources, targets);
   ASSERT_TRUE(plan) << plan.error().message;
-  ASSERT_EQ(plan->batches.size(), 4u);
+  ASSERT_EQ(plan->batches.size(), 8u);
   EXPECT_EQ(plan->batches[0].ops.size(), kMaxScatterOps);
+  EXPECT_EQ(plan->batches[0].ops[0].count, 2u) << "2 rows of dim 1 a op";
   EXPECT_EQ(plan->batches[1].ops.size(), 70000 - kMaxScatterOps);
   EXPECT_EQ(plan->batches[1].source, 0u) << "a pair's batches in order";
   expect_moves_every_byte(sources, targets, *plan);
 
-  // Past the limits: refused before the runs are made.
+  // Past the limits: refused before the ops are made.
   auto limited = plan_reshard(sources, targets, ReshardLimits{.max_ops = 100000});
   ASSERT_FALSE(limited);
   EXPECT_EQ(limited.error().code, ErrorCode::ResourceExhausted);
-  EXPECT_NE(limited.error().message.find("more than 100000 byte runs (at tensor \"w\" of targets[0])"),
+  EXPECT_NE(limited.error().message.find("more than 100000 ops (at tensor \"w\" of targets[0])"),
             std::string::npos)
       << limited.error().message;
+}
+
+TEST(ReshardPlan, AColumnSplitIsOneStridedOpAPairCutAtAScattersRuns) {
+  // [3 kMaxScatterRuns, 2] by columns, to whole: one op a pair of that many one-byte runs, cut into batches
+  // of kMaxScatterRuns runs (no memory is touched: the plan alone).
+  const Dims global{3 * kMaxScatterRuns, 2};
+  const auto sources = sides({{cols("w", "I8", global, 0, 1)}, {cols("w", "I8", global, 1, 2)}});
+  auto plan = plan_reshard(sources, sides({{whole("w", "I8", global)}}));
+  ASSERT_TRUE(plan) << plan.error().message;
+  ASSERT_EQ(plan->batches.size(), 6u);
+  for (std::size_t i = 0; i < 6; ++i) {
+    const ReshardBatch& b = plan->batches[i];
+    ASSERT_EQ(b.ops.size(), 1u);
+    EXPECT_EQ(b.source, i / 3);
+    EXPECT_EQ(b.runs, kMaxScatterRuns);
+    EXPECT_EQ(b.bytes, kMaxScatterRuns);
+    const ScatterOp& op = b.ops[0];
+    EXPECT_EQ(op.length, 1u);
+    EXPECT_EQ(op.count, kMaxScatterRuns);
+    EXPECT_EQ(op.source_stride, 1u);
+    EXPECT_EQ(op.target_stride, 2u);
+    EXPECT_EQ(op.source_offset, (i % 3) * kMaxScatterRuns);
+    EXPECT_EQ(op.target_offset, (i % 3) * kMaxScatterRuns * 2 + i / 3);
+  }
+  EXPECT_EQ(plan->ops(), 6u);
+  EXPECT_EQ(plan->runs(), 6 * kMaxScatterRuns);
 }
 
 TEST(ReshardPlan, TooManyPiecesAreRefusedBeforeTheyAreMade) {

@@ -396,13 +396,19 @@ TEST(WireSpec, ReshardPlanRequestAndAnswerAreTheSpecs) {
   for (const auto& [field, _] : schema("ReshardBatch")["properties"].items()) {
     EXPECT_TRUE(answer["batches"][0].contains(field)) << field;
   }
-  // Rows [0, 2) of the source 0 are the first two rows of each target's two columns: 2 runs of 4 bytes each.
-  EXPECT_EQ(answer["batches"][0]["ops"], 2);
+  // Rows [0, 2) of the source 0 are the first two rows of each target's two columns: one strided op of 2
+  // runs of 4 bytes, 8 apart in the source and 4 in the target.
+  EXPECT_EQ(answer["batches"][0]["ops"], 1);
+  EXPECT_EQ(answer["batches"][0]["runs"], 2);
   const auto ops = parse_packed_scatter_ops(answer["batches"][0]["opsPacked"]);
   ASSERT_TRUE(ops) << ops.error().message;
-  EXPECT_EQ((*ops)[1].source_offset, 8u);
-  EXPECT_EQ((*ops)[1].target_offset, 4u);
-  EXPECT_EQ((*ops)[1].length, 4u);
+  ASSERT_EQ(ops->size(), 1u);
+  EXPECT_EQ((*ops)[0].source_offset, 0u);
+  EXPECT_EQ((*ops)[0].target_offset, 0u);
+  EXPECT_EQ((*ops)[0].length, 4u);
+  EXPECT_EQ((*ops)[0].count, 2u);
+  EXPECT_EQ((*ops)[0].source_stride, 8u);
+  EXPECT_EQ((*ops)[0].target_stride, 4u);
 
   // A tensor with a placement is one the Tensor schema takes.
   Manifest m{.tensors = {{.name = "w", .dtype = "F32", .shape = {1, 2}, .offset = 0, .length = 8}}};

@@ -299,10 +299,16 @@ TEST_F(ReshardReconcilerTest, PlansFromThePodsManifestsRetriesAFailedBatchAloneA
   }
   // trainer-0 holds rows 0-1 of w, infer-1 its columns 4-7: row 0's and row 1's halves, 16 bytes each.
   const auto& t01 = agents.requests.at(batch(0, 1).id);
-  ASSERT_EQ(t01.ops.size(), 5U) << "w's two row pieces, then b's three rows' columns 2-3";
+  // Each column piece is one strided op (a run per row), sent as the body's ops: w's two rows, then b's
+  // three rows' columns 2-3.
+  ASSERT_EQ(t01.ops.size(), 2U) << "w's two row pieces, then b's three rows' columns 2-3, an op each";
   EXPECT_EQ(t01.ops[0].source_offset, 16U);
   EXPECT_EQ(t01.ops[0].target_offset, 0U);
   EXPECT_EQ(t01.ops[0].length, 16U);
+  EXPECT_EQ(t01.ops[0].count, 2U);
+  EXPECT_EQ(t01.ops[0].source_stride, 32U);
+  EXPECT_EQ(t01.ops[0].target_stride, 16U);
+  EXPECT_EQ(t01.ops[1].count, 3U);
   json r = status("sync")["reshard"];
   EXPECT_EQ(r["pairs"], 4);
   EXPECT_EQ(r["batches"], 4);

@@ -222,7 +222,8 @@ void grant_commit(Call& c) {
 // The agent that sent a verified scatter-gather batch through the grant asks for one CRC32C over the ops'
 // ranges of the grant, in op order (api::GrantChecksumRequest), to compare with the sum of its own ranges
 // (transfer/scatter_verify.h). Only the grant's peer may ask (and the controller and operators), only of
-// ranges inside the grant, at most kMaxScatterOps of them and kMaxScatterBytes in all: bounded work. A CUDA
+// ranges inside the grant, at most kMaxScatterOps of them, kMaxScatterRuns runs and kMaxScatterBytes in all:
+// bounded work. A CUDA
 // region is read through a pinned host buffer.
 void grant_checksum(Call& c) {
   if (c.denied(grant_refusal(c.caller, c.state.grants, c.id))) return;
@@ -243,14 +244,21 @@ void grant_checksum(Call& c) {
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < request->ranges.size(); ++i) {
     const auto& r = request->ranges[i];
-    if (r.offset > grant.length || r.length > grant.length - r.offset) {
+    // The last run's end in 128 bits: offset, count and stride are the caller's.
+    const unsigned __int128 end = static_cast<unsigned __int128>(r.offset) +
+                                  static_cast<unsigned __int128>(r.count - 1) * r.stride + r.length;
+    if (end > grant.length) {
+      const std::string runs =
+          r.count == 1 ? ""
+                       : " (" + std::to_string(r.count) + " runs " + std::to_string(r.stride) + " apart)";
       return c.fail(make_error(ErrorCode::InvalidArgument,
                                "rangesPacked: range " + std::to_string(i) + " [" + std::to_string(r.offset) +
-                                   ", +" + std::to_string(r.length) + ") is outside the grant's " +
-                                   std::to_string(grant.length) + " bytes"));
+                                   ", +" + std::to_string(r.length) + ")" + runs +
+                                   " is outside the grant's " + std::to_string(grant.length) + " bytes"));
     }
-    ranges.push_back({grant.offset + r.offset, r.length});
-    bytes += r.length;
+    for (std::uint64_t k = 0, at = grant.offset + r.offset; k < r.count; ++k, at += r.stride)
+      ranges.push_back({at, r.length});
+    bytes += r.length * r.count;
   }
   auto crc = cuda::region_crc32c_ranges(grant.region->memory(), ranges);
   if (!crc) return c.fail(crc.error());

@@ -1,6 +1,8 @@
 // Transfers this agent runs as the source: asked for (and, with ?waitSeconds, waited on to their end),
 // listed, looked at (a long-poll for the end) and cancelled.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -31,7 +33,13 @@ std::optional<std::string> reach_refusal(const Caller& caller, const AgentState&
   // One look at the grants for all the ops (up to kMaxScatterOps), not a copy of the table per op.
   const auto grants = state.grants.list();
   for (const ScatterOp& op : request.wire.ops) {
-    if (auto why = peer_refusal(grants, caller, name, reach, op.source_offset, op.length, now)) return why;
+    // A strided op's whole extent, first run to last (gaps included: stricter, never looser), clamped to
+    // 2^64 here; whether it fits the region is start_scatter's to say.
+    const unsigned __int128 extent =
+        static_cast<unsigned __int128>(op.count - 1) * op.source_stride + op.length;
+    const std::uint64_t length =
+        static_cast<std::uint64_t>(std::min<unsigned __int128>(extent, UINT64_MAX - op.source_offset));
+    if (auto why = peer_refusal(grants, caller, name, reach, op.source_offset, length, now)) return why;
   }
   if (!request.wire.ops.empty()) return std::nullopt;
   std::uint64_t length = request.wire.length;

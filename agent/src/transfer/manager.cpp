@@ -207,7 +207,7 @@ Result<std::string> TransferManager::start_scatter(ResolvedRequest request) {
 
   auto t = std::make_shared<TransferRun>();
   std::uint64_t total = 0;
-  for (const ScatterOp& op : request.wire.ops) total += op.length;
+  for (const ScatterOp& op : request.wire.ops) total += op.bytes();
   t->transports.push_back(transport);
   t->length = total;
   t->created = run::SteadyClock::now();

@@ -67,7 +67,13 @@ bool ScatterExecutor::launch(const std::shared_ptr<TransferRun>& transfer) const
   const RemoteKey& grant = t.request.grants[0];
   // Blocks that follow one another on both sides (a run of KV blocks) go as one write: each op is an RMA
   // operation of its own on the wire, and a small one costs about as much as a large one.
-  std::vector<ScatterOp> runs = t.request.wire.ops;
+  // A strided op is its runs, each an RMA operation (the transport joins small neighbours into one message).
+  std::vector<ScatterOp> runs;
+  runs.reserve(t.request.wire.ops.size());
+  for (const ScatterOp& op : t.request.wire.ops)
+    op.for_each_run([&runs](std::uint64_t s, std::uint64_t d, std::uint64_t n) {
+      runs.push_back({s, d, n});
+    });
   std::sort(runs.begin(), runs.end(),
             [](const ScatterOp& a, const ScatterOp& b) { return a.target_offset < b.target_offset; });
   std::vector<Op> ops;

@@ -21,21 +21,25 @@ std::string hex(std::uint32_t crc) {
 std::vector<cuda::CrcRange> local_ranges(const std::vector<ScatterOp>& ops) {
   std::vector<cuda::CrcRange> out;
   out.reserve(ops.size());
-  for (const ScatterOp& op : ops) out.push_back({op.source_offset, op.length});
+  for (const ScatterOp& op : ops) {
+    op.for_each_run([&out](std::uint64_t s, std::uint64_t, std::uint64_t n) { out.push_back({s, n}); });
+  }
   return out;
 }
 
+// A strided op's target side is one strided range: the request stays one range an op.
 api::GrantChecksumRequest grant_ranges(const std::vector<ScatterOp>& ops) {
   api::GrantChecksumRequest out;
   out.ranges.reserve(ops.size());
-  for (const ScatterOp& op : ops) out.ranges.push_back({op.target_offset, op.length});
+  for (const ScatterOp& op : ops)
+    out.ranges.push_back({op.target_offset, op.length, op.count, op.target_stride});
   return out;
 }
 
 std::optional<Failure> compare_scatter_sums(const ScatterSums& sums, const std::vector<ScatterOp>& ops) {
   if (sums.local == sums.grant) return std::nullopt;
   std::uint64_t bytes = 0;
-  for (const ScatterOp& op : ops) bytes += op.length;
+  for (const ScatterOp& op : ops) bytes += op.bytes();
   const bool writes = sums.op == OpKind::Write;
   const std::string local = std::string(writes ? "the source" : "the target") + " (region \"" + sums.region +
                             "\" on this agent) sums " + hex(sums.local);

@@ -5,6 +5,7 @@ before a byte moves, and a step resumed after a source agent was lost."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -141,6 +142,44 @@ def test_pipeline_stages_to_tp2(nodes: Callable[..., list[conduit.Agent]], repor
         assert {bt.source for bt in result.batches} == {0, 1}, "both stages send"
         compared = check_targets(targets, state, (2,), ROWS, keep)
         report(f"PP2 stages -> TP2 rows: {compared} target bytes equal to the reference")
+    finally:
+        for buf in keep:
+            buf.close()
+
+
+def test_column_splits_move_as_strided_ops_posted_in_parts_and_land_as_numpy_says(
+        nodes: Callable[..., list[conduit.Agent]], monkeypatch: pytest.MonkeyPatch,
+        report: Callable[[str], None]) -> None:
+    """TP4 by columns -> TP3 by columns (uneven), and a 3-d tensor split on its middle dimension 4 -> 3: every
+    piece one strided op (a run per row), the batches posted an op at a time (the split the SDK makes of a
+    batch past one body), every target byte what numpy slices out of the whole."""
+    a, b = nodes("node-a", "node-b")
+    rng = np.random.default_rng(35)
+    whole = {"w": rng.standard_normal((9, 22)).astype(np.float32),
+             "cube": rng.integers(-100, 100, (3, 10, 5), dtype=np.int8)}
+    state = {n: torch.from_numpy(t) for n, t in whole.items()}
+    split = lambda n, t: [Shard(1)]  # noqa: E731 -- columns of w, the middle dimension of cube
+    module = importlib.import_module("conduit.reshard")
+    monkeypatch.setattr(module, "PACKED_BYTES_PER_POST", 48)  # one strided op a POST
+    keep: list[Any] = []
+    try:
+        sources = make_ranks([a], "col-src", state, (4,), split, fill=True, keep=keep)
+        targets = make_ranks([b], "col-dst", state, (3,), split, fill=False, keep=keep)
+        result = reshard(sources, targets, timeout=60)
+        plan = result.plan
+        assert plan.ops < plan.runs, "column pieces go as strided ops"
+        assert all(op[3] > 1 for bt in plan.batches for op in bt.ops_list()), plan.batches
+        assert any(bt.ops > 1 for bt in plan.batches)
+        assert all(len(module._parts(bt)) == bt.ops for bt in plan.batches), "each op posted alone"
+        buffers = {buf.name: buf for buf in keep}
+        for agent, name in targets:
+            m = agent.manifest(name)
+            got = views(buffers[name], m, "numpy")
+            for t in m.tensors:
+                box = tuple(slice(s, s + n) for s, n in zip(t.start, t.shape, strict=True))
+                assert np.array_equal(got[t.name], whole[t.name][box]), f"{name}: {t.name}"
+        report(f"TP4 -> TP3 columns, 3-d middle dim: {plan.ops} strided ops, {plan.runs} runs, "
+               f"{len(plan.batches)} batches")
     finally:
         for buf in keep:
             buf.close()

@@ -112,7 +112,10 @@ def test_plan_reshard_moves_every_byte_and_comes_from_the_cache_the_second_time(
     landed = [np.zeros(4 * 12 * 4, dtype=np.uint8) for _ in range(2)]
     for b in plan.batches:
         assert b.ops == len(b.ops_list()) == len(b.ops_array())
-        for s, t, n in b.ops_list():
+        # A source's 3 columns of a target's 4 rows: one strided op of a run per row.
+        assert b.ops_list() == [(0 if b.target == 0 else 4 * 3 * 4, b.source * 3 * 4, 3 * 4, 4, 3 * 4, 12 * 4)]
+        assert b.runs == len(b.runs_array()) == 4
+        for s, t, n in b.runs_array().tolist():
             landed[b.target][t:t + n] = regions[b.source][s:s + n]
     for r in range(2):
         assert np.array_equal(landed[r].view(np.float32).reshape(4, 12), whole[r * 4:(r + 1) * 4]), r

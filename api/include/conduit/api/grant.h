@@ -95,17 +95,24 @@ struct CommitRequest {
 
 // POST /v1/grants/{id}/checksum: GrantChecksumRequest {rangesPacked}, one CRC32C over these ranges of the
 // granted range in the order given (their bytes end to end): what the source of a verified scatter-gather
-// transfer compares with the sum of its own ranges (docs/kv-cache.md). rangesPacked: little-endian uint64
-// pairs (offset into the granted range, length), 16 bytes a range, base64; 1 to kMaxScatterOps ranges, each
-// at least 1 byte, kMaxScatterBytes in all. Whether they lie in the grant is the agent's to say.
+// transfer compares with the sum of its own ranges (docs/kv-cache.md). rangesPacked, base64 of one of two
+// layouts told apart by their length:
+//   v1: little-endian uint64 pairs (offset into the granted range, length), 16 bytes a range;
+//   v2: the 8-byte header "CRNG" + little-endian uint32 2, then four little-endian uint64 a range (offset,
+//       length, count, stride: `count` runs of `length` bytes `stride` apart, a strided op's target side),
+//       32 bytes a range: 8 past a multiple of 16, so never read as v1.
+// 1 to kMaxScatterOps ranges, each at least 1 byte, a stride >= the length where count > 1,
+// kMaxScatterRuns runs and kMaxScatterBytes in all. Whether they lie in the grant is the agent's to say.
 struct GrantChecksumRequest {
   struct Range {
     std::uint64_t offset = 0;
-    std::uint64_t length = 0;
+    std::uint64_t length = 0;  // of each run
+    std::uint64_t count = 1;
+    std::uint64_t stride = 0;  // >= length when count > 1
   };
   std::vector<Range> ranges;
   static Result<GrantChecksumRequest> from_json(const nlohmann::json& body);
-  nlohmann::json to_json() const;
+  nlohmann::json to_json() const;  // v1 when no range has a count above 1
 };
 
 // Its answer {grant, ranges, bytes, crc32c}: the grant, how many ranges and bytes were summed, the sum.

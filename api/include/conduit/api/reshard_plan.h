@@ -36,14 +36,16 @@ struct ReshardSide {
 };
 
 // The ops between one source rank's region and one target rank's: offsets relative to the two regions,
-// sorted as the target's tensors are, runs back to back on both sides merged. At most kMaxScatterOps ops and
-// kMaxScatterBytes bytes (a longer run is cut), so each batch is one POST /v1/transfers; a pair with more
-// has several batches, in order.
+// sorted as the target's tensors are; a piece of a tensor split by columns (on either side) is a strided op
+// (one per index of the dimensions outside its rows), runs back to back on both sides merged. At most
+// kMaxScatterOps ops, kMaxScatterRuns runs and kMaxScatterBytes bytes (a longer run or op is cut), so each
+// batch is one POST /v1/transfers; a pair with more has several batches, in order.
 struct ReshardBatch {
   std::size_t source = 0;
   std::size_t target = 0;
   std::vector<ScatterOp> ops{};
   std::uint64_t bytes = 0;
+  std::uint64_t runs = 0;  // the ops' counts together
 };
 
 enum class ReshardLinkSide { Source, Target };
@@ -68,13 +70,15 @@ struct ReshardPlan {
   std::string fingerprint;  // reshard_fingerprint() of the inputs
 
   std::size_t ops() const;
+  std::uint64_t runs() const;
 };
 
 // Bounds on what one plan may cost: the work and memory of planning, and what a REST answer carries.
 inline constexpr std::size_t kMaxReshardRanks = 1024;  // sources, and targets
 struct ReshardLimits {
-  // Ops in all batches (after cutting at kMaxScatterBytes), and before merging the runs the tensors'
-  // slices cut into: a tensor split by columns on either side is one run per row and column piece.
+  // Ops in all batches (after cutting at kMaxScatterBytes and kMaxScatterRuns), and before merging the ops
+  // the tensors' slices cut into: a tensor split by columns on either side is one strided op per column
+  // piece (per index of the dimensions outside its rows).
   std::uint64_t max_ops = 1ULL << 25;
 };
 

@@ -25,13 +25,10 @@ struct ReshardPlanRequest {
   nlohmann::json to_json() const;
 };
 
-// {"fingerprint", "cached", "batches": [{"source", "target", "bytes", "ops", "opsPacked"}], "sources":
+// {"fingerprint", "cached", "batches": [{"source", "target", "bytes", "ops", "runs", "opsPacked"}],
+// "sources":
 // [{"bytes"}], "targets": [{"bytes"}], "busiest": {"side": "source"|"target", "index", "bytes"},
 // "lowerBoundSeconds"?}.
 nlohmann::json reshard_plan_to_json(const ReshardPlan& plan, bool cached);
-
-// The inverse of parse_packed_scatter_ops (transfer.h): each op three little-endian uint64 (sourceOffset,
-// targetOffset, length), base64.
-std::string pack_scatter_ops(std::span<const ScatterOp> ops);
 
 }  // namespace conduit::api

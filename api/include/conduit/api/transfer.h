@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,14 +33,35 @@ struct TransferTarget {
 
 enum class Verify : std::uint8_t { None, Crc32c };
 
-// Scatter-gather (docs/kv-cache.md): one range of many between the source region and the one target's grant.
+// Scatter-gather (docs/kv-cache.md): one range of many between the source region and the one target's grant,
+// or (count > 1) a strided op: `count` runs of `length` bytes, run k at source_offset + k * source_stride and
+// target_offset + k * target_stride, as a column piece of a row-major matrix is (docs/reshard.md). count 1
+// is a plain range, its strides unused. A strided op's strides are at least its length: its runs never
+// overlap on either side.
 struct ScatterOp {
   std::uint64_t source_offset = 0;  // in the local region
   std::uint64_t target_offset = 0;  // in the granted range
-  std::uint64_t length = 0;
+  std::uint64_t length = 0;         // of each run
+  std::uint64_t count = 1;          // runs
+  std::uint64_t source_stride = 0;  // from one run to the next; >= length when count > 1
+  std::uint64_t target_stride = 0;
+
+  std::uint64_t bytes() const { return length * count; }  // bounded by the readers (kMaxScatterBytes)
+  bool strided() const { return count > 1; }
+  // Calls f(source offset, target offset, length) for each run, in order.
+  template <typename F>
+  void for_each_run(F&& f) const {
+    for (std::uint64_t k = 0, s = source_offset, t = target_offset; k < count;
+         ++k, s += source_stride, t += target_stride)
+      f(s, t, length);
+  }
 };
 inline constexpr std::size_t kMaxScatterOps = 65536;
 inline constexpr std::uint64_t kMaxScatterBytes = 16ULL << 30;
+// Runs in all (the ops' counts together): what a list costs the executor (one transport op per run at
+// most, each holding a copy of the grant's key: ~100 bytes and two allocations), its verify and the overlap
+// check, bounded apart from how few ops carry them: 4x what kMaxScatterOps plain ops cost before.
+inline constexpr std::uint64_t kMaxScatterRuns = 1ULL << 18;
 
 // POST /v1/transfers. The one type of the body from the controller and the CLI to the agent's run: a Chain
 // hop's forwarding transfer is this body again, with its source and targets changed.
@@ -78,14 +100,26 @@ struct TransferRequest {
   nlohmann::json to_json() const;
 };
 
-// The `ops` array of a body: 1 to kMaxScatterOps objects, each length >= 1, kMaxScatterBytes in all.
-// InvalidArgument naming the op ("ops[12].length: ...").
+// The `ops` array of a body: 1 to kMaxScatterOps objects {sourceOffset, targetOffset, length, count?,
+// sourceStride?, targetStride?}, each length >= 1; a count above 1 needs both strides, each >= length; at
+// most kMaxScatterRuns runs and kMaxScatterBytes bytes in all. InvalidArgument naming the op
+// ("ops[12].length: ...").
 Result<std::vector<ScatterOp>> parse_scatter_ops(const nlohmann::json& ops);
-// The `opsPacked` string: the same ops as little-endian uint64 triples (sourceOffset, targetOffset,
-// length), 24 bytes an op, base64. A caller holding block tables in arrays (numpy) sends them as they are,
-// and the agent reads 1,000 ops in a fraction of the time JSON objects take. Numbered in the order of the
-// triples; the same limits and errors as `ops`.
+// The `opsPacked` string, base64 of one of two layouts, told apart by their length:
+//   v1: per op three little-endian uint64 (sourceOffset, targetOffset, length), 24 bytes an op: a multiple
+//       of 24 bytes;
+//   v2: the 8-byte header "COPS" + little-endian uint32 2, then per op six little-endian uint64
+//       (sourceOffset, targetOffset, length, count, sourceStride, targetStride), 48 bytes an op: 8 more
+//       than a multiple of 24, so never read as v1.
+// A caller holding block tables in arrays (numpy) sends them as they are, and the agent reads 1,000 ops in
+// a fraction of the time JSON objects take. Numbered in the order given; the same limits and errors as
+// `ops`.
 Result<std::vector<ScatterOp>> parse_packed_scatter_ops(const nlohmann::json& packed);
+// The inverse: v1 when no op is strided (what every reader of opsPacked takes), else v2; base64.
+std::string pack_scatter_ops(std::span<const ScatterOp> ops);
+// Every op's limits but its place in a region: length >= 1, a strided op's strides >= its length, and the
+// list within kMaxScatterRuns runs and kMaxScatterBytes bytes. InvalidArgument naming "ops[i]".
+Status check_scatter_op_limits(std::span<const ScatterOp> ops);
 
 struct TransferStatus {
   struct Target {
