@@ -91,8 +91,9 @@ class KubeNode:
         return time.monotonic() - t
 
     def load_images(self, build_dir: Path) -> dict[str, str]:
-        """The agent's and controller's images from BUILD_DIR/bin (built, or taken from the cache) imported into
-        the node: {"AGENT_IMAGE", "CONTROLLER_IMAGE", ..., "build_s", "import_s"}."""
+        """The agent's and controller's images from BUILD_DIR/bin and the workload image (the SDK), built or
+        taken from the cache, imported into the node: {"AGENT_IMAGE", "CONTROLLER_IMAGE", "WORKLOAD_IMAGE", ...,
+        "build_s", "import_s"}."""
         t = time.monotonic()
         r = subprocess.run([os.fspath(self.root / "scripts/kube-images.sh"), os.fspath(build_dir)],
                            capture_output=True, text=True, timeout=600)
@@ -100,7 +101,7 @@ class KubeNode:
             raise NodeUnavailable(f"kube-images: {_why(r.stderr)}")
         images = _env_text(r.stdout)
         build_s = time.monotonic() - t
-        import_s = self.import_images(images["AGENT_ARCHIVE"], images["CONTROLLER_ARCHIVE"])
+        import_s = self.import_images(images["AGENT_ARCHIVE"], images["CONTROLLER_ARCHIVE"], images["WORKLOAD_ARCHIVE"])
         return {**images, "build_s": f"{build_s:.2f}", "import_s": f"{import_s:.2f}"}
 
     # ---- processes
