@@ -121,9 +121,12 @@ class KubeNode:
         return [pid for pid, cmd in _processes().items() if f"-address {sock} " in f"{cmd} "]
 
     def adopt(self) -> None:
-        """Mark the node's processes (shims started by pods of the last test too) as the fixture's."""
+        """Mark the node's processes (shims started by pods of the last test too, and the runc a shim is running
+        just now for an exec or a stop) as the fixture's."""
         if self.long_lived:
-            outlive_tests(*self.pids())
+            ours = set(self.pids())
+            parents = _parents()
+            outlive_tests(*ours, *(pid for pid in parents if parents[pid] in ours))
 
     # ---- what a stop must have removed
     def leftovers(self) -> list[str]:
@@ -159,6 +162,19 @@ class KubeNode:
                 if (h / env["CGROUP_ROOT"].lstrip("/")).exists():
                     left.append(f"cgroup {h}{env['CGROUP_ROOT']}")
         return left
+
+
+def _parents() -> dict[int, int]:
+    """{pid: its parent's pid} of every process."""
+    found: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    found[int(entry.name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
 
 
 def _processes() -> dict[int, str]:

@@ -124,17 +124,22 @@ class AgentHttps:
             conn.close()
 
 
-# The example's "python -m my_server": share the weights region through the SDK, say so for the readiness
-# probe (docs/pods.md: Ready means "can receive"), and hold it until the pod is stopped.
+# The example's "python -m my_server": share the weights region through the SDK, then answer the readiness
+# probe (docs/pods.md: Ready means "can receive") and hold the region until the pod is stopped. An HTTP probe,
+# not an exec one: each exec is a runc process that the suite would see come and go.
 WORKLOAD_PROGRAM = """
-import os, pathlib, signal, sys
+import http.server, os, signal, sys
 import conduit
 buf = conduit.Agent().allocate("weights", int(os.environ["WEIGHTS_BYTES"]))
-pathlib.Path("/tmp/shared").write_text(buf.name)
 print("shared", buf, flush=True)
+class Ready(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-while True:
-    signal.pause()
+http.server.HTTPServer(("", 8080), Ready).serve_forever()
 """
 
 # What a second process of the pod reads of the region, through the import socket (read-only, no copy).
@@ -164,8 +169,7 @@ def workload(image: str, ns: str, agent_port: int, socket_dir: Path, nbytes: int
             assert e["value"].endswith(":7070"), f"the example's agent URL changed: {e['value']}"
             e["value"] = e["value"].removesuffix(":7070") + f":{agent_port}"
     c["env"].append({"name": "WEIGHTS_BYTES", "value": str(nbytes)})
-    c["readinessProbe"] = {"exec": {"command": ["python", "-c", "import os; os.stat('/tmp/shared')"]},
-                           "periodSeconds": 1}
+    c["readinessProbe"] = {"httpGet": {"path": "/", "port": 8080}, "periodSeconds": 1}
     for v in pod["volumes"]:
         if v["name"] == "conduit-socket":
             assert v["hostPath"]["path"] == "/run/conduit", f"the example's socket directory changed: {v}"
