@@ -41,6 +41,7 @@ import re
 import select
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -247,6 +248,14 @@ def agent_pod(k: KubeEnv) -> dict:
     return got[0] if len(got) == 1 else {}
 
 
+def agent_log(k: KubeEnv, lines: int = 40) -> str:
+    """The last LINES of the agent's log (and its previous container's, after a restart)."""
+    name = agent_pod(k).get("metadata", {}).get("name", "")
+    now = k.kubectl("logs", name, f"--tail={lines}", namespace=NS).stdout
+    before = k.kubectl("logs", name, "--previous", f"--tail={lines}", namespace=NS).stdout
+    return (f"[previous container] {before}\n[now] " if before else "") + now
+
+
 def ready(pod: dict) -> bool:
     return condition(pod, "Ready") == "True"
 
@@ -389,6 +398,11 @@ def test_chart_runs_on_the_node(cluster, release, report):
              "agent GET /v1/regions": (a.call("GET", "/v1/regions", cert=(pem, pem)), 403)}
     for what, (answer, want) in calls.items():
         assert answer.status == want, f"{what}: {answer}, want {want}"
+    # Its fabric endpoints on the node's own address (the values bind them there: node/chart.py says why).
+    transports = a.call("GET", "/v1/node", token=rel.token).json().get("fabric", [])
+    tcp = [t["address"] for t in transports if t.get("provider", "").startswith("tcp")]
+    assert len(tcp) == 1 and socket.inet_aton(n.env["NODE_IP"]).hex() in tcp[0], \
+        f"the agent's tcp endpoint is not on the node's address {n.env['NODE_IP']}: {transports}"
     refusal = calls["agent GET /v1/regions"][0].json().get("error", {}).get("message", "")
     assert f'the agent of node "{NODE}" may not GET /v1/regions' in refusal, f"the refusal says: {refusal}"
 
@@ -411,7 +425,7 @@ def test_chart_runs_on_the_node(cluster, release, report):
     assert r.returncode == 0, f"create namespace: {r.stderr.strip()}"
     t1 = time.monotonic()
     done = copy_job(k, team, "copy", "ckpt.bin", "ckpt-copy.bin")
-    assert done["status"]["phase"] == "Succeeded", f"TransferJob: {done['status']}"
+    assert done["status"]["phase"] == "Succeeded", f"TransferJob: {done['status']}; the agent's log: {agent_log(k)}"
     copy = src.with_name("ckpt-copy.bin")
     assert copy.read_bytes() == data, f"{copy} is not the source's {len(data)} bytes"
     job_s = time.monotonic() - t1
@@ -586,7 +600,8 @@ def test_upgrade_keeps_the_node_certificate_then_uninstall_leaves_nothing(cluste
     assert len(agent_csrs(k)) == rel.facts["csrs"], "a new CSR was sent over the upgrade"
     # The new controller reaches the agent, and the agent (as its own peer) is let in with that certificate.
     done = copy_job(k, "team-a", "copy-after-upgrade", "ckpt.bin", "ckpt-copy-2.bin")
-    assert done["status"]["phase"] == "Succeeded", f"TransferJob after the upgrade: {done['status']}"
+    assert done["status"]["phase"] == "Succeeded", \
+        f"TransferJob after the upgrade: {done['status']}; the agent's log: {agent_log(k)}"
     src = n.dir / "agent-data/team-a/ckpt.bin"
     assert src.with_name("ckpt-copy-2.bin").read_bytes() == src.read_bytes()
 
