@@ -137,6 +137,9 @@ def test_switches_change_the_rendering(renderings):
     assert not re.search("^kind: Job$", flipped, re.M), "crds.upgradeJob.enabled=false still renders the hook Job"
     assert "hostNetwork: true" not in flipped, "agent.hostNetwork=false still renders hostNetwork"
     assert "hostPID: true" in default and "hostPID: true" not in flipped, "agent.hostPID does not switch hostPID"
+    assert "--bind-address" not in default and "HOST_IP" not in default, "agent.bindAddress empty still binds"
+    assert "- --bind-address=$(HOST_IP)" in flipped and "fieldPath: status.hostIP" in flipped, \
+        "agent.bindAddress=hostIP does not bind to the pod's status.hostIP"
     assert not re.search("^kind: ServiceMonitor$", default, re.M), "ServiceMonitor rendered though off by default"
     assert not re.search("^kind: ClusterRole$", flipped, re.M), "rbac.create=false still renders ClusterRoles"
     assert "path: /dev/infiniband" not in flipped, "agent.rdma.enabled=false still mounts /dev/infiniband"

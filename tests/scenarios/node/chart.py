@@ -39,13 +39,12 @@ def values(kube: KubeEnv, node_dir: Path, kubelet_root: str, images: dict[str, s
     probes short enough for a test, the fabric endpoints bound to the node's address, and the CRD hook Job off
     (its image, registry.k8s.io/kubectl, no registry serves here).
 
-    The bind address: left to libfabric, the tcp provider on a host network picks any interface's address, a
-    bridge's before the node's own (seen: a bridge's 10.250.0.1 over a veth's 192.0.2.9), so on this machine the
-    agent took the bridge of another test run's node, and its transfers failed with EADDRNOTAVAIL ("Cannot
-    assign requested address") once that run stopped."""
+    The bind address (agent.bindAddress: hostIP): left to libfabric, the tcp provider on a host network picks
+    any interface's address, a bridge's before the node's own (seen: a bridge's 10.250.0.1 over a veth's
+    192.0.2.9), so on this machine the agent took the bridge of another test run's node, and its transfers failed
+    with EADDRNOTAVAIL ("Cannot assign requested address") once that run stopped."""
     host, port = kube.url.removeprefix("https://").rsplit(":", 1)
     env = f'[{{name: KUBERNETES_SERVICE_HOST, value: "{host}"}}, {{name: KUBERNETES_SERVICE_PORT, value: "{port}"}}]'
-    agent_env = env[:-1] + ", {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}]"
     return f"""crds: {{upgradeJob: {{enabled: false}}}}
 agent:
   image: {pulled_never(images['AGENT_IMAGE'])}
@@ -59,8 +58,8 @@ agent:
   dataDir: {node_dir}/agent-data
   importSocket: {{hostDir: {node_dir}/agent-run}}
   podResources: {{path: {kubelet_root}/pod-resources}}
-  extraEnv: {agent_env}
-  extraArgs: ["--bind-address=$(HOST_IP)"]
+  bindAddress: hostIP
+  extraEnv: {env}
   readinessProbe: {{initialDelaySeconds: 0, periodSeconds: 1}}
   livenessProbe: {{initialDelaySeconds: 0, periodSeconds: 1, failureThreshold: 2}}
 controller:
