@@ -10,6 +10,12 @@
 #   scripts/kube-images.sh BUILD_DIR    build what is not cached; print, one a line,
 #                                       PAUSE_IMAGE=localhost/conduit-pause:<key>  PAUSE_ARCHIVE=<docker archive>
 #                                       AGENT_IMAGE=...  AGENT_ARCHIVE=...  CONTROLLER_IMAGE=...  CONTROLLER_ARCHIVE=...
+#                                       WORKLOAD_IMAGE=...  WORKLOAD_ARCHIVE=...
+#
+# conduit-workload is what helm/conduit/examples/workload-with-import-socket.yaml asks of "an image of yours
+# with the SDK in it": `python` (the host's python3 and its standard library) with this tree's python/conduit,
+# and numpy and requests from the tests' venv (scripts/python-env.sh: the versions the SDK's tests run), where
+# Debian's python3 looks for packages (/usr/lib/python3/dist-packages). No shell, no pip.
 #
 # Import an archive with `ctr -n k8s.io images import ARCHIVE`; pods name the image with imagePullPolicy: Never.
 #
@@ -179,6 +185,59 @@ conduit_image conduit-agent "${providers[@]}"
 AGENT_IMAGE="$IMAGE" AGENT_ARCHIVE="$ARCHIVE"
 conduit_image conduit-controller
 CONTROLLER_IMAGE="$IMAGE" CONTROLLER_ARCHIVE="$ARCHIVE"
+
+# ---- conduit-workload ----------------------------------------------------------------------------------------
+# Keyed by the listing (path, size, mtime) of the interpreter's files and the packages, and the SDK's contents:
+# hashing ~100 MB of libraries on every run would cost more than the image is worth.
+workload_image() {
+  local python py site sdk="$root/python/conduit"
+  python="$(readlink -f /usr/bin/python3)"
+  py="$(basename "$python")"
+  site="$("$here/python-env.sh")/lib/$py/site-packages"
+  # python/pyproject.toml's dependencies (numpy, requests, PyYAML) and theirs.
+  local packages=(numpy numpy.libs requests urllib3 idna charset_normalizer certifi yaml _yaml) p
+  for p in "${packages[@]}"; do [ -e "$site/$p" ] || die "no $site/$p (scripts/python-env.sh)"; done
+  # The standard library without what a program never imports: its tests, IDLE, Tk, the static library.
+  local skip=(--exclude="$py/config-*" --exclude="$py/test" --exclude="$py/idlelib" --exclude="$py/tkinter"
+              --exclude="$py/ensurepip" --exclude="$py/lib2to3" --exclude=__pycache__)
+  local k
+  k="$( { stat -c '%n %s %Y' "$python"
+          tar -C /usr/lib "${skip[@]}" -cvf /dev/null "$py"
+          (cd "$site" && find "${packages[@]}" -name __pycache__ -prune -o -type f -printf '%p %s %T@\n')
+          find "$sdk" \( -name '*.py' -o -name py.typed \) -print0 | sort -z | xargs -0 sha256sum
+          sha256sum "${BASH_SOURCE[0]}"; } | sha256sum | cut -c1-16)"
+  WORKLOAD_IMAGE="localhost/conduit-workload:$k"
+  WORKLOAD_ARCHIVE="$cache/conduit-workload-$k.tar"
+  [ -s "$WORKLOAD_ARCHIVE" ] && return 0
+
+  local work rootfs dist f
+  work="$(mktemp -d "$cache/conduit-workload.XXXXXX")"
+  rootfs="$work/rootfs"
+  dist="$rootfs/usr/lib/python3/dist-packages"
+  mkdir -p "$rootfs/usr/bin" "$rootfs/tmp" "$rootfs/etc" "$dist"
+  chmod 1777 "$rootfs/tmp"
+  cp "$python" "$rootfs/usr/bin/"
+  ln -s "$py" "$rootfs/usr/bin/python3"
+  ln -s "$py" "$rootfs/usr/bin/python"
+  tar -C /usr/lib "${skip[@]}" -cf - "$py" | tar -C "$rootfs/usr/lib" -xf -
+  tar -C "$site" --exclude=__pycache__ -cf - "${packages[@]}" | tar -C "$dist" -xf -
+  tar -C "$sdk/.." --exclude=__pycache__ -cf - conduit | tar -C "$dist" -xf -
+  # The libraries the interpreter and its extension modules load, but those a package brings (numpy.libs,
+  # found through the modules' RPATH, already copied with it).
+  local elves
+  mapfile -t elves < <(find "$rootfs/usr/lib" -name '*.so*' -type f; echo "$python")
+  for f in $(libs "${elves[@]}" | grep -v "^$rootfs/"); do
+    mkdir -p "$rootfs$(dirname "$f")"
+    cp -L "$f" "$rootfs$f"
+  done
+  printf 'root:x:0:0:root:/root:/usr/sbin/nologin\n' > "$rootfs/etc/passwd"
+  printf 'root:x:0:\n' > "$rootfs/etc/group"
+  image conduit-workload "$WORKLOAD_IMAGE" "$WORKLOAD_ARCHIVE" "$rootfs" \
+    --env PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin --env PYTHONDONTWRITEBYTECODE=1 \
+    --entrypoint '["/usr/bin/python3"]'
+  rm -rf "$work"
+}
+workload_image
 log "images ready in $(( ($(date +%s%N) - t0) / 1000000 )) ms (cache: $cache)"
 
 echo "PAUSE_IMAGE=$PAUSE_IMAGE"
@@ -187,3 +246,5 @@ echo "AGENT_IMAGE=$AGENT_IMAGE"
 echo "AGENT_ARCHIVE=$AGENT_ARCHIVE"
 echo "CONTROLLER_IMAGE=$CONTROLLER_IMAGE"
 echo "CONTROLLER_ARCHIVE=$CONTROLLER_ARCHIVE"
+echo "WORKLOAD_IMAGE=$WORKLOAD_IMAGE"
+echo "WORKLOAD_ARCHIVE=$WORKLOAD_ARCHIVE"

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting; a release build with every test, the Kubernetes end-to-end tests, the
-# fault suites, hostile input, observability, Helm and a bounded load run; short fuzzing of every decoder;
-# then every test again under AddressSanitizer + UndefinedBehaviorSanitizer (+ LeakSanitizer; with the CUDA
-# code compiled in) and under ThreadSanitizer. Each stage's header shows the time since the start.
+# fault suites, hostile input, observability, Helm (and the chart on a real node) and a bounded load run;
+# short fuzzing of every decoder; then every test again under AddressSanitizer + UndefinedBehaviorSanitizer
+# (+ LeakSanitizer; with the CUDA code compiled in) and under ThreadSanitizer. Each stage's header shows the
+# time since the start.
 #
 #   scripts/test.sh            everything (what CI runs)
 #   scripts/test.sh --quick    a developer's loop: format, the release build, the tests that need no second
@@ -33,7 +34,8 @@ fi
 
 # The suite fails when any test leaves a process of ours running (an agent re-parented to init still holds
 # memory and ports). Processes that were running before the suite started are not ours to judge.
-ours='^(conduit|kube-apiserver|etcd)'  # comm, at most 15 characters: conduit-agent, conduit-control, ...
+# comm, at most 15 characters: conduit-agent, conduit-control, kube-controller, containerd-shim, ...
+ours='^(conduit|kube-apiserver|etcd|kubelet|kube-scheduler|kube-controller|containerd)'
 # (pgrep warns that a pattern this long matches nothing; it matches the comm names fine)
 before=$(pgrep -d ' ' "$ours" 2>/dev/null || true)
 left_behind() {
@@ -48,8 +50,10 @@ left_behind() {
 }
 
 jobs=$(nproc)
-stage "a real kube-apiserver + etcd + kubectl for the Kubernetes tests (built once from Go modules, cached outside the repo)"
-scripts/kube-tools.sh
+stage "a real kube-apiserver + etcd + kubectl, and a node's kubelet, scheduler, controller-manager and crictl, for"
+echo "   the Kubernetes tests (built once from Go modules, cached outside the repo; containerd and CNI from Debian)"
+scripts/install-deps.sh --node
+scripts/kube-tools.sh --node
 
 stage "release build"
 # -g1: line tables for stack traces and sanitizer-free debugging of test failures, without the full debug
@@ -86,8 +90,9 @@ stage "metrics docs, dashboards and alerts against a real Prometheus"
 scripts/check-observability.sh build
 tests/scenarios/run.sh e2e/test_prometheus.py build
 
-stage "Helm chart (real helm, real apiserver) and the images' runtime libraries"
-tests/scenarios/run.sh e2e/test_helm.py build tests/scenarios/e2e/test_image_libs.py
+stage "Helm chart (real helm, real apiserver), the images' runtime libraries, and the chart on a real node"
+echo "   (containerd + kubelet: docs/test-node.md)"
+tests/scenarios/run.sh e2e/test_helm.py build tests/scenarios/e2e/test_image_libs.py tests/scenarios/node
 
 left_behind
 # One clang tree serves both the fuzzers and the ASan tests (it was two: a clang fuzz tree and a gcc ASan tree

@@ -7,20 +7,21 @@ tests/e2e/helm_test.sh):
   3. values.schema.json rejects each helm-values/bad-*.yaml with the message its `# expect:` names;
   4. against a real kube-apiserver: every rendering, the CRD hook Job included, passes a server-side dry run;
      `helm install` with monitoring on (stand-in monitoring.coreos.com CRDs from fixtures/) puts every object in
-     the apiserver with the settings the chart promises; the controller's and the CRD hook's RBAC allow exactly
-     what their code and command need (kubectl auth can-i, then the real conduit-controller and the hook's own
-     kubectl command run with those ServiceAccounts' tokens); TLS is on by default: the generated Secret holds a
-     CA and a certificate naming the agent Service, and the real controller, given the CA and server name the
-     way the Deployment gives them, reaches a real agent that serves that certificate with the DaemonSet's TLS
-     flags (found through an EndpointSlice port named https, as the Service names it); identities are on by
-     default: the chart's client certificates (CN conduit:controller, conduit:agent, signed by the same CA) let
-     the controller reach the agent with its certificate and no token, and the agents' certificate is refused
-     (403) on an operator-only route; `helm upgrade` makes revision 2 with the change visible and the agent token,
-     TLS Secret and client certificates kept; a given TLS Secret without ca.crt, or a given client certificate
-     without its key, is refused; `helm uninstall` removes every object.
+     the apiserver with the settings the chart promises; the controller's, the agents' and the CRD hook's RBAC
+     allow exactly what their code and command need (kubectl auth can-i and SubjectAccessReviews, then the
+     hook's own kubectl command run with its ServiceAccount's token); TLS is on by default: the generated Secret
+     holds a CA and a certificate naming the agent Service; identities are on by default: the controller's
+     client certificate (CN conduit:controller) signed by the same CA, the agent signer a CA of its own;
+     `helm upgrade` makes revision 2 with the change visible and the agent token, TLS Secret, client
+     certificate and signer kept (and made anew together when the server name changes); a given TLS Secret
+     without ca.crt, or a given client certificate without its key, is refused; `helm uninstall` removes every
+     object.
 
-No kubelet or controller-manager runs: pods never start and Jobs never run, so the install turns the CRD hook
-Job off (Helm would wait for it to complete) and the test runs the hook's command itself.
+What the objects do when the chart runs (the agent's CSR with its pod's token, HTTPS and who each certificate
+lets in, the controller leading and reaching the agent, the example workload, the liveness probe, upgrade and
+uninstall on a node) is tests/scenarios/node/test_node.py, on a real kubelet. Here no kubelet or
+controller-manager runs: pods never start and Jobs never run, so the install turns the CRD hook Job off (Helm
+would wait for it to complete) and the test runs the hook's command itself.
 CONDUIT_HELM_CHART tests another copy of the chart (to see it fail).
 """
 
@@ -29,17 +30,14 @@ import json
 import os
 import re
 import shutil
-import socket
-import ssl
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
-import requests
 import yaml
-from e2e.util import free_port, last, ok
+from e2e.util import last, ok
 from harness.kube import KubeEnv, KubeToolsMissing, kube_tools
 
 REPO = Path(__file__).resolve().parents[3]
@@ -138,6 +136,10 @@ def test_switches_change_the_rendering(renderings):
     assert re.search("^kind: Job$", default, re.M), "default rendering has no CRD hook Job"
     assert not re.search("^kind: Job$", flipped, re.M), "crds.upgradeJob.enabled=false still renders the hook Job"
     assert "hostNetwork: true" not in flipped, "agent.hostNetwork=false still renders hostNetwork"
+    assert "hostPID: true" in default and "hostPID: true" not in flipped, "agent.hostPID does not switch hostPID"
+    assert "--bind-address" not in default and "HOST_IP" not in default, "agent.bindAddress empty still binds"
+    assert "- --bind-address=$(HOST_IP)" in flipped and "fieldPath: status.hostIP" in flipped, \
+        "agent.bindAddress=hostIP does not bind to the pod's status.hostIP"
     assert not re.search("^kind: ServiceMonitor$", default, re.M), "ServiceMonitor rendered though off by default"
     assert not re.search("^kind: ClusterRole$", flipped, re.M), "rbac.create=false still renders ClusterRoles"
     assert "path: /dev/infiniband" not in flipped, "agent.rdma.enabled=false still mounts /dev/infiniband"
@@ -236,33 +238,19 @@ def test_schema_rejects_bad_values(helm, bad):
 
 
 
-def host_address():
-    """A non-loopback IPv4 address of this machine: an EndpointSlice may not hold a loopback one."""
-    r = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True)
-    found = re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", r.stdout) if r.returncode == 0 else []
-    if found:
-        return found[0]
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("203.0.113.1", 9))  # no packet is sent: only the route's source address is chosen
-            return s.getsockname()[0]
-    except OSError:
-        return ""
-
-
-def test_install_rbac_upgrade_uninstall(helm, renderings, tools, work, build, processes):
+def test_install_rbac_upgrade_uninstall(helm, renderings, tools, work):
     for v in GOOD:
         assert v in renderings, f"helm template ({v}) failed"
     t0 = time.monotonic()
     kube = KubeEnv(REPO, work / "env")
     try:
         ok(f"kube-apiserver ready in {time.monotonic() - t0:.0f} s")
-        run_on_apiserver(helm, kube, tools, work, build, processes)
+        run_on_apiserver(helm, kube, tools, work)
     finally:
         kube.stop()
 
 
-def run_on_apiserver(helm, kube, tools, work, build, processes):
+def run_on_apiserver(helm, kube, tools, work):
     def kc(*args, input=None):
         # As a user's kubectl: the kubeconfig's namespace unless -n says otherwise (KubeEnv.kubectl always
         # passes one, which kubectl then enforces on every object of a multi-namespace rendering).
@@ -357,6 +345,7 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
     ds = f"daemonset/{REL}-agent"
     pod = "{.spec.template.spec"
     assert jp(ds, pod + ".hostNetwork}") == "true", "agent not hostNetwork"
+    assert jp(ds, pod + ".hostPID}") == "true", "agent not hostPID (it could not tell which pod shared a region)"
     # Per-node certificates (the default): the pod's token, for the CSR of its node's certificate alone (RBAC below).
     assert jp(ds, pod + ".automountServiceAccountToken}") == "true", "agent does not mount its pod's token"
     assert jp(ds, pod + ".priorityClassName}") == "system-node-critical", "agent priorityClassName"
@@ -458,7 +447,6 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
        f"{ctl_client_dir}; the agent signer from {REL}-agent-signer at {signer_dir} for {NS}/{REL}-agent; no token "
        f"flag, no token volume, not the agents' client key")
 
-    svc_port = jp(f"service/{REL}-agent", "{.spec.ports[0].name}")
     assert jp(f"service/{REL}-agent", "{.spec.clusterIP} {.spec.ports[0].name} {.spec.ports[0].targetPort}") \
         == "None https https", "agent Service not headless with port https (TLS on by default)"
     token = base64.b64decode(jp(f"secret/{REL}-agent-token", "{.data.token}")).decode()
@@ -616,258 +604,10 @@ def run_on_apiserver(helm, kube, tools, work, build, processes):
         assert not may_sign(asa, verb, "conduit.dev/agent"), f"the agent's ServiceAccount may {verb} its own CSR"
     ok("agent ServiceAccount may create and read CSRs (its node certificate) and nothing else: no approve, no sign")
 
-    # The real controller with its ServiceAccount's token: it must lead, sync and reconcile a TransferJob with no
-    # 403. (Tokens come from the TokenRequest API, which the apiserver serves without a controller-manager.)
-    sa_token = kc_ok("create", "token", f"{REL}-controller", "-n", NS, "--duration=1h",
-                     what="kubectl create token").strip()
-    (work / "controller.kubeconfig").write_text(kc_ok("config", "view", "--raw", "--minify", what="kubectl config view"))
-    r = subprocess.run([tools["KUBECTL"], "--kubeconfig", work / "controller.kubeconfig", "config", "set-credentials",
-                        "conduit-admin", f"--token={sa_token}"], capture_output=True, text=True)
-    assert r.returncode == 0, f"kubeconfig for the controller's ServiceAccount: {r.stderr.strip()}"
-    kc_ok("create", "namespace", "team-a", what="create namespace team-a")
-    kc_ok("apply", "-n", "team-a", "-f", REPO / "crds/examples/point-to-point.yaml",
-          what="apply the point-to-point example")
-    # The workload that shares its memory (docs/pods.md) and the job that addresses its pods: both as the
-    # apiserver validates them (no kubelet runs here to start the Deployment's pods).
-    kc_ok("apply", "--dry-run=server", "-n", "team-a", "-f", REPO / "helm/conduit/examples/workload-with-import-socket.yaml",
-          what="the example workload with the import socket")
-    kc_ok("apply", "--dry-run=server", "-n", "team-a", "-f", REPO / "crds/examples/pod-targets.yaml",
-          what="the pod-targets example")
-    (work / "agent-token").write_text(token)
-
-    # A real agent as the DaemonSet runs it, TLS-wise: the installed Secrets' files where the pod mounts them
-    # (here local folders) and the DaemonSet's TLS and identity flags with the mount paths mapped to those
-    # folders. The controller gets what its pod gets: ca.crt alone and its own client certificate, and the
-    # Deployment's flags (no token: identities are on).
-    def mounted(obj, volume, mount, folder):
-        """The volume's Secret (its items, else every key) in FOLDER; maps the pod's paths under MOUNT there."""
-        folder.mkdir()
-        data = secret_data(jp(obj, pod + f'.volumes[?(@.name=="{volume}")].secret.secretName}}'))
-        keys = jp(obj, pod + f'.volumes[?(@.name=="{volume}")].secret.items[*].key}}').split() or sorted(data)
-        for k in keys:
-            (folder / k).write_bytes(data[k])
-            (folder / k).chmod(0o400)
-        return lambda args: [a.replace(f"={mount}/", f"={folder}/") for a in args]
-
-    def pick(args, names):
-        return [a for a in args if a.split("=", 1)[0] in names]
-
-    to_agent_tls = mounted(ds, "tls", tls_dir, work / "agent-tls")
-    (work / "agent-identity").mkdir()  # the pod's emptyDir
-
-    def to_agent_identity(args):
-        return [a.replace(f"={client_dir}/", f"={work / 'agent-identity'}/") for a in args]
-
-    agent_tls = pick(to_agent_identity(to_agent_tls(agent_args)),
-                     ("--tls-cert", "--tls-key", "--peer-ca-file", "--peer-tls-server-name", "--client-ca-file",
-                      "--agent-client-ca-file", "--node-certificate"))
-    to_ctl_ca = mounted(dep, "agent-ca", ca_dir, work / "controller-ca")
-    to_ctl_client = mounted(dep, "agent-client", ctl_client_dir, work / "controller-client-tls")
-    to_ctl_signer = mounted(dep, "agent-signer", signer_dir, work / "controller-signer")
-    ctl_tls = pick(to_ctl_signer(to_ctl_client(to_ctl_ca(ctl_args))),
-                   ("--agent-ca-file", "--agent-tls-server-name", "--agent-client-cert", "--agent-client-key",
-                    "--agent-token-file", "--agent-signer-cert", "--agent-signer-key", "--agent-service-account"))
-    assert len(agent_tls) == 7 and len(ctl_tls) == 7, f"TLS flags: agent {agent_tls}, controller {ctl_tls}"
-    server_name, ca_file = flag(ctl_tls, "--agent-tls-server-name"), flag(ctl_tls, "--agent-ca-file")
-    node = "gpu-node-1"
-    # The agent's pod on its node, as the DaemonSet would make it, and the token the kubelet would mount into it
-    # (bound to the pod, so the apiserver knows its node): what the agent's node certificate request is sent with.
-    agent_pod = f"{REL}-agent-test"
-    kc_ok("apply", "-f", "-", what="the agent's Node and Pod", input=json.dumps({
-        "apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": node}},
-            {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": agent_pod, "namespace": NS},
-             "spec": {"nodeName": node, "serviceAccountName": f"{REL}-agent",
-                      "containers": [{"name": "agent", "image": "conduit-agent"}]}}]}))
-    pod_token = kc_ok("create", "token", f"{REL}-agent", "-n", NS, "--bound-object-kind", "Pod",
-                      "--bound-object-name", agent_pod, "--duration=1h", what="the agent pod's token").strip()
-    (work / "agent.kubeconfig").write_text(kc_ok("config", "view", "--raw", "--minify", what="kubectl config view"))
-    r = subprocess.run([tools["KUBECTL"], "--kubeconfig", work / "agent.kubeconfig", "config", "set-credentials",
-                        "conduit-admin", f"--token={pod_token}"], capture_output=True, text=True)
-    assert r.returncode == 0, f"kubeconfig for the agent's pod: {r.stderr.strip()}"
-    # The node's address: not 127.0.0.1, which an EndpointSlice may not hold.
-    ip = host_address()
-    assert ip and not ip.startswith("127."), f"no non-loopback IPv4 address on this machine for the agent ('{ip}')"
-    (work / "agent-data").mkdir()
-    aport = free_port()
-    agent = processes.start(
-        [build.agent, "--listen", f"{ip}:{aport}", "--providers", "tcp", "--bind-address", ip,
-         "--node-name", node, "--token-file", work / "agent-token", "--data-dir", work / "agent-data",
-         "--import-socket", work / "agent.sock", "--kubeconfig", work / "agent.kubeconfig", *agent_tls],
-        name="agent", stdout=work / "agent.out", stderr=work / "agent.log")
-
-    def agent_log(n=2):
-        return last((work / "agent.log").read_text(errors="replace"), n)
-
-    def tls_get(path, name, cert=None, token=None, body=False):
-        """GET PATH from the agent over TLS, checking its certificate against CA_FILE and NAME (as the
-        controller does with --agent-tls-server-name), presenting CERT (a (certificate, key) pair) and TOKEN
-        if given; the status line (and with BODY, the whole answer)."""
-        ctx = ssl.create_default_context(cafile=ca_file)
-        if cert:
-            ctx.load_cert_chain(*cert)
-        auth = f"Authorization: Bearer {token}\r\n" if token else ""
-        with socket.create_connection((ip, aport), timeout=5) as raw, \
-                ctx.wrap_socket(raw, server_hostname=name) as s:
-            s.sendall(f"GET {path} HTTP/1.1\r\nHost: {name}\r\n{auth}Connection: close\r\n\r\n".encode())
-            answer = b""
-            while chunk := s.recv(65536):
-                answer += chunk
-            text = answer.decode(errors="replace")
-            return text if body else text.split("\r\n", 1)[0]
-
-    # Alive over https; ready only once the controller signed its node certificate (below).
-    deadline, status = time.monotonic() + 15, ""
-    while status != "HTTP/1.1 200 OK":
-        assert agent.running(), f"conduit-agent with the chart's TLS flags exited: {agent_log()}"
-        assert time.monotonic() < deadline, f"agent not alive over https within 15 s ('{status}'): {agent_log()}"
-        try:
-            status = tls_get("/healthz", server_name)
-        except OSError as e:
-            status = str(e)
-        if status != "HTTP/1.1 200 OK":
-            time.sleep(0.1)
-    with pytest.raises(ssl.SSLCertVerificationError):
-        tls_get("/healthz", ip)  # the certificate names the Service, not an address
-    try:
-        r = requests.get(f"http://{ip}:{aport}/healthz", timeout=5)
-        pytest.fail(f"the TLS agent answered plain HTTP: {r.status_code} {r.text[:80]}", pytrace=False)
-    except requests.RequestException:
-        pass
-    not_ready = tls_get("/readyz", server_name, body=True)
-    assert " 503 " in not_ready.split("\r\n", 1)[0] and "CertificateSigningRequest" in not_ready, \
-        f"the agent is ready before its node certificate is signed: {not_ready[-200:]}"
-    ok(f"real conduit-agent with the installed certificate and the DaemonSet's TLS flags: https on {ip}:{aport} "
-       f"checked by the name {server_name} (refused by the address), no answer over plain HTTP; /readyz 503 "
-       f"until its node certificate is signed")
-
-    # What the EndpointSlice controller would make for a node running that agent (none runs here), with the
-    # Service's port name: the controller finds the agent from it.
-    kc_ok("apply", "-f", "-", what="create the agent's EndpointSlice", input=f"""
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: {REL}-agent-test
-  namespace: {NS}
-  labels:
-    kubernetes.io/service-name: {REL}-agent
-addressType: IPv4
-ports:
-  - name: {svc_port}
-    port: {aport}
-    protocol: TCP
-endpoints:
-  - addresses: ["{ip}"]
-    nodeName: {node}
-    conditions:
-      ready: true
-""")
-    port = free_port(20000, 40000)
-    controller = processes.start(
-        [build.controller, "--kubeconfig", work / "controller.kubeconfig", "--leader-elect",
-         "--leader-election-namespace", NS, "--agent-service", f"{REL}-agent", "--agent-service-namespace", NS,
-         "--metrics-listen", f"127.0.0.1:{port}", *ctl_tls],
-        name="controller", stdout=work / "controller.log", stderr=work / "controller.log")
-
-    def controller_log(n=2):
-        return last((work / "controller.log").read_text(errors="replace"), n)
-
-    holder = phase = fin = ready = ""
-    for _ in range(300):
-        assert controller.running(), f"conduit-controller exited: {controller_log()}"
-        holder = jp("lease/conduit-controller", "{.spec.holderIdentity}")
-        phase = kc("get", "transferjob", "point-to-point", "-n", "team-a", "-o", "jsonpath={.status.phase}").stdout
-        fin = kc("get", "transferjob", "point-to-point", "-n", "team-a", "-o",
-                 "jsonpath={.metadata.finalizers}").stdout
-        try:
-            ready = requests.get(f"http://127.0.0.1:{port}/readyz", timeout=2).text.strip()
-        except requests.RequestException:
-            ready = ""
-        if holder and phase and ready == "ok":
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"controller with its ServiceAccount: lease holder '{holder}', job phase '{phase}', finalizers "
-                    f"'{fin}', readyz '{ready}' after 30 s: {controller_log()}", pytrace=False)
-    # No agent on node-a: the job failed before it held anything, so it carries no finalizer (the finalizer
-    # comes with the first run record of something held; the controller's metadata patch is the same verb,
-    # patch transferjobs, that can-i allowed above).
-    assert phase == "Failed" and not fin, f"job phase '{phase}', finalizers '{fin}': want Failed and none"
-    nevents = len(kc("get", "events", "-n", "team-a", "--field-selector", "involvedObject.name=point-to-point",
-                     "-o", "name").stdout.split())
-    refused = [ln for ln in (work / "controller.log").read_text(errors="replace").splitlines()
-               if re.search(r"\b403\b|forbidden", ln, re.I)]
-    assert not refused, f"the controller was refused with its RBAC: {refused[0]}"
-    ok(f"real conduit-controller with its ServiceAccount token: leads ({holder}), ready, job {phase} (no finalizer: "
-       f"nothing held), {nevents} events, no 403")
-
-    # The leader signs the agent's node certificate: the agent turns ready, holding a certificate for its node
-    # from the agent signer.
-    deadline = time.monotonic() + 20
-    while (status := tls_get("/readyz", server_name)) != "HTTP/1.1 200 OK":
-        assert agent.running() and controller.running(), f"agent: {agent_log()}; controller: {controller_log()}"
-        assert time.monotonic() < deadline, \
-            f"agent not ready 20 s after the controller started ('{status}'): {agent_log()}; {controller_log()}"
-        time.sleep(0.2)
-    csrs = [c for c in json.loads(kc_ok("get", "csr", "-o", "json", what="list CSRs"))["items"]
-            if c["spec"].get("signerName") == "conduit.dev/agent"]
-    assert len(csrs) == 1, f"{len(csrs)} CSRs for conduit.dev/agent, want the agent's one"
-    conds = [c["type"] for c in csrs[0].get("status", {}).get("conditions", [])]
-    assert conds == ["Approved"] and csrs[0]["status"].get("certificate"), f"the agent's CSR: {csrs[0].get('status')}"
-    node_pem = flag(agent_tls, "--node-certificate")
-    subject = openssl("x509", "-in", node_pem, "-noout", "-subject")
-    assert re.search(rf"CN\s*=\s*conduit:agent:{node}$", subject), f"the node certificate names: {subject}"
-    assert openssl("verify", "-CAfile", work / "signer/tls.crt", node_pem).endswith(": OK"), \
-        "the node certificate is not the agent signer's"
-    ok(f"the controller signed the agent's CSR (Approved, issued): CN conduit:agent:{node}, from the agent signer; "
-       f"the agent ready")
-
-    # The controller reaches the agent over https through the EndpointSlice: it writes the node's FabricNode with
-    # Reachable True once GET /v1/node answered (discovery runs every 5 s while it leads).
-    t0, deadline = time.monotonic(), time.monotonic() + 30
-    cond = '.status.conditions[?(@.type=="Reachable")]'
-    while True:
-        assert controller.running(), f"conduit-controller exited: {controller_log()}"
-        got = kc("get", "fabricnode", node, "-o", f"jsonpath={{.spec.agentEndpoint}} {{{cond}.status}} "
-                                                  f"{{{cond}.reason}} {{.status.agentVersion}}").stdout.split()
-        if got[1:2] == ["True"]:
-            break
-        if time.monotonic() > deadline:
-            why = kc("get", "fabricnode", node, "-o", f"jsonpath={{{cond}.message}}").stdout
-            pytest.fail(f"FabricNode {node} not Reachable after 30 s: '{' '.join(got)}' ({why}); controller: "
-                        f"{controller_log()}; agent: {agent_log()}", pytrace=False)
-        time.sleep(0.2)
-    assert got[0] == f"https://{ip}:{aport}", f"FabricNode {node} agentEndpoint {got[0]}, want https"
-    assert got[2] == "AgentAnswered", f"FabricNode {node} Reachable reason {got[2]}"
-    reached = time.monotonic() - t0
-
-    # Who the agent let in: the controller by its certificate alone (the agent refuses a caller with neither
-    # certificate nor token, so Reachable came from the certificate); the agents' certificate is refused on an
-    # operator-only route; the token still names an operator.
-    ctl_cert = (flag(ctl_tls, "--agent-client-cert"), flag(ctl_tls, "--agent-client-key"))
-    agent_cert = (flag(agent_tls, "--node-certificate"), flag(agent_tls, "--node-certificate"))
-    calls = {
-        "nobody GET /v1/node": tls_get("/v1/node", server_name),
-        "controller GET /v1/node": tls_get("/v1/node", server_name, cert=ctl_cert),
-        "controller GET /v1/regions": tls_get("/v1/regions", server_name, cert=ctl_cert),
-        "agents GET /v1/regions": tls_get("/v1/regions", server_name, cert=agent_cert, body=True),
-        "token GET /v1/regions": tls_get("/v1/regions", server_name, token=token),
-    }
-    want = {"nobody GET /v1/node": "401", "controller GET /v1/node": "200", "controller GET /v1/regions": "200",
-            "agents GET /v1/regions": "403", "token GET /v1/regions": "200"}
-    for call, code in want.items():
-        assert calls[call].split(" ")[1:2] == [code], \
-            f"{call} with the installed Secrets' material: '{calls[call].splitlines()[0]}', want {code}"
-    assert "Forbidden" in calls["agents GET /v1/regions"] and f'the agent of node \\"{node}\\" may not GET /v1/regions' \
-        in calls["agents GET /v1/regions"], f"the agents' refusal does not say who: {calls['agents GET /v1/regions'][-200:]}"
-    ok(f"identities: the controller with {REL}-controller-client-tls and no token gets 200 (nobody: 401); the "
-       f"agent's node certificate gets 403 on GET /v1/regions ('the agent of node ... may not'); the token still 200")
-    controller.terminate()
-    agent.terminate()
-    kc_ok("delete", "endpointslice", f"{REL}-agent-test", "-n", NS, what="delete the test EndpointSlice")
-    ok(f"the controller, with the Deployment's --agent-ca-file, --agent-tls-server-name and client certificate and "
-       f"no token, reached the agent (with --client-ca-file) over {got[0]} (EndpointSlice port {svc_port}): "
-       f"FabricNode {node} Reachable True ({got[2]}, agent {got[3] if len(got) > 3 else '?'}) in {reached:.1f} s")
+    # What a real agent and controller do with these objects (the controller leading with its ServiceAccount's
+    # token and never refused, the agent's CSR sent with its pod's bound token and signed by the controller,
+    # HTTPS under the Service's name, who each certificate lets in, the FabricNode Reachable, the example
+    # workload and pod-selector job) is checked with the chart running on a real node: tests/scenarios/node.
 
     # The CRD hook's objects, stored for real (the Job just sits there: no Job controller), then the Job's own
     # kubectl arguments run with its ServiceAccount's token against the CRDs helm installed: the upgrade path.

@@ -27,11 +27,12 @@ class KubeToolsMissing(RuntimeError):
     """kubectl / kube-apiserver / etcd are not built (scripts/kube-tools.sh)."""
 
 
-def kube_tools(root: Path) -> dict[str, str]:
-    """{"KUBECTL": path, "KUBE_APISERVER": path, "ETCD": path, ...}: the environment's, else kube-tools.sh's."""
+def kube_tools(root: Path, node: bool = False) -> dict[str, str]:
+    """{"KUBECTL": path, "KUBE_APISERVER": path, "ETCD": path, ...}: the environment's, else kube-tools.sh's;
+    with NODE also a node's ("KUBELET", "CRICTL", ...)."""
     tools: dict[str, str] = {}
-    r = subprocess.run([os.fspath(root / "scripts/kube-tools.sh"), "--print"], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run([os.fspath(root / "scripts/kube-tools.sh"), *(["--node"] if node else []), "--print"],
+                       capture_output=True, text=True, timeout=60)
     for line in r.stdout.splitlines():
         if "=" in line:
             k, v = line.split("=", 1)

@@ -91,8 +91,9 @@ class KubeNode:
         return time.monotonic() - t
 
     def load_images(self, build_dir: Path) -> dict[str, str]:
-        """The agent's and controller's images from BUILD_DIR/bin (built, or taken from the cache) imported into
-        the node: {"AGENT_IMAGE", "CONTROLLER_IMAGE", ..., "build_s", "import_s"}."""
+        """The agent's and controller's images from BUILD_DIR/bin and the workload image (the SDK), built or
+        taken from the cache, imported into the node: {"AGENT_IMAGE", "CONTROLLER_IMAGE", "WORKLOAD_IMAGE", ...,
+        "build_s", "import_s"}."""
         t = time.monotonic()
         r = subprocess.run([os.fspath(self.root / "scripts/kube-images.sh"), os.fspath(build_dir)],
                            capture_output=True, text=True, timeout=600)
@@ -100,7 +101,7 @@ class KubeNode:
             raise NodeUnavailable(f"kube-images: {_why(r.stderr)}")
         images = _env_text(r.stdout)
         build_s = time.monotonic() - t
-        import_s = self.import_images(images["AGENT_ARCHIVE"], images["CONTROLLER_ARCHIVE"])
+        import_s = self.import_images(images["AGENT_ARCHIVE"], images["CONTROLLER_ARCHIVE"], images["WORKLOAD_ARCHIVE"])
         return {**images, "build_s": f"{build_s:.2f}", "import_s": f"{import_s:.2f}"}
 
     # ---- processes
@@ -120,9 +121,12 @@ class KubeNode:
         return [pid for pid, cmd in _processes().items() if f"-address {sock} " in f"{cmd} "]
 
     def adopt(self) -> None:
-        """Mark the node's processes (shims started by pods of the last test too) as the fixture's."""
+        """Mark the node's processes (shims started by pods of the last test too, and the runc a shim is running
+        just now for an exec or a stop) as the fixture's."""
         if self.long_lived:
-            outlive_tests(*self.pids())
+            ours = set(self.pids())
+            parents = _parents()
+            outlive_tests(*ours, *(pid for pid in parents if parents[pid] in ours))
 
     # ---- what a stop must have removed
     def leftovers(self) -> list[str]:
@@ -158,6 +162,19 @@ class KubeNode:
                 if (h / env["CGROUP_ROOT"].lstrip("/")).exists():
                     left.append(f"cgroup {h}{env['CGROUP_ROOT']}")
         return left
+
+
+def _parents() -> dict[int, int]:
+    """{pid: its parent's pid} of every process."""
+    found: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    found[int(entry.name)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
 
 
 def _processes() -> dict[int, str]:
