@@ -94,6 +94,11 @@ stage "Helm chart (real helm, real apiserver), the images' runtime libraries, an
 echo "   (containerd + kubelet: docs/test-node.md)"
 tests/scenarios/run.sh e2e/test_helm.py build tests/scenarios/e2e/test_image_libs.py tests/scenarios/node
 
+stage "DRA driver conduit.dev (Go, built once and cached outside the repo): its unit tests, then ResourceSlices,"
+echo "   scheduling and the kubelet plugin against a real apiserver, kube-scheduler and kubelet (docs/dra.md)"
+scripts/dra-build.sh --test >/dev/null
+tests/scenarios/run.sh dra build
+
 left_behind
 # One clang tree serves both the fuzzers and the ASan tests (it was two: a clang fuzz tree and a gcc ASan tree
 # that compiled every library twice). Its libraries are built as scripts/fuzz.sh builds them (-O1, libFuzzer
