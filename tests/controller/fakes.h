@@ -193,6 +193,7 @@ class FakeAgents : public AgentApi {
     return create_region(node, api::CreateRegion{.name = name, .bytes = bytes, .memory = memory, .ns = ns});
   }
   Result<api::Manifest> manifest(const std::string& node, const std::string& name) override {
+    std::lock_guard lock(mu_);  // a Reshard job reads its pods' manifests at once
     if (auto e = reach(node)) return *e;
     auto& n = nodes[node];
     auto it = n.manifests.find(name);
@@ -263,6 +264,7 @@ class FakeAgents : public AgentApi {
   std::map<std::string, std::string> writers;   // grant id -> the writer it was asked with
   std::map<std::string, std::string> grant_ns;  // grant id -> the job's namespace it was asked for
   Status revoke_grant(const std::string& node, const std::string& id, const std::string& ns) override {
+    std::lock_guard lock(mu_);  // a release revokes a job's grants at once
     if (auto e = reach(node)) return *e;
     if (nodes[node].grants.count(id) > 0 && !ns.empty() && grant_ns[id] != ns)
       return make_error(ErrorCode::Forbidden, "Forbidden: the grant is not made for namespace " + ns);
@@ -293,6 +295,7 @@ class FakeAgents : public AgentApi {
 
   Result<api::TransferStatus> start_transfer(const std::string& node,
                                              const api::TransferRequest& request) override {
+    std::lock_guard lock(mu_);  // a Reshard job starts its batches at once
     if (auto e = reach(node)) return *e;
     const bool found = request.source_file.empty() ? nodes[node].regions.count(request.source_region) > 0
                                                    : nodes[node].files.count(request.source_file) > 0;
@@ -309,6 +312,7 @@ class FakeAgents : public AgentApi {
   }
   Result<api::TransferStatus> get_transfer(const std::string& node, const std::string& id,
                                            const std::string& ns) override {
+    std::lock_guard lock(mu_);  // ... and looks at them at once
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
     if (auto e = not_of(id, ns)) return *e;
@@ -322,6 +326,7 @@ class FakeAgents : public AgentApi {
     return get_transfer(node, id, ns);
   }
   Status cancel_transfer(const std::string& node, const std::string& id, const std::string& ns) override {
+    std::lock_guard lock(mu_);  // ... and cancels them at once
     if (auto e = reach(node)) return *e;
     if (transfers.count(id) == 0) return make_error(ErrorCode::NotFound, "NotFound: transfer");
     if (auto e = not_of(id, ns)) return *e;
