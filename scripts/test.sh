@@ -41,6 +41,8 @@ before=$(pgrep -d ' ' "$ours" 2>/dev/null || true)
 left_behind() {
   local pid now=()
   for pid in $(pgrep "$ours" 2>/dev/null || true); do
+    # An exited process init has not reaped yet (a zombie) holds nothing.
+    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && continue
     [[ " $before " == *" $pid "* ]] || now+=("$pid $(cat /proc/"$pid"/comm 2>/dev/null)")
   done
   if [ ${#now[@]} -gt 0 ]; then

@@ -14,11 +14,14 @@ from harness.kube import KubeToolsMissing, kube_tools
 
 
 def alive(pid):
+    """Whether PID still runs: a zombie (it exited; init, its parent since the start script ended, has not
+    reaped it yet) does not."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
-    return True
+    return state != "Z"
 
 
 def test_kube_env_smoke(repo_root, work):
