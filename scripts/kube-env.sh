@@ -44,13 +44,8 @@ dir="$(cd "$2" && pwd)"
 # 1 s, then SIGKILL. A test's apiserver and etcd need no graceful end: the apiserver spent ~3 s of it
 # draining and etcd ~2 s, 5 s per stop and minutes over the suite's apiservers, while etcd's write-ahead log
 # keeps every committed write across a kill, so a start on the same DIR comes back with the same objects.
-# running PID: the process exists and is not a zombie (one re-parented to an init that reaps late still
-# answers kill -0).
-running() {
-  local state
-  state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" || return 1
-  [ -n "$state" ] && [ "$state" != Z ]
-}
+# shellcheck source=lib/proc.sh
+. "$here/lib/proc.sh"
 stop_one() {
   local name="$1" pidfile="$dir/$1.pid" pid
   [ -f "$pidfile" ] || return 0
@@ -59,12 +54,12 @@ stop_one() {
      && tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$name"; then
     kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 10); do
-      running "$pid" || break
+      proc_running "$pid" || break
       sleep 0.1
     done
-    if running "$pid"; then
+    if proc_running "$pid"; then
       kill -KILL "$pid" 2>/dev/null || true
-      for _ in $(seq 50); do running "$pid" || break; sleep 0.1; done
+      for _ in $(seq 50); do proc_running "$pid" || break; sleep 0.1; done
     fi
     # A child of this shell (stop after a failed start) is reaped here; otherwise wait is a no-op.
     wait "$pid" 2>/dev/null || true

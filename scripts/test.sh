@@ -10,6 +10,8 @@
 #                              process or apiserver (ctest -LE 'integration|kube'), and the main job end to end
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib/proc.sh
+. scripts/lib/proc.sh
 quick=0
 case "${1:-}" in
   --quick) quick=1 ;;
@@ -41,8 +43,7 @@ before=$(pgrep -d ' ' "$ours" 2>/dev/null || true)
 left_behind() {
   local pid now=()
   for pid in $(pgrep "$ours" 2>/dev/null || true); do
-    # An exited process init has not reaped yet (a zombie) holds nothing.
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && continue
+    proc_running "$pid" || continue
     [[ " $before " == *" $pid "* ]] || now+=("$pid $(cat /proc/"$pid"/comm 2>/dev/null)")
   done
   if [ ${#now[@]} -gt 0 ]; then

@@ -83,7 +83,8 @@ struct Setting {
   Apply apply;
 };
 
-const std::array<Setting, 32> kSettings{{
+// Sized by its entries: a fixed count went stale whenever two changes each added a setting.
+const auto kSettings = std::to_array<Setting>({
     {"node-name", "NAME", "this node's name", "the hostname",
      [](AgentConfig& c, const std::string& v) -> Status {
        if (v.empty()) return invalid("must not be empty");
@@ -245,7 +246,7 @@ const std::array<Setting, 32> kSettings{{
        c.max_body_bytes = static_cast<std::size_t>(*n);
        return {};
      }},
-}};
+});
 
 // The data plane's settings (conduit/data_plane_settings.h), as options of the agent: conduit-bench parses
 // the same table, so a setting has one name, range and error in both.
